@@ -1,0 +1,720 @@
+package memory
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/conversion"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/features"
+	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/value"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+)
+
+// Messages kube-apiserver's etcd3 store returns for compacted reads; clients
+// match on the 410 reason, people on the text, so they are kept identical.
+const (
+	msgListExpired  = "The resourceVersion for the provided list is too old."
+	msgWatchExpired = "The resourceVersion for the provided watch is too old."
+	msgContinueOld  = "The provided continue parameter is too old to display a consistent list result. " +
+		"You can start a new list without the continue parameter."
+	msgInconsistentContinue = "The provided continue parameter is too old to display a consistent list result. " +
+		"You can start a new list without the continue parameter, or use the continue token in this response to " +
+		"retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - " +
+		"objects that were created, modified, or deleted between the time the first chunk was returned and now may " +
+		"show up in the list."
+)
+
+// Config describes one resource's store on a Backend.
+type Config struct {
+	// Codec encodes objects to the bytes that are stored and decodes them.
+	// Required.
+	Codec runtime.Codec
+	// Transformer transforms stored bytes (encryption at rest). Default: none.
+	Transformer value.Transformer
+	// Versioner reads and writes resourceVersions. Default:
+	// storage.APIObjectVersioner.
+	Versioner storage.Versioner
+	// Prefix is prepended to every key, like etcd's --etcd-prefix
+	// ("/registry"). Default "/".
+	Prefix string
+	// ResourcePrefix is the prefix every key passed to the store must have,
+	// such as "/pods". Required.
+	ResourcePrefix string
+	// GroupResource names the resource in errors.
+	GroupResource schema.GroupResource
+	// NewFunc returns a new empty object; needed for bookmarks.
+	NewFunc func() runtime.Object
+	// NewListFunc returns a new empty list.
+	NewListFunc func() runtime.Object
+}
+
+// store implements storage.Interface for one resource on a Backend.
+type store struct {
+	b              *Backend
+	codec          runtime.Codec
+	versioner      storage.Versioner
+	transformer    atomic.Pointer[value.Transformer]
+	pathPrefix     string
+	resourcePrefix string
+	gr             schema.GroupResource
+	newFunc        func() runtime.Object
+	newListFunc    func() runtime.Object
+
+	sizeMu   sync.Mutex
+	sizeKeys storage.KeysFunc
+}
+
+var _ storage.Interface = (*store)(nil)
+
+// NewStore returns the storage.Interface of one resource on b.
+func (b *Backend) NewStore(cfg Config) (storage.Interface, error) {
+	return b.newStore(cfg)
+}
+
+func (b *Backend) newStore(cfg Config) (*store, error) {
+	var errs []error
+	if cfg.Codec == nil {
+		errs = append(errs, errors.New("codec is required"))
+	}
+	switch {
+	case cfg.ResourcePrefix == "":
+		errs = append(errs, errors.New("resourcePrefix cannot be empty"))
+	case cfg.ResourcePrefix == "/":
+		errs = append(errs, errors.New("resourcePrefix cannot be /"))
+	case !strings.HasPrefix(cfg.ResourcePrefix, "/"):
+		errs = append(errs, errors.New("resourcePrefix needs to start from /"))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("memory store for %v: %w", cfg.GroupResource, errors.Join(errs...))
+	}
+	pathPrefix := path.Join("/", cfg.Prefix)
+	if !strings.HasSuffix(pathPrefix, "/") {
+		pathPrefix += "/"
+	}
+	s := &store{
+		b:              b,
+		codec:          cfg.Codec,
+		versioner:      cfg.Versioner,
+		pathPrefix:     pathPrefix,
+		resourcePrefix: cfg.ResourcePrefix,
+		gr:             cfg.GroupResource,
+		newFunc:        cfg.NewFunc,
+		newListFunc:    cfg.NewListFunc,
+	}
+	if s.versioner == nil {
+		s.versioner = storage.APIObjectVersioner{}
+	}
+	t := cfg.Transformer
+	if t == nil {
+		t = identity{}
+	}
+	s.transformer.Store(&t)
+	return s, nil
+}
+
+// identity is the transformer used when none is configured.
+type identity struct{}
+
+func (identity) TransformFromStorage(_ context.Context, data []byte, _ value.Context) ([]byte, bool, error) {
+	return data, false, nil
+}
+
+func (identity) TransformToStorage(_ context.Context, data []byte, _ value.Context) ([]byte, error) {
+	return data, nil
+}
+
+func (s *store) xf() value.Transformer { return *s.transformer.Load() }
+
+// Versioner implements storage.Interface.
+func (s *store) Versioner() storage.Versioner { return s.versioner }
+
+func (s *store) prepareKey(key string, recursive bool) (string, error) {
+	k, err := storage.PrepareKey(s.resourcePrefix, key, recursive)
+	if err != nil {
+		return "", err
+	}
+	return s.pathPrefix + strings.TrimPrefix(k, "/"), nil
+}
+
+// authenticated data binds a transformed value to its key, as etcd3 does.
+func dataCtx(key string) value.Context { return value.DefaultContext(key) }
+
+// decode decodes stored (already untransformed) bytes into out at rev.
+func (s *store) decode(data []byte, out runtime.Object, rev int64) error {
+	if _, err := conversion.EnforcePtr(out); err != nil {
+		return fmt.Errorf("unable to convert output object to pointer: %v", err)
+	}
+	if _, _, err := s.codec.Decode(data, nil, out); err != nil {
+		return err
+	}
+	// Failing to set the version does not make the object unreadable.
+	_ = s.versioner.UpdateObject(out, uint64(rev))
+	return nil
+}
+
+// Get implements storage.Interface.
+func (s *store) Get(ctx context.Context, key string, opts storage.GetOptions, out runtime.Object) error {
+	k, err := s.prepareKey(key, false)
+	if err != nil {
+		return err
+	}
+	item, found, rev, _ := s.b.get(k, 0)
+	if err := s.validateMinimumResourceVersion(opts.ResourceVersion, uint64(rev)); err != nil {
+		return err
+	}
+	if !found {
+		if opts.IgnoreNotFound {
+			return runtime.SetZeroValue(out)
+		}
+		return storage.NewKeyNotFoundError(k, 0)
+	}
+	data, _, err := s.xf().TransformFromStorage(ctx, item.value, dataCtx(k))
+	if err != nil {
+		return storage.NewInternalError(err)
+	}
+	return s.decode(data, out, item.modRev)
+}
+
+func (s *store) validateMinimumResourceVersion(minimum string, actual uint64) error {
+	if minimum == "" {
+		return nil
+	}
+	rv, err := s.versioner.ParseResourceVersion(minimum)
+	if err != nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: %v", err))
+	}
+	if rv > actual {
+		return storage.NewTooLargeResourceVersionError(rv, actual, 0)
+	}
+	return nil
+}
+
+// Create implements storage.Interface.
+func (s *store) Create(ctx context.Context, key string, obj, out runtime.Object, ttl uint64) error {
+	k, err := s.prepareKey(key, false)
+	if err != nil {
+		return err
+	}
+	if v, err := s.versioner.ObjectResourceVersion(obj); err == nil && v != 0 {
+		return storage.ErrResourceVersionSetOnCreate
+	}
+	if err := s.versioner.PrepareObjectForStorage(obj); err != nil {
+		return fmt.Errorf("PrepareObjectForStorage failed: %v", err)
+	}
+	data, err := runtime.Encode(s.codec, obj)
+	if err != nil {
+		return err
+	}
+	stored, err := s.xf().TransformToStorage(ctx, data, dataCtx(k))
+	if err != nil {
+		return storage.NewInternalError(err)
+	}
+	res := s.b.put(k, stored, 0, ttl)
+	if !res.succeeded {
+		return storage.NewKeyExistsError(k, 0)
+	}
+	if out != nil {
+		return s.decode(data, out, res.rev)
+	}
+	return nil
+}
+
+// objState is an object as read for an update or delete.
+type objState struct {
+	obj   runtime.Object
+	meta  storage.ResponseMeta
+	rev   int64
+	data  []byte // untransformed bytes
+	stale bool
+}
+
+// stateFromKV decodes a stored value. With expectCorrupt (unsafe deletion of
+// undecodable objects), an object that decodes is an error and one that does
+// not is returned with obj nil.
+func (s *store) stateFromKV(ctx context.Context, key string, item kv, found bool, v reflect.Value, ignoreNotFound, expectCorrupt bool) (*objState, error) {
+	st := &objState{}
+	if u, ok := v.Addr().Interface().(runtime.Unstructured); ok {
+		st.obj = u.NewEmptyInstance()
+	} else {
+		st.obj = reflect.New(v.Type()).Interface().(runtime.Object)
+	}
+	if !found {
+		if !ignoreNotFound {
+			return nil, storage.NewKeyNotFoundError(key, 0)
+		}
+		if err := runtime.SetZeroValue(st.obj); err != nil {
+			return nil, err
+		}
+		return st, nil
+	}
+	st.rev = item.modRev
+	st.meta.ResourceVersion = uint64(item.modRev)
+	data, stale, err := s.xf().TransformFromStorage(ctx, item.value, dataCtx(key))
+	if err != nil {
+		if !expectCorrupt {
+			return nil, storage.NewInternalError(err)
+		}
+		st.obj, st.stale = nil, true
+		return st, nil
+	}
+	st.data, st.stale = data, stale
+	if err := s.decode(data, st.obj, st.rev); err != nil {
+		if !expectCorrupt {
+			return nil, err
+		}
+		st.obj = nil
+		return st, nil
+	}
+	if expectCorrupt {
+		return nil, storage.NewInvalidObjError(key, "unsafe deletion is not allowed because the object is decodable from storage")
+	}
+	return st, nil
+}
+
+func (s *store) currentState(ctx context.Context, key string, v reflect.Value, ignoreNotFound, expectCorrupt bool) func() (*objState, error) {
+	return func() (*objState, error) {
+		item, found, _, _ := s.b.get(key, 0)
+		return s.stateFromKV(ctx, key, item, found, v, ignoreNotFound, expectCorrupt)
+	}
+}
+
+// stateFromObject builds the state of a caller-supplied cached object.
+func (s *store) stateFromObject(obj runtime.Object) (*objState, error) {
+	rv, err := s.versioner.ObjectResourceVersion(obj)
+	if err != nil {
+		return nil, fmt.Errorf("couldn't get resource version: %v", err)
+	}
+	st := &objState{obj: obj, rev: int64(rv)}
+	st.meta.ResourceVersion = rv
+	// The stored form has no resourceVersion; clear it to encode, then restore.
+	if err := s.versioner.PrepareObjectForStorage(obj); err != nil {
+		return nil, fmt.Errorf("PrepareObjectForStorage failed: %v", err)
+	}
+	st.data, err = runtime.Encode(s.codec, obj)
+	if err != nil {
+		return nil, err
+	}
+	_ = s.versioner.UpdateObject(st.obj, rv)
+	return st, nil
+}
+
+// Delete implements storage.Interface.
+func (s *store) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions,
+	validateDeletion storage.ValidateObjectFunc, cachedExistingObject runtime.Object, opts storage.DeleteOptions) error {
+	k, err := s.prepareKey(key, false)
+	if err != nil {
+		return err
+	}
+	v, err := conversion.EnforcePtr(out)
+	if err != nil {
+		return fmt.Errorf("unable to convert output object to pointer: %v", err)
+	}
+	expectCorrupt := opts.ExpectTransformOrDecodeError &&
+		utilfeature.DefaultFeatureGate.Enabled(features.AllowUnsafeMalformedObjectDeletion)
+	current := s.currentState(ctx, k, v, false, expectCorrupt)
+
+	var st *objState
+	isCurrent := false
+	if cachedExistingObject != nil && !expectCorrupt {
+		st, err = s.stateFromObject(cachedExistingObject)
+	} else {
+		st, err = current()
+		isCurrent = true
+	}
+	if err != nil {
+		return err
+	}
+	for {
+		// A check that fails on possibly stale cached data is retried on
+		// fresh data; if the data was current after all, its error stands.
+		checkErr := preconditions.Check(k, st.obj)
+		if checkErr == nil {
+			checkErr = validateDeletion(ctx, st.obj)
+		}
+		if checkErr != nil {
+			if isCurrent {
+				return checkErr
+			}
+			cachedRev := st.rev
+			if st, err = current(); err != nil {
+				return err
+			}
+			isCurrent = true
+			if st.rev == cachedRev {
+				return checkErr
+			}
+			continue
+		}
+		res := s.b.del(k, st.rev)
+		if !res.succeeded {
+			if st, err = s.stateFromKV(ctx, k, res.current, res.exists, v, false, expectCorrupt); err != nil {
+				return err
+			}
+			isCurrent = true
+			continue
+		}
+		if expectCorrupt {
+			return nil
+		}
+		return s.decode(st.data, out, res.rev)
+	}
+}
+
+// GuaranteedUpdate implements storage.Interface.
+func (s *store) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
+	preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc, cachedExistingObject runtime.Object) error {
+	k, err := s.prepareKey(key, false)
+	if err != nil {
+		return err
+	}
+	v, err := conversion.EnforcePtr(destination)
+	if err != nil {
+		return fmt.Errorf("unable to convert output object to pointer: %v", err)
+	}
+	current := s.currentState(ctx, k, v, ignoreNotFound, false)
+
+	var st *objState
+	isCurrent := false
+	if cachedExistingObject != nil {
+		st, err = s.stateFromObject(cachedExistingObject)
+	} else {
+		st, err = current()
+		isCurrent = true
+	}
+	if err != nil {
+		return err
+	}
+	for {
+		if err := preconditions.Check(k, st.obj); err != nil {
+			if isCurrent {
+				return err
+			}
+			if st, err = current(); err != nil {
+				return err
+			}
+			isCurrent = true
+			continue
+		}
+
+		ret, ttlPtr, err := tryUpdate(st.obj, st.meta)
+		if err == nil {
+			err = s.versioner.PrepareObjectForStorage(ret)
+			if err != nil {
+				err = fmt.Errorf("PrepareObjectForStorage failed: %v", err)
+			}
+		}
+		if err != nil {
+			if isCurrent {
+				return err
+			}
+			// The suggestion may have been stale: retry on fresh data unless
+			// it was current after all.
+			cachedRev := st.rev
+			fresh, freshErr := current()
+			if freshErr != nil {
+				return freshErr
+			}
+			st, isCurrent = fresh, true
+			if st.rev == cachedRev {
+				return err
+			}
+			continue
+		}
+		var ttl uint64
+		if ttlPtr != nil {
+			ttl = *ttlPtr
+		}
+
+		data, err := runtime.Encode(s.codec, ret)
+		if err != nil {
+			return err
+		}
+		if !st.stale && bytes.Equal(data, st.data) {
+			// No change: do not write, but make sure the comparison was
+			// against what is stored now and not a stale suggestion.
+			if !isCurrent {
+				if st, err = current(); err != nil {
+					return err
+				}
+				isCurrent = true
+				if !bytes.Equal(data, st.data) {
+					continue
+				}
+			}
+			if !st.stale {
+				return s.decode(st.data, destination, st.rev)
+			}
+		}
+
+		stored, err := s.xf().TransformToStorage(ctx, data, dataCtx(k))
+		if err != nil {
+			return storage.NewInternalError(err)
+		}
+		res := s.b.put(k, stored, st.rev, ttl)
+		if !res.succeeded {
+			if st, err = s.stateFromKV(ctx, k, res.current, res.exists, v, ignoreNotFound, false); err != nil {
+				return err
+			}
+			isCurrent = true
+			continue
+		}
+		return s.decode(data, destination, res.rev)
+	}
+}
+
+// Stats implements storage.Interface.
+func (s *store) Stats(ctx context.Context) (storage.Stats, error) {
+	prefix, err := s.prepareKey(s.resourcePrefix, true)
+	if err != nil {
+		return storage.Stats{}, err
+	}
+	n, size := s.b.count(prefix)
+	st := storage.Stats{ObjectCount: n}
+	s.sizeMu.Lock()
+	sized := s.sizeKeys != nil
+	s.sizeMu.Unlock()
+	if sized && n > 0 {
+		st.EstimatedAverageObjectSizeBytes = size / n
+	}
+	return st, nil
+}
+
+// EnableResourceSizeEstimation implements storage.Interface. Sizes are exact
+// here, so the keys function is only remembered as the switch.
+func (s *store) EnableResourceSizeEstimation(keys storage.KeysFunc) error {
+	if keys == nil {
+		return errors.New("KeysFunc cannot be nil")
+	}
+	s.sizeMu.Lock()
+	defer s.sizeMu.Unlock()
+	if s.sizeKeys != nil {
+		return errors.New("resourceSizeEstimator already enabled")
+	}
+	s.sizeKeys = keys
+	return nil
+}
+
+// ReadinessCheck implements storage.Interface.
+func (s *store) ReadinessCheck() error {
+	select {
+	case <-s.b.done:
+		return ErrClosed
+	default:
+		return nil
+	}
+}
+
+// RequestWatchProgress implements storage.Interface.
+func (s *store) RequestWatchProgress(context.Context) error {
+	s.b.requestProgress()
+	return nil
+}
+
+// GetCurrentResourceVersion implements storage.Interface.
+func (s *store) GetCurrentResourceVersion(context.Context) (uint64, error) {
+	return uint64(s.b.Revision()), nil
+}
+
+// CompactRevision implements storage.Interface.
+func (s *store) CompactRevision() int64 { return s.b.CompactRevision() }
+
+// GetList implements storage.Interface.
+func (s *store) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
+	keyPrefix, err := s.prepareKey(key, opts.Recursive)
+	if err != nil {
+		return err
+	}
+	listPtr, err := meta.GetItemsPtr(listObj)
+	if err != nil {
+		return err
+	}
+	v, err := conversion.EnforcePtr(listPtr)
+	if err != nil || v.Kind() != reflect.Slice {
+		return fmt.Errorf("need ptr to slice: %v", err)
+	}
+	newItem := newItemFunc(listObj, v)
+	withRev, continueKey, err := storage.ValidateListOptions(keyPrefix, s.versioner, opts)
+	if err != nil {
+		return err
+	}
+	paging := opts.Predicate.Limit > 0
+
+	var (
+		lastKey string
+		hasMore bool
+		count   int64
+	)
+	if !opts.Recursive {
+		item, found, rev, err := s.b.get(keyPrefix, withRev)
+		if err != nil {
+			return s.listError(err, withRev, false, continueKey, keyPrefix)
+		}
+		if withRev == 0 {
+			if err := s.validateMinimumResourceVersion(opts.ResourceVersion, uint64(rev)); err != nil {
+				return err
+			}
+			withRev = rev
+		}
+		if found {
+			if err := s.appendItem(ctx, item, opts.Predicate, newItem, v); err != nil {
+				return err
+			}
+		}
+	} else {
+		// Read in pages like etcd3's store: a selector may drop most of a
+		// page, so the page size doubles up to maxPage, and decoding (the
+		// real cost here) stops as soon as the limit is filled.
+		limit := opts.Predicate.Limit
+		from := continueKey
+		for {
+			s.b.ranges.Add(1)
+			res, err := s.b.rangeKeys(keyPrefix, from, withRev, limit)
+			if err != nil {
+				return s.listError(err, withRev, len(opts.Predicate.Continue) > 0, continueKey, keyPrefix)
+			}
+			if withRev == 0 {
+				if err := s.validateMinimumResourceVersion(opts.ResourceVersion, uint64(res.rev)); err != nil {
+					return err
+				}
+				withRev = res.rev // later pages read the same snapshot
+			}
+			count = res.count
+			if opts.Predicate.Empty() {
+				growSlice(v, len(res.kvs))
+			}
+			limitReached := false
+			for _, item := range res.kvs {
+				if paging && int64(v.Len()) >= opts.Predicate.Limit {
+					limitReached = true
+					break
+				}
+				lastKey = item.key
+				if err := s.appendItem(ctx, item, opts.Predicate, newItem, v); err != nil {
+					return err
+				}
+			}
+			hasMore = res.more || limitReached
+			if limitReached || !res.more || (paging && int64(v.Len()) >= opts.Predicate.Limit) {
+				break
+			}
+			from = lastKey + "\x00"
+			if limit < maxPage {
+				limit = min(limit*2, maxPage)
+			}
+		}
+	}
+	cont, remaining, err := storage.PrepareContinueToken(lastKey, keyPrefix, withRev, count, hasMore, opts)
+	if err != nil {
+		return err
+	}
+	if v.IsNil() {
+		v.Set(reflect.MakeSlice(v.Type(), 0, 0))
+	}
+	if err := s.versioner.UpdateList(listObj, uint64(withRev), cont, remaining); err != nil {
+		return err
+	}
+	if utilfeature.DefaultFeatureGate.Enabled(features.ShardedListAndWatch) {
+		opts.Predicate.SetShardInfoOnList(listObj)
+	}
+	return nil
+}
+
+// maxPage caps the page size of one backend read in GetList, as etcd3's
+// maxLimit does.
+const maxPage = 10000
+
+// appendItem decodes one stored item and appends it to v if pred matches.
+func (s *store) appendItem(ctx context.Context, item kv, pred storage.SelectionPredicate, newItem func() runtime.Object, v reflect.Value) error {
+	data, _, err := s.xf().TransformFromStorage(ctx, item.value, dataCtx(item.key))
+	if err != nil {
+		return storage.NewInternalError(fmt.Errorf("unable to transform key %q: %w", item.key, err))
+	}
+	if ctx.Err() != nil {
+		return storage.NewTimeoutError(item.key, "request did not complete within requested timeout")
+	}
+	obj, _, err := s.codec.Decode(data, nil, newItem())
+	if err != nil {
+		return err
+	}
+	_ = s.versioner.UpdateObject(obj, uint64(item.modRev))
+	if ok, err := pred.Matches(obj); err == nil && ok {
+		v.Set(reflect.Append(v, reflect.ValueOf(obj).Elem()))
+	}
+	return nil
+}
+
+// listError maps backend read errors to the API errors etcd3's store returns.
+func (s *store) listError(err error, withRev int64, paging bool, continueKey, keyPrefix string) error {
+	switch {
+	case errors.Is(err, ErrFutureRevision):
+		return storage.NewTooLargeResourceVersionError(uint64(withRev), uint64(s.b.Revision()), 0)
+	case errors.Is(err, ErrCompacted):
+		if !paging {
+			return apierrors.NewResourceExpired(msgListExpired)
+		}
+		// rv -1 lets the client continue at the latest revision, knowingly
+		// inconsistent.
+		token, encErr := storage.EncodeContinue(continueKey, keyPrefix, -1)
+		if encErr != nil {
+			return apierrors.NewResourceExpired(msgContinueOld)
+		}
+		se := apierrors.NewResourceExpired(msgInconsistentContinue)
+		se.ErrStatus.ListMeta.Continue = token
+		return se
+	}
+	return err
+}
+
+func newItemFunc(listObj runtime.Object, v reflect.Value) func() runtime.Object {
+	if ul, ok := listObj.(*unstructured.UnstructuredList); ok {
+		if apiVersion := ul.GetAPIVersion(); apiVersion != "" {
+			return func() runtime.Object {
+				return &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion}}
+			}
+		}
+	}
+	elem := v.Type().Elem()
+	return func() runtime.Object { return reflect.New(elem).Interface().(runtime.Object) }
+}
+
+// growSlice makes room for n more items, capped so that a huge filtered list
+// does not allocate up front.
+func growSlice(v reflect.Value, n int) {
+	const maxPrealloc = 2048
+	if n > maxPrealloc {
+		n = maxPrealloc
+	}
+	if v.Cap()-v.Len() >= n {
+		return
+	}
+	grown := reflect.MakeSlice(v.Type(), v.Len(), v.Len()+n)
+	reflect.Copy(grown, v)
+	v.Set(grown)
+}
+
+// Watch implements storage.Interface.
+func (s *store) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
+	k, err := s.prepareKey(key, opts.Recursive)
+	if err != nil {
+		return nil, err
+	}
+	rev, err := s.versioner.ParseResourceVersion(opts.ResourceVersion)
+	if err != nil {
+		return nil, err
+	}
+	return s.watch(ctx, k, int64(rev), opts)
+}

@@ -1,0 +1,353 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/features"
+	"k8s.io/apiserver/pkg/storage"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
+)
+
+const (
+	// resultBuffer is the watch result channel's capacity, as etcd3's store.
+	resultBuffer = 100
+	// readBatch bounds how many events a watch copies out under the read lock.
+	readBatch = 256
+)
+
+// watcher streams one watch. It reads the backend's event log at its own
+// pace, so a slow consumer never blocks writers or other watches; one that
+// falls behind the history window gets a 410 error, like an etcd watcher
+// whose start revision was compacted.
+type watcher struct {
+	s              *store
+	key            string
+	recursive      bool
+	pred           storage.SelectionPredicate
+	acceptAll      bool
+	progressNotify bool
+	recordTimes    bool
+	ctx            context.Context
+	cancel         context.CancelFunc
+	result         chan watch.Event
+}
+
+func (s *store) watch(ctx context.Context, key string, rev int64, opts storage.ListOptions) (watch.Interface, error) {
+	if opts.Recursive && !strings.HasSuffix(key, "/") {
+		return nil, fmt.Errorf(`recursive key needs to end with "/"`)
+	}
+	if opts.ProgressNotify && s.newFunc == nil {
+		return nil, apierrors.NewInternalError(errors.New("progressNotify for watch is unsupported by the memory storage because no newFunc was provided"))
+	}
+	watchList := utilfeature.DefaultFeatureGate.Enabled(features.WatchList)
+	sendInitial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+	forceInitial := (opts.SendInitialEvents == nil && rev == 0) || (watchList && sendInitial)
+	endBookmark := watchList && sendInitial && opts.Predicate.AllowWatchBookmarks
+	if rev == 0 && watchList && opts.SendInitialEvents != nil && !sendInitial {
+		// "Start from now" without initial state.
+		rev = s.b.Revision()
+	}
+
+	w := &watcher{
+		s:              s,
+		key:            key,
+		recursive:      opts.Recursive,
+		pred:           opts.Predicate,
+		acceptAll:      opts.Predicate.Empty(),
+		progressNotify: opts.ProgressNotify,
+		recordTimes:    opts.RecordTimestamps,
+		result:         make(chan watch.Event, resultBuffer),
+	}
+	if w.acceptAll {
+		w.pred = storage.Everything
+	}
+	w.ctx, w.cancel = context.WithCancel(ctx)
+
+	s.b.mu.Lock()
+	if s.b.closed {
+		s.b.mu.Unlock()
+		w.cancel()
+		return nil, ErrClosed
+	}
+	s.b.watchers.Add(1)
+	s.b.mu.Unlock()
+	go func() {
+		defer s.b.watchers.Done()
+		defer close(w.result)
+		defer w.cancel()
+		w.run(rev, forceInitial, endBookmark)
+	}()
+	// Tell API priority and fairness the watch is set up, so the request's
+	// seat is released.
+	utilflowcontrol.WatchInitialized(ctx)
+	return w, nil
+}
+
+// Stop implements watch.Interface.
+func (w *watcher) Stop() { w.cancel() }
+
+// ResultChan implements watch.Interface.
+func (w *watcher) ResultChan() <-chan watch.Event { return w.result }
+
+func (w *watcher) run(rev int64, forceInitial, endBookmark bool) {
+	b := w.s.b
+	next := rev + 1
+	if forceInitial {
+		if rev > 0 {
+			if cur := b.Revision(); rev > cur {
+				w.sendError(storage.NewTooLargeResourceVersionError(uint64(rev), uint64(cur), 1))
+				return
+			}
+		}
+		at, ok := w.sendInitialState()
+		if !ok {
+			return
+		}
+		next = at + 1
+	}
+	if endBookmark {
+		if !w.sendBookmark(next-1, true) {
+			return
+		}
+	}
+
+	var tick <-chan time.Time
+	if w.progressNotify {
+		t := time.NewTicker(b.opts.ProgressNotifyInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		progress := b.progressCh()
+		evs, cur, wake, err := b.changes(next, readBatch)
+		if err != nil {
+			w.sendError(apierrors.NewResourceExpired(msgWatchExpired))
+			return
+		}
+		for i := range evs {
+			ev := &evs[i]
+			next = ev.rev + 1
+			if !w.matchesKey(ev.key) {
+				continue
+			}
+			out, err := w.transform(ev)
+			if err != nil {
+				w.sendError(err)
+				return
+			}
+			if out != nil && !w.send(*out) {
+				return
+			}
+		}
+		if len(evs) > 0 {
+			continue
+		}
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-b.done:
+			return
+		case <-wake:
+		case <-progress:
+			if w.progressNotify && !w.sendBookmark(cur, false) {
+				return
+			}
+		case <-tick:
+			if !w.sendBookmark(cur, false) {
+				return
+			}
+		}
+	}
+}
+
+func (w *watcher) matchesKey(key string) bool {
+	if w.recursive {
+		return strings.HasPrefix(key, w.key)
+	}
+	return key == w.key
+}
+
+// sendInitialState sends the current state as ADDED events and returns the
+// revision it was read at.
+func (w *watcher) sendInitialState() (int64, bool) {
+	var res rangeResult
+	var err error
+	if w.recursive {
+		res, err = w.s.b.rangeKeys(w.key, w.key, 0, 0)
+	} else {
+		var item kv
+		var found bool
+		item, found, res.rev, err = w.s.b.get(w.key, 0)
+		if found {
+			res.kvs = []kv{item}
+		}
+	}
+	if err != nil {
+		w.sendError(err)
+		return 0, false
+	}
+	for _, item := range res.kvs {
+		obj, err := w.decode(item.key, item.value, item.modRev)
+		if err != nil {
+			w.sendError(err)
+			return 0, false
+		}
+		if !w.matches(obj) {
+			continue
+		}
+		if !w.send(watch.Event{Type: watch.Added, Object: obj}) {
+			return 0, false
+		}
+	}
+	return res.rev, true
+}
+
+func (w *watcher) decode(key string, data []byte, rev int64) (runtime.Object, error) {
+	plain, _, err := w.s.xf().TransformFromStorage(w.ctx, data, dataCtx(key))
+	if err != nil {
+		return nil, err
+	}
+	obj, err := runtime.Decode(w.s.codec, plain)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.s.versioner.UpdateObject(obj, uint64(rev)); err != nil {
+		return nil, fmt.Errorf("failure to version api object (%d) %#v: %v", rev, obj, err)
+	}
+	return obj, nil
+}
+
+func (w *watcher) matches(obj runtime.Object) bool {
+	if w.acceptAll {
+		return true
+	}
+	ok, err := w.pred.Matches(obj)
+	return err == nil && ok
+}
+
+// transform turns a committed change into the event this watch sees, or nil.
+// An object that moves into the selector is ADDED, one that moves out is
+// DELETED with its previous state, as etcd3's watcher reports.
+func (w *watcher) transform(ev *event) (*watch.Event, error) {
+	var cur, prev runtime.Object
+	var err error
+	if !ev.deleted {
+		if cur, err = w.decode(ev.key, ev.value, ev.rev); err != nil {
+			return nil, err
+		}
+	}
+	if ev.prevValue != nil && (ev.deleted || !w.acceptAll) {
+		// The previous state carries the revision of the change, so a
+		// DELETED event has the deletion's resourceVersion.
+		if prev, err = w.decode(ev.key, ev.prevValue, ev.rev); err != nil {
+			if ev.deleted && utilfeature.DefaultFeatureGate.Enabled(features.AllowUnsafeMalformedObjectDeletion) {
+				// An object that could not be read was deleted on purpose
+				// (unsafe deletion); say so, as etcd3's watcher does.
+				return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
+					Status:  metav1.StatusFailure,
+					Code:    http.StatusInternalServerError,
+					Reason:  metav1.StatusReasonStoreReadError,
+					Message: fmt.Sprintf("saw a DELETED event, but object data is corrupt - %v", err),
+				}}
+			}
+			return nil, err
+		}
+	}
+	var out *watch.Event
+	switch {
+	case ev.deleted:
+		if prev != nil && w.matches(prev) {
+			out = &watch.Event{Type: watch.Deleted, Object: prev}
+		}
+	case ev.created():
+		if w.matches(cur) {
+			out = &watch.Event{Type: watch.Added, Object: cur}
+		}
+	case w.acceptAll:
+		out = &watch.Event{Type: watch.Modified, Object: cur}
+	default:
+		now, before := w.matches(cur), prev != nil && w.matches(prev)
+		switch {
+		case now && before:
+			out = &watch.Event{Type: watch.Modified, Object: cur}
+		case now:
+			out = &watch.Event{Type: watch.Added, Object: cur}
+		case before:
+			out = &watch.Event{Type: watch.Deleted, Object: prev}
+		}
+	}
+	if out != nil && w.recordTimes {
+		out.Object = &timedObject{Object: out.Object, at: ev.at}
+	}
+	return out, nil
+}
+
+func (w *watcher) sendBookmark(rev int64, initialEventsEnd bool) bool {
+	obj := w.s.newFunc()
+	if err := w.s.versioner.UpdateObject(obj, uint64(rev)); err != nil {
+		w.sendError(fmt.Errorf("failed to propagate object resource version: %w", err))
+		return false
+	}
+	if initialEventsEnd {
+		if err := storage.AnnotateInitialEventsEndBookmark(obj); err != nil {
+			w.sendError(fmt.Errorf("annotate initial-events-end bookmark for %v: %w", w.s.gr, err))
+			return false
+		}
+	}
+	return w.send(watch.Event{Type: watch.Bookmark, Object: obj})
+}
+
+func (w *watcher) send(e watch.Event) bool {
+	select {
+	case w.result <- e:
+		return true
+	case <-w.ctx.Done():
+		return false
+	}
+}
+
+// sendError delivers err as an ERROR event with a metav1.Status, unless the
+// watch was cancelled.
+func (w *watcher) sendError(err error) {
+	if errors.Is(err, context.Canceled) || w.ctx.Err() != nil {
+		return
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		status = apierrors.NewInternalError(err)
+	}
+	st := status.Status()
+	w.send(watch.Event{Type: watch.Error, Object: &st})
+}
+
+// timedObject carries the time a change was committed, for the watch cache's
+// latency metrics (storage.ListOptions.RecordTimestamps).
+type timedObject struct {
+	runtime.Object
+	at time.Time
+}
+
+var _ storage.WatchEventWithRecordTime = (*timedObject)(nil)
+
+func (t *timedObject) GetObjectMeta() metav1.Object {
+	m, _ := meta.Accessor(t.Object)
+	return m
+}
+
+func (t *timedObject) DeepCopyObject() runtime.Object {
+	return &timedObject{Object: t.Object.DeepCopyObject(), at: t.at}
+}
+
+func (t *timedObject) RecordTime() time.Time  { return t.at }
+func (t *timedObject) Unwrap() runtime.Object { return t.Object }
