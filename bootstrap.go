@@ -1,0 +1,57 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/kubernetes"
+)
+
+// systemNamespaces exist on every cluster; kube-apiserver's system namespaces
+// controller creates them at start-up.
+var systemNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
+
+// bootstrapNamespaces creates the system namespaces. The hook runs once the
+// server listens; /readyz is not ok until it returns, so they exist when
+// Start returns.
+func bootstrapNamespaces(ctx genericapiserver.PostStartHookContext) error {
+	client, err := kubernetes.NewForConfig(ctx.LoopbackClientConfig)
+	if err != nil {
+		return err
+	}
+	for _, name := range systemNamespaces {
+		if err := retry(ctx, func(c context.Context) error {
+			_, err := client.CoreV1().Namespaces().Create(c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				return nil
+			}
+			return err
+		}); err != nil {
+			return fmt.Errorf("create namespace %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// retry calls f until it succeeds or ctx ends; the first calls may race the
+// server's own start-up (handlers not yet installed, informers not synced).
+func retry(ctx context.Context, f func(context.Context) error) error {
+	delay := time.Millisecond
+	for {
+		err := f(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 50*time.Millisecond)
+	}
+}

@@ -1,0 +1,421 @@
+package apiserver
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	apiextensionsv1beta1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1beta1"
+	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/runtime/serializer/recognizer"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/initializer"
+	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/request/anonymous"
+	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
+	"k8s.io/apiserver/pkg/authentication/request/union"
+	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
+	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
+	"k8s.io/apiserver/pkg/registry/generic"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	serverstorage "k8s.io/apiserver/pkg/server/storage"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/apiserver/pkg/util/webhook"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	basecompatibility "k8s.io/component-base/compatibility"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	apiregistrationv1beta1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1beta1"
+	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
+	aggregatorscheme "k8s.io/kube-aggregator/pkg/apiserver/scheme"
+	noopoteltrace "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/kubeembed/apiserver/internal/globals"
+	"github.com/kubeembed/apiserver/internal/openapi"
+	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/coordination"
+	"github.com/kubeembed/apiserver/providers/core"
+)
+
+// KubernetesVersion is the version of kube-apiserver whose API this server
+// serves and reports at /version.
+const KubernetesVersion = "1.37.2"
+
+// etcdPrefix is the key prefix of every stored object, kube-apiserver's
+// --etcd-prefix default.
+const etcdPrefix = "/registry"
+
+func builtinProviders() []providers.Provider {
+	return []providers.Provider{core.Provider{}, coordination.Provider{}}
+}
+
+// chain is the three delegating tiers kube-apiserver's CreateServerChain
+// builds: aggregator -> core -> apiextensions -> 404.
+type chain struct {
+	aggregator *aggregatorapiserver.APIAggregator
+}
+
+type runner interface{ Run(ctx context.Context) error }
+
+func (c *chain) prepare() (runner, error) {
+	p, err := c.aggregator.PrepareRun()
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// shared is what every tier's configuration has in common.
+type shared struct {
+	serving       *genericapiserver.SecureServingInfo
+	loopback      *rest.Config
+	authn         authenticator.Request
+	authz         authorizer.Authorizer
+	admission     admission.Interface
+	version       basecompatibility.EffectiveVersion
+	external      string
+	kubeInformers informers.SharedInformerFactory
+	decorator     generic.StorageDecorator
+	namer         *openapinamer.DefinitionNamer
+	providers     []providers.Provider
+	scheme        *runtime.Scheme // the core tier's
+}
+
+// coreScheme returns a scheme with every provider installed.
+func coreScheme(all []providers.Provider) (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+	scheme.AddUnversionedTypes(schema.GroupVersion{Version: "v1"},
+		&metav1.Status{}, &metav1.APIVersions{}, &metav1.APIGroupList{}, &metav1.APIGroup{}, &metav1.APIResourceList{})
+	for _, p := range all {
+		if err := p.Install(scheme); err != nil {
+			return nil, fmt.Errorf("install group %q: %w", p.GroupName(), err)
+		}
+	}
+	return scheme, nil
+}
+
+func (s *Server) buildChain(host string, port int) (*chain, error) {
+	globals.Init()
+
+	serving, err := s.ca.Serving("127.0.0.1", "::1", "localhost", host)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := dynamiccertificates.NewStaticCertKeyContent("serving-cert", serving.CertPEM, serving.KeyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("serving certificate: %w", err)
+	}
+	clientCA, err := dynamiccertificates.NewStaticCAContent("client-ca", s.ca.CertPEM)
+	if err != nil {
+		return nil, fmt.Errorf("client CA: %w", err)
+	}
+
+	loopback := rest.CopyConfig(s.config)
+	loopback.BearerToken = randomToken()
+	loopback.ContentType = runtime.ContentTypeProtobuf
+	loopback.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+
+	kubeClient, err := kubernetes.NewForConfig(loopback)
+	if err != nil {
+		return nil, err
+	}
+	dynClient, err := dynamic.NewForConfig(loopback)
+	if err != nil {
+		return nil, err
+	}
+	s.kubeInformers = informers.NewSharedInformerFactory(kubeClient, 0)
+	s.dynInformers = dynamicinformer.NewDynamicSharedInformerFactory(dynClient, 0)
+
+	sh := &shared{
+		serving:       &genericapiserver.SecureServingInfo{Listener: s.listener, Cert: cert, ClientCA: clientCA},
+		loopback:      loopback,
+		authn:         s.authenticator(),
+		authz:         authorizerFunc(authorize),
+		version:       globals.EffectiveVersion(KubernetesVersion),
+		external:      fmt.Sprintf("%s:%d", hostForURL(host), port),
+		kubeInformers: s.kubeInformers,
+		decorator:     s.storage.Decorator(),
+	}
+	sh.providers = append(builtinProviders(), s.opts.Providers...)
+	if sh.scheme, err = coreScheme(sh.providers); err != nil {
+		return nil, err
+	}
+	sh.namer = openapinamer.NewDefinitionNamer(sh.scheme, apiextensionsapiserver.Scheme, aggregatorscheme.Scheme)
+	if sh.admission, err = newAdmission(kubeClient, dynClient, s.kubeInformers, sh.authz, sh.version); err != nil {
+		return nil, err
+	}
+
+	ext, err := s.extensionsTier(sh)
+	if err != nil {
+		return nil, fmt.Errorf("apiextensions tier: %w", err)
+	}
+	coreTier, err := s.coreTier(sh, ext.GenericAPIServer)
+	if err != nil {
+		return nil, fmt.Errorf("core tier: %w", err)
+	}
+	agg, err := s.aggregatorTier(sh, coreTier, ext)
+	if err != nil {
+		return nil, fmt.Errorf("aggregator tier: %w", err)
+	}
+	if err := s.addStartInformersHook(agg.GenericAPIServer); err != nil {
+		return nil, err
+	}
+	return &chain{aggregator: agg}, nil
+}
+
+// genericConfig returns a tier's generic configuration: shared serving,
+// authentication, authorization and admission; no priority and fairness, no
+// metrics or profiling endpoints (their registries are process-wide).
+func (sh *shared) genericConfig(codecs serializer.CodecFactory, getter generic.RESTOptionsGetter, resources *serverstorage.ResourceConfig) *genericapiserver.RecommendedConfig {
+	c := genericapiserver.NewRecommendedConfig(codecs)
+	c.SecureServing = sh.serving
+	c.LoopbackClientConfig = rest.CopyConfig(sh.loopback)
+	c.ClientConfig = c.LoopbackClientConfig
+	c.Authentication.Authenticator = sh.authn
+	c.Authorization.Authorizer = sh.authz
+	c.AdmissionControl = sh.admission
+	c.EffectiveVersion = sh.version
+	c.ExternalAddress = sh.external
+	c.SharedInformerFactory = sh.kubeInformers
+	c.RESTOptionsGetter = getter
+	c.MergedResourceConfig = resources
+	c.FlowControl = nil
+	c.EnableMetrics = false
+	c.EnableProfiling = false
+	c.EnableIndex = false
+	c.ShutdownDelayDuration = 0
+	c.ShutdownWatchTerminationGracePeriod = 0
+	c.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.AllDefinitions, sh.namer)
+	c.OpenAPIV3Config.Info.Title = "Kubernetes"
+	return c
+}
+
+// restOptionsGetter gives resources storage from a storage factory (codec,
+// key prefix) on the server's storage backend.
+type restOptionsGetter struct {
+	factory   serverstorage.StorageFactory
+	decorator generic.StorageDecorator
+}
+
+func (g restOptionsGetter) GetRESTOptions(resource schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
+	cfg, err := g.factory.NewConfig(resource, example)
+	if err != nil {
+		return generic.RESTOptions{}, fmt.Errorf("storage for %v: %w", resource, err)
+	}
+	return generic.RESTOptions{
+		StorageConfig:           cfg,
+		Decorator:               g.decorator,
+		EnableGarbageCollection: true,
+		DeleteCollectionWorkers: 1,
+		ResourcePrefix:          g.factory.ResourcePrefix(resource),
+	}, nil
+}
+
+// simpleGetter stores every resource with one codec, under group/resource,
+// as kube-apiserver configures the aggregator and apiextensions tiers.
+func (sh *shared) simpleGetter(codec runtime.Codec, encode runtime.GroupVersioner) restOptionsGetter {
+	return restOptionsGetter{
+		factory: &genericoptions.SimpleStorageFactory{StorageConfig: storagebackend.Config{
+			Prefix: etcdPrefix, Codec: codec, EncodeVersioner: encode,
+		}},
+		decorator: sh.decorator,
+	}
+}
+
+func (s *Server) extensionsTier(sh *shared) (*apiextensionsapiserver.CustomResourceDefinitions, error) {
+	codecs := apiextensionsapiserver.Codecs
+	getter := sh.simpleGetter(codecs.LegacyCodec(apiextensionsv1beta1.SchemeGroupVersion),
+		runtime.NewMultiGroupVersioner(apiextensionsv1beta1.SchemeGroupVersion, schema.GroupKind{Group: apiextensionsv1beta1.GroupName}))
+	gc := sh.genericConfig(codecs, getter, apiextensionsapiserver.DefaultAPIResourceConfigSource())
+
+	// Custom resources are stored as JSON; apiextensions puts its own codec
+	// (pruning, defaulting, conversion) in front of this one.
+	crCodec := runtime.NewCodec(unstructured.UnstructuredJSONScheme, recognizer.NewDecoder(unstructured.UnstructuredJSONScheme))
+	cfg := &apiextensionsapiserver.Config{
+		GenericConfig: gc,
+		ExtraConfig: apiextensionsapiserver.ExtraConfig{
+			CRDRESTOptionsGetter: sh.simpleGetter(crCodec, nil),
+			MasterCount:          1,
+			ServiceResolver:      webhook.NewDefaultServiceResolver(),
+			AuthResolverWrapper:  webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, sh.loopback, noopoteltrace.NewTracerProvider()),
+		},
+	}
+	return cfg.Complete().New(genericapiserver.NewEmptyDelegate())
+}
+
+func (s *Server) coreTier(sh *shared, delegate genericapiserver.DelegationTarget) (*genericapiserver.GenericAPIServer, error) {
+	all, scheme := sh.providers, sh.scheme
+	codecs := serializer.NewCodecFactory(scheme)
+	resources := serverstorage.NewResourceConfig()
+	for _, p := range all {
+		resources.EnableVersions(scheme.PrioritizedVersionsForGroup(p.GroupName())...)
+	}
+	factory := serverstorage.NewDefaultStorageFactory(
+		storagebackend.Config{Prefix: etcdPrefix},
+		runtime.ContentTypeProtobuf, codecs,
+		serverstorage.NewDefaultResourceEncodingConfig(scheme), resources, nil)
+	getter := restOptionsGetter{factory: factory, decorator: sh.decorator}
+
+	gc := sh.genericConfig(codecs, getter, resources)
+	server, err := gc.Complete().New("kube-apiserver", delegate)
+	if err != nil {
+		return nil, err
+	}
+	pctx := providers.Context{RESTOptionsGetter: getter, Scheme: scheme}
+	for _, p := range all {
+		storage, err := p.Storage(pctx)
+		if err != nil {
+			return nil, fmt.Errorf("storage of group %q: %w", p.GroupName(), err)
+		}
+		info := genericapiserver.NewDefaultAPIGroupInfo(p.GroupName(), scheme, metav1.ParameterCodec, codecs)
+		info.VersionedResourcesStorageMap = storage
+		if p.GroupName() == "" {
+			err = server.InstallLegacyAPIGroup(genericapiserver.DefaultLegacyAPIPrefix, &info)
+		} else {
+			err = server.InstallAPIGroup(&info)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("install group %q: %w", p.GroupName(), err)
+		}
+	}
+	if err := server.AddPostStartHook("bootstrap-namespaces", bootstrapNamespaces); err != nil {
+		return nil, err
+	}
+	return server, nil
+}
+
+func (s *Server) aggregatorTier(sh *shared, delegate *genericapiserver.GenericAPIServer, ext *apiextensionsapiserver.CustomResourceDefinitions) (*aggregatorapiserver.APIAggregator, error) {
+	codecs := aggregatorscheme.Codecs
+	getter := sh.simpleGetter(codecs.LegacyCodec(apiregistrationv1.SchemeGroupVersion, apiregistrationv1beta1.SchemeGroupVersion),
+		runtime.NewMultiGroupVersioner(apiregistrationv1.SchemeGroupVersion, schema.GroupKind{Group: apiregistrationv1beta1.GroupName}))
+	gc := sh.genericConfig(codecs, getter, aggregatorapiserver.DefaultAPIResourceConfigSource())
+	// The aggregator serves /openapi/v3 merged from every tier itself.
+	gc.SkipOpenAPIInstallation = true
+	gc.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
+		return s.listener.track(genericapiserver.DefaultBuildHandlerChain(h, c))
+	}
+	cfg := &aggregatorapiserver.Config{
+		GenericConfig: gc,
+		ExtraConfig: aggregatorapiserver.ExtraConfig{
+			ServiceResolver: noServices{},
+			// Aggregated API servers behind Services are not supported yet;
+			// its informers would watch Services the core tier does not serve.
+			DisableRemoteAvailableConditionController: true,
+		},
+	}
+	agg, err := cfg.Complete().NewWithDelegate(delegate)
+	if err != nil {
+		return nil, err
+	}
+	if err := registerAPIServices(agg, delegate, ext); err != nil {
+		return nil, err
+	}
+	return agg, nil
+}
+
+// noServices resolves no Service: kubeembed serves no aggregated API servers
+// behind Services yet.
+type noServices struct{}
+
+func (noServices) ResolveEndpoint(namespace, name string, port int32) (*url.URL, error) {
+	return nil, fmt.Errorf("service %s/%s:%d: aggregated API servers behind services are not supported", namespace, name, port)
+}
+
+// addStartInformersHook starts the shared typed and dynamic informer
+// factories once the server listens.
+func (s *Server) addStartInformersHook(server *genericapiserver.GenericAPIServer) error {
+	return server.AddPostStartHook("start-informers", func(ctx genericapiserver.PostStartHookContext) error {
+		s.kubeInformers.Start(ctx.Done())
+		s.dynInformers.Start(ctx.Done())
+		return nil
+	})
+}
+
+func (s *Server) authenticator() authenticator.Request {
+	tokens := tokenfile.New(map[string]*user.DefaultInfo{
+		s.token: {Name: AdminUser, UID: AdminUser, Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}},
+	})
+	certs := x509request.New(x509.VerifyOptions{
+		Roots:     s.ca.Pool(),
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, x509request.CommonNameUserConversion)
+	// Anonymous requests are authenticated as system:anonymous and then
+	// denied by authorization, as kube-apiserver does by default.
+	return union.New(bearertoken.New(tokens), certs, anonymous.NewAuthenticator(nil))
+}
+
+type authorizerFunc func(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error)
+
+func (f authorizerFunc) Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	return f(ctx, a)
+}
+
+// ConditionsAwareAuthorize implements authorizer.Authorizer: this authorizer
+// has no conditional decisions.
+func (f authorizerFunc) ConditionsAwareAuthorize(ctx context.Context, a authorizer.Attributes) authorizer.ConditionsAwareDecision {
+	return authorizer.ConditionsAwareDecisionFromParts(f(ctx, a))
+}
+
+// EvaluateConditions implements authorizer.Authorizer.
+func (f authorizerFunc) EvaluateConditions(context.Context, authorizer.ConditionsAwareDecision, authorizer.ConditionsData) (authorizer.Decision, string, error) {
+	return authorizer.DecisionDeny, "", authorizer.ErrorConditionEvaluationNotSupported
+}
+
+// publicPaths are readable by everyone, as the system:public-info-viewer
+// cluster role grants on a real cluster.
+var publicPaths = sets.New("/healthz", "/livez", "/readyz", "/version", "/version/")
+
+// authorize allows system:masters everything and everyone the public
+// information paths; RBAC comes later.
+func authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	if u := a.GetUser(); u != nil {
+		for _, g := range u.GetGroups() {
+			if g == user.SystemPrivilegedGroup {
+				return authorizer.DecisionAllow, "", nil
+			}
+		}
+	}
+	if !a.IsResourceRequest() && a.GetVerb() == "get" {
+		p := a.GetPath()
+		if publicPaths.Has(p) || strings.HasPrefix(p, "/healthz/") || strings.HasPrefix(p, "/livez/") || strings.HasPrefix(p, "/readyz/") {
+			return authorizer.DecisionAllow, "", nil
+		}
+	}
+	return authorizer.DecisionNoOpinion, "", nil
+}
+
+// newAdmission returns the admission chain: namespace lifecycle (no objects
+// in missing or terminating namespaces, no deleting the system namespaces).
+func newAdmission(client kubernetes.Interface, dyn dynamic.Interface, factory informers.SharedInformerFactory,
+	authz authorizer.Authorizer, version basecompatibility.EffectiveVersion) (admission.Interface, error) {
+	nsLifecycle, err := lifecycle.NewLifecycle(sets.New(metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic))
+	if err != nil {
+		return nil, err
+	}
+	init := initializer.New(client, dyn, factory, authz, utilfeature.DefaultFeatureGate, version, nil, nil)
+	init.Initialize(nsLifecycle)
+	if err := admission.ValidateInitialization(nsLifecycle); err != nil {
+		return nil, fmt.Errorf("namespace lifecycle admission: %w", err)
+	}
+	return admission.NewChainHandler(nsLifecycle), nil
+}

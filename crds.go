@@ -1,0 +1,267 @@
+package apiserver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientretry "k8s.io/client-go/util/retry"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/yaml"
+)
+
+// crdFileExtensions are the files a CRD directory is read for.
+var crdFileExtensions = map[string]bool{".yaml": true, ".yml": true, ".json": true}
+
+// loadCRDs returns objs followed by the CRDs in paths (files, or directories
+// whose YAML and JSON files are read in name order), reporting every bad file.
+func loadCRDs(objs []*apiextensionsv1.CustomResourceDefinition, paths []string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var errs []error
+	out := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(objs))
+	for i, crd := range objs {
+		if crd == nil {
+			errs = append(errs, fmt.Errorf("options: CRDs[%d] is nil", i))
+			continue
+		}
+		out = append(out, crd.DeepCopy())
+	}
+	for _, p := range paths {
+		files, err := crdFiles(p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("options: CRDPaths: %w", err))
+			continue
+		}
+		for _, f := range files {
+			crds, err := readCRDFile(f)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("options: CRDPaths: %w", err))
+				continue
+			}
+			out = append(out, crds...)
+		}
+	}
+	seen := map[string]bool{}
+	for _, crd := range out {
+		if seen[crd.Name] {
+			errs = append(errs, fmt.Errorf("options: CRD %q is given more than once", crd.Name))
+		}
+		seen[crd.Name] = true
+	}
+	return out, errors.Join(errs...)
+}
+
+func crdFiles(path string) ([]string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.IsDir() {
+		return []string{path}, nil
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, e := range entries {
+		if !e.IsDir() && crdFileExtensions[strings.ToLower(filepath.Ext(e.Name()))] {
+			files = append(files, filepath.Join(path, e.Name()))
+		}
+	}
+	sort.Strings(files)
+	return files, nil
+}
+
+// readCRDFile reads every document of a YAML or JSON file; empty documents
+// are skipped, anything that is not an apiextensions.k8s.io/v1 CRD is an
+// error naming the file and document.
+func readCRDFile(path string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for doc := 1; ; doc++ {
+		raw, err := r.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: document %d: %w", path, doc, err)
+		}
+		if len(bytes.TrimSpace(raw)) == 0 || isOnlyComments(raw) {
+			continue
+		}
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal(raw, &tm); err != nil {
+			return nil, fmt.Errorf("%s: document %d: %w", path, doc, err)
+		}
+		if tm.Kind != "CustomResourceDefinition" || tm.APIVersion != apiextensionsv1.SchemeGroupVersion.String() {
+			return nil, fmt.Errorf("%s: document %d: %s %q is not an %s CustomResourceDefinition",
+				path, doc, tm.APIVersion, tm.Kind, apiextensionsv1.SchemeGroupVersion)
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict(raw, crd); err != nil {
+			return nil, fmt.Errorf("%s: document %d: %w", path, doc, err)
+		}
+		out = append(out, crd)
+	}
+	return out, nil
+}
+
+func isOnlyComments(raw []byte) bool {
+	for _, line := range bytes.Split(raw, []byte("\n")) {
+		l := bytes.TrimSpace(line)
+		if len(l) > 0 && l[0] != '#' && !bytes.Equal(l, []byte("---")) {
+			return false
+		}
+	}
+	return true
+}
+
+// installCRDs creates the CRDs of Options and waits until each is Established
+// and its resources are served.
+func (s *Server) installCRDs(ctx context.Context) error {
+	if len(s.crds) == 0 {
+		return nil
+	}
+	client, err := s.APIExtensionsClientset()
+	if err != nil {
+		return err
+	}
+	crdClient := client.ApiextensionsV1().CustomResourceDefinitions()
+	var errs []error
+	for _, crd := range s.crds {
+		if _, err := crdClient.Create(ctx, crd.DeepCopy(), metav1.CreateOptions{}); err != nil {
+			errs = append(errs, fmt.Errorf("install CRD %s: %w", crd.Name, err))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	for _, crd := range s.crds {
+		if err := s.waitEstablished(ctx, crd.Name); err != nil {
+			return err
+		}
+	}
+	disco, err := s.DiscoveryClient()
+	if err != nil {
+		return err
+	}
+	for _, crd := range s.crds {
+		for _, v := range crd.Spec.Versions {
+			if !v.Served {
+				continue
+			}
+			gv := schema.GroupVersion{Group: crd.Spec.Group, Version: v.Name}
+			if err := retry(ctx, func(context.Context) error {
+				list, err := disco.ServerResourcesForGroupVersion(gv.String())
+				if err != nil {
+					return err
+				}
+				for _, r := range list.APIResources {
+					if r.Name == crd.Spec.Names.Plural {
+						return nil
+					}
+				}
+				return fmt.Errorf("%s not yet served", crd.Spec.Names.Plural)
+			}); err != nil {
+				return fmt.Errorf("wait for CRD %s to be served in %s: %w", crd.Name, gv, err)
+			}
+		}
+	}
+	return nil
+}
+
+// establishedAge is how old the Established condition of a CRD installed
+// through Options is made. apiextensions delays the first create of a custom
+// resource by 2 s when its CRD became Established less than 2 s earlier, so
+// that other API servers of an HA cluster can catch up; this server has no
+// peers, and nothing could use the CRD before Start returned.
+const establishedAge = 2*time.Second + 100*time.Millisecond
+
+// waitEstablished watches the CRD until Established, then backdates that
+// condition.
+func (s *Server) waitEstablished(ctx context.Context, name string) error {
+	client, err := s.APIExtensionsClientset()
+	if err != nil {
+		return err
+	}
+	crdClient := client.ApiextensionsV1().CustomResourceDefinitions()
+	list, err := crdClient.List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	if err != nil {
+		return err
+	}
+	crd := (*apiextensionsv1.CustomResourceDefinition)(nil)
+	if len(list.Items) == 1 {
+		crd = &list.Items[0]
+	}
+	if crd == nil || !established(crd) {
+		w, err := crdClient.Watch(ctx, metav1.ListOptions{
+			FieldSelector:   fields.OneTermEqualSelector("metadata.name", name).String(),
+			ResourceVersion: list.ResourceVersion,
+		})
+		if err != nil {
+			return err
+		}
+		defer w.Stop()
+		for crd == nil || !established(crd) {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("wait for CRD %s to be established: %w", name, ctx.Err())
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					return fmt.Errorf("wait for CRD %s to be established: watch closed", name)
+				}
+				if ev.Type == watch.Error {
+					return fmt.Errorf("wait for CRD %s to be established: %v", name, apierrors.FromObject(ev.Object))
+				}
+				if c, ok := ev.Object.(*apiextensionsv1.CustomResourceDefinition); ok {
+					crd = c
+				}
+			}
+		}
+	}
+	// Controllers of the apiextensions tier update the status too; retry on
+	// conflicts with them.
+	return clientretry.RetryOnConflict(clientretry.DefaultRetry, func() error {
+		cur, err := crdClient.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for i := range cur.Status.Conditions {
+			c := &cur.Status.Conditions[i]
+			if c.Type == apiextensionsv1.Established && time.Since(c.LastTransitionTime.Time) < establishedAge {
+				c.LastTransitionTime = metav1.NewTime(c.LastTransitionTime.Add(-establishedAge))
+			}
+		}
+		if _, err := crdClient.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("backdate Established condition of CRD %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,53 @@
+// Package globals contains the process-wide state that the Kubernetes
+// libraries force on every server of a process, set up once:
+//
+//   - klog: the libraries log through klog's global logger when they have no
+//     contextual logger. It is pointed, once, at a zap logger that prints
+//     errors to stderr and drops the rest; servers pass their own logger
+//     through contexts, which the libraries prefer where they support it.
+//   - feature gates (k8s.io/apiserver/pkg/util/feature.DefaultFeatureGate):
+//     read, never written, so every server sees kube-apiserver's defaults.
+//   - the legacy metrics registry: every server would report into the same
+//     counters, so servers do not serve /metrics.
+//   - the effective version: one immutable value shared by every server.
+//   - the schemes of apiextensions-apiserver and kube-aggregator: package
+//     variables filled in at init and only read afterwards.
+package globals
+
+import (
+	"os"
+	"sync"
+
+	"github.com/go-logr/zapr"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	basecompatibility "k8s.io/component-base/compatibility"
+	"k8s.io/klog/v2"
+)
+
+var initOnce sync.Once
+
+// Init sets up klog once per process.
+func Init() {
+	initOnce.Do(func() {
+		core := zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()),
+			zapcore.Lock(os.Stderr), zapcore.ErrorLevel)
+		klog.SetLoggerWithOptions(zapr.NewLogger(zap.New(core)), klog.ContextualLogger(true))
+	})
+}
+
+var (
+	versionOnce sync.Once
+	version     basecompatibility.EffectiveVersion
+	versionStr  string
+)
+
+// EffectiveVersion returns the effective version for binary version v; the
+// first call fixes v for the process.
+func EffectiveVersion(v string) basecompatibility.EffectiveVersion {
+	versionOnce.Do(func() {
+		version = basecompatibility.NewEffectiveVersionFromString(v, "", "")
+		versionStr = v
+	})
+	return version
+}

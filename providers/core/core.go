@@ -1,0 +1,174 @@
+// Package core serves the legacy core group (/api/v1): namespaces (with
+// status and finalize), configmaps, secrets, serviceaccounts and events.
+package core
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/storage/names"
+
+	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/registry"
+)
+
+// Provider serves the core group.
+type Provider struct{}
+
+var _ providers.Provider = Provider{}
+
+// GroupName implements providers.Provider.
+func (Provider) GroupName() string { return corev1.GroupName }
+
+// Install implements providers.Provider.
+func (Provider) Install(scheme *runtime.Scheme) error {
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := providers.AddInternalVersion(scheme, corev1.SchemeGroupVersion); err != nil {
+		return err
+	}
+	scheme.AddTypeDefaultingFunc(&corev1.Secret{}, func(obj any) { defaultSecret(obj.(*corev1.Secret)) })
+	gv := corev1.SchemeGroupVersion
+	for _, fl := range []struct {
+		kind       string
+		namespaced bool
+		extra      []string
+	}{
+		{"Namespace", false, []string{"status.phase"}},
+		{"ConfigMap", true, nil},
+		{"Secret", true, []string{"type"}},
+		{"ServiceAccount", true, nil},
+		{"Event", true, eventFields},
+	} {
+		if err := registry.FieldLabelConversion(scheme, gv.WithKind(fl.kind), fl.namespaced, fl.extra...); err != nil {
+			return err
+		}
+	}
+	return scheme.SetVersionPriority(gv)
+}
+
+// Storage implements providers.Provider.
+func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+	s := map[string]rest.Storage{}
+	add := func(name string, build func(providers.Context) (map[string]rest.Storage, error)) error {
+		m, err := build(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		for k, v := range m {
+			s[k] = v
+		}
+		return nil
+	}
+	for _, b := range []struct {
+		name  string
+		build func(providers.Context) (map[string]rest.Storage, error)
+	}{
+		{"namespaces", namespaceStorage},
+		{"configmaps", configMapStorage},
+		{"secrets", secretStorage},
+		{"serviceaccounts", serviceAccountStorage},
+		{"events", eventStorage},
+	} {
+		if err := add(b.name, b.build); err != nil {
+			return nil, err
+		}
+	}
+	return map[string]map[string]rest.Storage{"v1": s}, nil
+}
+
+func strategy(scheme *runtime.Scheme, namespaced bool) *registry.Strategy {
+	return &registry.Strategy{ObjectTyper: scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: namespaced}
+}
+
+// validateMeta validates metadata as kube-apiserver's ValidateObjectMeta with
+// the given name rule.
+func validateMeta(m *metav1.ObjectMeta, namespaced bool, nameFn apivalidation.ValidateNameFunc) field.ErrorList {
+	return apivalidation.ValidateObjectMeta(m, namespaced, nameFn, field.NewPath("metadata"))
+}
+
+func validateMetaUpdate(m, old *metav1.ObjectMeta) field.ErrorList {
+	return apivalidation.ValidateObjectMetaUpdate(m, old, field.NewPath("metadata"))
+}
+
+// maxDataSize is the limit on the data of a ConfigMap or Secret (1 MiB).
+const maxDataSize = corev1.MaxSecretSize
+
+// --- ConfigMaps ---
+
+func configMapStorage(ctx providers.Context) (map[string]rest.Storage, error) {
+	st := strategy(ctx.Scheme, true)
+	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
+		return validateConfigMap(obj.(*corev1.ConfigMap))
+	}
+	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+		cm, oldCM := obj.(*corev1.ConfigMap), old.(*corev1.ConfigMap)
+		errs := validateMetaUpdate(&cm.ObjectMeta, &oldCM.ObjectMeta)
+		if oldCM.Immutable != nil && *oldCM.Immutable {
+			if cm.Immutable == nil || !*cm.Immutable {
+				errs = append(errs, field.Forbidden(field.NewPath("immutable"), "field is immutable when `immutable` is set"))
+			}
+			if !reflect.DeepEqual(cm.Data, oldCM.Data) {
+				errs = append(errs, field.Forbidden(field.NewPath("data"), "field is immutable when `immutable` is set"))
+			}
+			if !reflect.DeepEqual(cm.BinaryData, oldCM.BinaryData) {
+				errs = append(errs, field.Forbidden(field.NewPath("binaryData"), "field is immutable when `immutable` is set"))
+			}
+		}
+		return append(errs, validateConfigMap(cm)...)
+	}
+	store, err := registry.NewStore(ctx, registry.StoreConfig{
+		Resource: corev1.Resource("configmaps"), Singular: "configmap",
+		NewFunc:  func() runtime.Object { return &corev1.ConfigMap{} },
+		NewList:  func() runtime.Object { return &corev1.ConfigMapList{} },
+		Strategy: st, ShortNames: []string{"cm"},
+		Table: registry.Table(registry.NameColumn(),
+			registry.Column{TableColumnDefinition: col("Data", "integer", "Data contains the configuration data."),
+				Value: func(o runtime.Object) any {
+					cm := o.(*corev1.ConfigMap)
+					return int64(len(cm.Data) + len(cm.BinaryData))
+				}},
+			registry.AgeColumn()),
+		AttrFunc: registry.AttrFunc[*corev1.ConfigMap](true, nil),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]rest.Storage{"configmaps": store}, nil
+}
+
+func validateConfigMap(cm *corev1.ConfigMap) field.ErrorList {
+	errs := validateMeta(&cm.ObjectMeta, true, apivalidation.NameIsDNSSubdomain)
+	total := 0
+	for key, value := range cm.Data {
+		for _, msg := range isConfigMapKey(key) {
+			errs = append(errs, field.Invalid(field.NewPath("data").Key(key), key, msg))
+		}
+		if _, dup := cm.BinaryData[key]; dup {
+			errs = append(errs, field.Invalid(field.NewPath("data").Key(key), key, "duplicate of key present in binaryData"))
+		}
+		total += len(value)
+	}
+	for key, value := range cm.BinaryData {
+		for _, msg := range isConfigMapKey(key) {
+			errs = append(errs, field.Invalid(field.NewPath("binaryData").Key(key), key, msg))
+		}
+		total += len(value)
+	}
+	if total > maxDataSize {
+		errs = append(errs, field.TooLong(field.NewPath(""), "", maxDataSize))
+	}
+	return errs
+}
+
+func col(name, typ, desc string) metaTableColumn {
+	return metaTableColumn{Name: name, Type: typ, Description: desc}
+}

@@ -1,0 +1,203 @@
+package core
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/storage"
+
+	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/registry"
+)
+
+// namespaceNameLabel is the immutable label every namespace carries with its
+// own name, so namespace selectors can select by name.
+const namespaceNameLabel = "kubernetes.io/metadata.name"
+
+func namespaceStorage(ctx providers.Context) (map[string]rest.Storage, error) {
+	gv := corev1.SchemeGroupVersion
+	st := strategy(ctx.Scheme, false)
+	st.ResetFields = registry.ResetStatus(gv)
+	st.PrepareCreate = func(_ context.Context, obj runtime.Object) {
+		ns := obj.(*corev1.Namespace)
+		ns.Status = corev1.NamespaceStatus{Phase: corev1.NamespaceActive}
+		if !hasFinalizer(ns.Spec.Finalizers, corev1.FinalizerKubernetes) {
+			ns.Spec.Finalizers = append(ns.Spec.Finalizers, corev1.FinalizerKubernetes)
+		}
+		setNameLabel(ns)
+	}
+	st.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
+		ns, o := obj.(*corev1.Namespace), old.(*corev1.Namespace)
+		ns.Spec.Finalizers = o.Spec.Finalizers
+		ns.Status = o.Status
+		setNameLabel(ns)
+	}
+	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
+		ns := obj.(*corev1.Namespace)
+		errs := validateMeta(&ns.ObjectMeta, false, apivalidation.NameIsDNSLabel)
+		return append(errs, validateNamespaceFinalizers(ns.Spec.Finalizers)...)
+	}
+	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+		ns, o := obj.(*corev1.Namespace), old.(*corev1.Namespace)
+		errs := validateMetaUpdate(&ns.ObjectMeta, &o.ObjectMeta)
+		return append(errs, validateMeta(&ns.ObjectMeta, false, apivalidation.NameIsDNSLabel)...)
+	}
+	store, err := registry.NewStore(ctx, registry.StoreConfig{
+		Resource: corev1.Resource("namespaces"), Singular: "namespace",
+		NewFunc:  func() runtime.Object { return &corev1.Namespace{} },
+		NewList:  func() runtime.Object { return &corev1.NamespaceList{} },
+		Strategy: st, ShortNames: []string{"ns"},
+		Table: registry.Table(registry.NameColumn(),
+			registry.Column{TableColumnDefinition: col("Status", "string", "The status of the namespace"),
+				Value: func(o runtime.Object) any { return string(o.(*corev1.Namespace).Status.Phase) }},
+			registry.AgeColumn()),
+		AttrFunc: registry.AttrFunc(false, func(ns *corev1.Namespace) fields.Set {
+			return fields.Set{"status.phase": string(ns.Status.Phase)}
+		}),
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	status := strategy(ctx.Scheme, false)
+	status.ResetFields = registry.ResetSpec(gv)
+	status.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
+		ns, o := obj.(*corev1.Namespace), old.(*corev1.Namespace)
+		ns.Spec = o.Spec
+	}
+	status.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+		ns, o := obj.(*corev1.Namespace), old.(*corev1.Namespace)
+		errs := validateMetaUpdate(&ns.ObjectMeta, &o.ObjectMeta)
+		phase := field.NewPath("status", "phase")
+		if ns.DeletionTimestamp.IsZero() {
+			if ns.Status.Phase != corev1.NamespaceActive {
+				errs = append(errs, field.Invalid(phase, ns.Status.Phase, "may only be 'Active' if `deletionTimestamp` is empty"))
+			}
+		} else if ns.Status.Phase != corev1.NamespaceTerminating {
+			errs = append(errs, field.Invalid(phase, ns.Status.Phase, "may only be 'Terminating' if `deletionTimestamp` is not empty"))
+		}
+		return errs
+	}
+
+	finalize := strategy(ctx.Scheme, false)
+	finalize.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
+		ns, o := obj.(*corev1.Namespace), old.(*corev1.Namespace)
+		ns.Status = o.Status
+	}
+	finalize.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+		ns, o := obj.(*corev1.Namespace), old.(*corev1.Namespace)
+		errs := validateMetaUpdate(&ns.ObjectMeta, &o.ObjectMeta)
+		return append(errs, validateNamespaceFinalizers(ns.Spec.Finalizers)...)
+	}
+
+	return map[string]rest.Storage{
+		"namespaces":          &namespaceREST{Store: store},
+		"namespaces/status":   registry.Subresource(store, status, status),
+		"namespaces/finalize": registry.Subresource(store, finalize, finalize),
+	}, nil
+}
+
+func setNameLabel(ns *corev1.Namespace) {
+	if ns.Labels == nil {
+		ns.Labels = map[string]string{}
+	}
+	ns.Labels[namespaceNameLabel] = ns.Name
+}
+
+func hasFinalizer(list []corev1.FinalizerName, f corev1.FinalizerName) bool {
+	for _, x := range list {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
+func validateNamespaceFinalizers(finalizers []corev1.FinalizerName) field.ErrorList {
+	var errs field.ErrorList
+	p := field.NewPath("spec", "finalizers")
+	for i, f := range finalizers {
+		errs = append(errs, apivalidation.ValidateFinalizerName(string(f), p.Index(i))...)
+	}
+	return errs
+}
+
+// namespaceREST deletes namespaces in two phases, as kube-apiserver: the first
+// DELETE marks the namespace Terminating; it is removed only once its
+// spec.finalizers are empty (the namespace controller's job).
+type namespaceREST struct {
+	*registry.Store
+}
+
+// Delete implements rest.GracefulDeleter.
+func (r *namespaceREST) Delete(ctx context.Context, name string, deleteValidation rest.ValidateObjectFunc, options *metav1.DeleteOptions) (runtime.Object, bool, error) {
+	obj, err := r.Get(ctx, name, &metav1.GetOptions{})
+	if err != nil {
+		return nil, false, err
+	}
+	ns := obj.(*corev1.Namespace)
+	if options == nil {
+		options = metav1.NewDeleteOptions(0)
+	}
+	if options.Preconditions == nil {
+		options.Preconditions = &metav1.Preconditions{}
+	}
+	if options.Preconditions.UID == nil {
+		options.Preconditions.UID = &ns.UID
+	} else if *options.Preconditions.UID != ns.UID {
+		return nil, false, apierrors.NewConflict(corev1.Resource("namespaces"), name,
+			fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *options.Preconditions.UID, ns.UID))
+	}
+	if rv := options.Preconditions.ResourceVersion; rv != nil && *rv != ns.ResourceVersion {
+		return nil, false, apierrors.NewConflict(corev1.Resource("namespaces"), name,
+			fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *rv, ns.ResourceVersion))
+	}
+	if deleteValidation != nil {
+		if err := deleteValidation(ctx, ns); err != nil {
+			return nil, false, err
+		}
+	}
+	if ns.DeletionTimestamp.IsZero() {
+		key, err := r.KeyFunc(ctx, name)
+		if err != nil {
+			return nil, false, err
+		}
+		pre := storage.Preconditions{UID: options.Preconditions.UID, ResourceVersion: options.Preconditions.ResourceVersion}
+		out := r.NewFunc()
+		err = r.Storage.GuaranteedUpdate(ctx, key, out, false, &pre, storage.SimpleUpdate(func(existing runtime.Object) (runtime.Object, error) {
+			e := existing.(*corev1.Namespace)
+			if e.DeletionTimestamp.IsZero() {
+				now := metav1.Now()
+				e.DeletionTimestamp = &now
+			}
+			e.Status.Phase = corev1.NamespaceTerminating
+			return e, nil
+		}), len(options.DryRun) > 0 && options.DryRun[0] == metav1.DryRunAll, nil)
+		if err != nil {
+			return nil, false, storageError(err, name)
+		}
+		return out, false, nil
+	}
+	if len(ns.Spec.Finalizers) != 0 {
+		return ns, false, nil
+	}
+	return r.Store.Delete(ctx, name, deleteValidation, options)
+}
+
+func storageError(err error, name string) error {
+	if storage.IsNotFound(err) {
+		return apierrors.NewNotFound(corev1.Resource("namespaces"), name)
+	}
+	if storage.IsConflict(err) || storage.IsInvalidObj(err) {
+		return apierrors.NewConflict(corev1.Resource("namespaces"), name, err)
+	}
+	return err
+}

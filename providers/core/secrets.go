@@ -1,0 +1,141 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/registry"
+)
+
+type metaTableColumn = metav1.TableColumnDefinition
+
+var isConfigMapKey = utilvalidation.IsConfigMapKey
+
+func defaultSecret(s *corev1.Secret) {
+	if s.Type == "" {
+		s.Type = corev1.SecretTypeOpaque
+	}
+}
+
+func secretStorage(ctx providers.Context) (map[string]rest.Storage, error) {
+	st := strategy(ctx.Scheme, true)
+	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
+		return validateSecret(obj.(*corev1.Secret))
+	}
+	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+		s, o := obj.(*corev1.Secret), old.(*corev1.Secret)
+		errs := validateMetaUpdate(&s.ObjectMeta, &o.ObjectMeta)
+		errs = append(errs, apivalidation.ValidateImmutableField(s.Type, o.Type, field.NewPath("type"))...)
+		if o.Immutable != nil && *o.Immutable {
+			if s.Immutable == nil || !*s.Immutable {
+				errs = append(errs, field.Forbidden(field.NewPath("immutable"), "field is immutable when `immutable` is set"))
+			}
+			if !reflect.DeepEqual(s.Data, o.Data) {
+				errs = append(errs, field.Forbidden(field.NewPath("data"), "field is immutable when `immutable` is set"))
+			}
+		}
+		return append(errs, validateSecret(s)...)
+	}
+	st.PrepareCreate = func(_ context.Context, obj runtime.Object) { mergeStringData(obj.(*corev1.Secret)) }
+	st.PrepareUpdate = func(_ context.Context, obj, _ runtime.Object) { mergeStringData(obj.(*corev1.Secret)) }
+	store, err := registry.NewStore(ctx, registry.StoreConfig{
+		Resource: corev1.Resource("secrets"), Singular: "secret",
+		NewFunc:  func() runtime.Object { return &corev1.Secret{} },
+		NewList:  func() runtime.Object { return &corev1.SecretList{} },
+		Strategy: st,
+		Table: registry.Table(registry.NameColumn(),
+			registry.Column{TableColumnDefinition: col("Type", "string", "The type of the secret"),
+				Value: func(o runtime.Object) any { return string(o.(*corev1.Secret).Type) }},
+			registry.Column{TableColumnDefinition: col("Data", "string", "The number of entries in the secret"),
+				Value: func(o runtime.Object) any { return int64(len(o.(*corev1.Secret).Data)) }},
+			registry.AgeColumn()),
+		AttrFunc: registry.AttrFunc(true, func(s *corev1.Secret) fields.Set { return fields.Set{"type": string(s.Type)} }),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]rest.Storage{"secrets": store}, nil
+}
+
+// mergeStringData folds the write-only stringData into data, as the real
+// server does before validation and storage.
+func mergeStringData(s *corev1.Secret) {
+	if len(s.StringData) == 0 {
+		return
+	}
+	if s.Data == nil {
+		s.Data = map[string][]byte{}
+	}
+	for k, v := range s.StringData {
+		s.Data[k] = []byte(v)
+	}
+	s.StringData = nil
+}
+
+func validateSecret(s *corev1.Secret) field.ErrorList {
+	errs := validateMeta(&s.ObjectMeta, true, apivalidation.NameIsDNSSubdomain)
+	dataPath := field.NewPath("data")
+	total := 0
+	for key, value := range s.Data {
+		for _, msg := range isConfigMapKey(key) {
+			errs = append(errs, field.Invalid(dataPath.Key(key), key, msg))
+		}
+		total += len(value)
+	}
+	if total > maxDataSize {
+		errs = append(errs, field.TooLong(dataPath, "", maxDataSize))
+	}
+	switch s.Type {
+	case corev1.SecretTypeServiceAccountToken:
+		if s.Annotations[corev1.ServiceAccountNameKey] == "" {
+			errs = append(errs, field.Required(field.NewPath("metadata", "annotations").Key(corev1.ServiceAccountNameKey), ""))
+		}
+	case corev1.SecretTypeDockercfg:
+		errs = append(errs, requireJSONKey(s, corev1.DockerConfigKey)...)
+	case corev1.SecretTypeDockerConfigJson:
+		errs = append(errs, requireJSONKey(s, corev1.DockerConfigJsonKey)...)
+	case corev1.SecretTypeBasicAuth:
+		_, user := s.Data[corev1.BasicAuthUsernameKey]
+		_, pass := s.Data[corev1.BasicAuthPasswordKey]
+		if !user && !pass {
+			errs = append(errs, field.Required(dataPath.Key(corev1.BasicAuthUsernameKey), ""),
+				field.Required(dataPath.Key(corev1.BasicAuthPasswordKey), ""))
+		}
+	case corev1.SecretTypeSSHAuth:
+		if len(s.Data[corev1.SSHAuthPrivateKey]) == 0 {
+			errs = append(errs, field.Required(dataPath.Key(corev1.SSHAuthPrivateKey), ""))
+		}
+	case corev1.SecretTypeTLS:
+		if _, ok := s.Data[corev1.TLSCertKey]; !ok {
+			errs = append(errs, field.Required(dataPath.Key(corev1.TLSCertKey), ""))
+		}
+		if _, ok := s.Data[corev1.TLSPrivateKeyKey]; !ok {
+			errs = append(errs, field.Required(dataPath.Key(corev1.TLSPrivateKeyKey), ""))
+		}
+	}
+	return errs
+}
+
+func requireJSONKey(s *corev1.Secret, key string) field.ErrorList {
+	p := field.NewPath("data").Key(key)
+	raw, ok := s.Data[key]
+	if !ok {
+		return field.ErrorList{field.Required(p, "")}
+	}
+	var v map[string]any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return field.ErrorList{field.Invalid(p, "<secret contents redacted>", err.Error())}
+	}
+	return nil
+}

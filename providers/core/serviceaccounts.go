@@ -1,0 +1,42 @@
+package core
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/registry"
+)
+
+func serviceAccountStorage(ctx providers.Context) (map[string]rest.Storage, error) {
+	st := strategy(ctx.Scheme, true)
+	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
+		sa := obj.(*corev1.ServiceAccount)
+		return validateMeta(&sa.ObjectMeta, true, apivalidation.NameIsDNSSubdomain)
+	}
+	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+		sa, o := obj.(*corev1.ServiceAccount), old.(*corev1.ServiceAccount)
+		errs := validateMetaUpdate(&sa.ObjectMeta, &o.ObjectMeta)
+		return append(errs, validateMeta(&sa.ObjectMeta, true, apivalidation.NameIsDNSSubdomain)...)
+	}
+	store, err := registry.NewStore(ctx, registry.StoreConfig{
+		Resource: corev1.Resource("serviceaccounts"), Singular: "serviceaccount",
+		NewFunc:  func() runtime.Object { return &corev1.ServiceAccount{} },
+		NewList:  func() runtime.Object { return &corev1.ServiceAccountList{} },
+		Strategy: st, ShortNames: []string{"sa"},
+		Table: registry.Table(registry.NameColumn(),
+			registry.Column{TableColumnDefinition: col("Secrets", "string", "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use."),
+				Value: func(o runtime.Object) any { return int64(len(o.(*corev1.ServiceAccount).Secrets)) }},
+			registry.AgeColumn()),
+		AttrFunc: registry.AttrFunc[*corev1.ServiceAccount](true, nil),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]rest.Storage{"serviceaccounts": store}, nil
+}

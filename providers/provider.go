@@ -1,0 +1,62 @@
+// Package providers defines how an API group's REST storage is plugged into
+// kubeembed's core tier: the role kube-apiserver's RESTStorageProvider plays.
+//
+// kube-apiserver serves internal types from k8s.io/kubernetes, which
+// kubeembed never imports. Providers serve the published k8s.io/api types
+// instead, registered as both the external version and the group's internal
+// (hub) version, so the generic handlers convert between them by copying.
+package providers
+
+import (
+	"fmt"
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/registry/rest"
+)
+
+// Provider serves one API group from the core tier.
+type Provider interface {
+	// GroupName is the API group served; "" is the legacy core group (/api).
+	GroupName() string
+	// Install registers the group's types, defaults and conversions in scheme,
+	// with PrioritizedVersions order (the first version is the storage
+	// version).
+	Install(scheme *runtime.Scheme) error
+	// Storage returns the REST storage of every served resource by version
+	// then resource ("configmaps", "namespaces/status").
+	Storage(ctx Context) (map[string]map[string]rest.Storage, error)
+}
+
+// Context is what the core tier hands a provider to build its storage.
+type Context struct {
+	// RESTOptionsGetter gives each resource its storage (codec, key prefix,
+	// storage backend).
+	RESTOptionsGetter generic.RESTOptionsGetter
+	// Scheme is the core tier's scheme, with every provider installed.
+	Scheme *runtime.Scheme
+}
+
+// AddInternalVersion registers every kind of gv's own package (not the
+// metav1 options kinds) under the internal version of gv's group too, so the
+// generic handlers can use the versioned types as their hub types.
+func AddInternalVersion(scheme *runtime.Scheme, gv schema.GroupVersion) error {
+	internal := schema.GroupVersion{Group: gv.Group, Version: runtime.APIVersionInternal}
+	known := scheme.KnownTypes(gv)
+	if len(known) == 0 {
+		return fmt.Errorf("add internal version of %v: no types registered", gv)
+	}
+	const metaPkg = "k8s.io/apimachinery/pkg/apis/meta/v1"
+	for kind, t := range known {
+		if t.PkgPath() == metaPkg {
+			continue // list/get/delete options and watch events stay external
+		}
+		if _, exists := scheme.KnownTypes(internal)[kind]; exists {
+			continue
+		}
+		scheme.AddKnownTypeWithName(internal.WithKind(kind), reflect.New(t).Interface().(runtime.Object))
+	}
+	return nil
+}

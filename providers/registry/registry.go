@@ -1,0 +1,394 @@
+// Package registry holds the building blocks shared by the built-in
+// providers, and usable by anyone writing a provider: a declarative strategy,
+// table printing, field selectors, and the generic store set-up.
+package registry
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/generic"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/names"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/kubeembed/apiserver/providers"
+)
+
+// Strategy is a declarative rest.RESTCreateStrategy, RESTUpdateStrategy and
+// RESTDeleteStrategy. Nil funcs do nothing.
+type Strategy struct {
+	runtime.ObjectTyper
+	names.NameGenerator
+
+	Namespaced bool
+	// AllowCreateOnUpdate lets PUT create a missing object.
+	CreateOnUpdate bool
+	// UnconditionalUpdate lets PUT omit resourceVersion.
+	UnconditionalUpdate bool
+
+	PrepareCreate    func(ctx context.Context, obj runtime.Object)
+	PrepareUpdate    func(ctx context.Context, obj, old runtime.Object)
+	ValidateCreate   func(ctx context.Context, obj runtime.Object) field.ErrorList
+	ValidateOnUpdate func(ctx context.Context, obj, old runtime.Object) field.ErrorList
+	// ResetFields are the fields this strategy resets on writes, by API
+	// version, for server-side apply's managed fields.
+	ResetFields map[fieldpath.APIVersion]*fieldpath.Set
+}
+
+var (
+	_ rest.RESTCreateStrategy  = (*Strategy)(nil)
+	_ rest.RESTUpdateStrategy  = (*Strategy)(nil)
+	_ rest.RESTDeleteStrategy  = (*Strategy)(nil)
+	_ rest.ResetFieldsStrategy = (*Strategy)(nil)
+)
+
+// NamespaceScoped implements rest.RESTCreateStrategy.
+func (s *Strategy) NamespaceScoped() bool { return s.Namespaced }
+
+// PrepareForCreate implements rest.RESTCreateStrategy.
+func (s *Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
+	if s.PrepareCreate != nil {
+		s.PrepareCreate(ctx, obj)
+	}
+}
+
+// Validate implements rest.RESTCreateStrategy.
+func (s *Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
+	if s.ValidateCreate == nil {
+		return nil
+	}
+	return s.ValidateCreate(ctx, obj)
+}
+
+// WarningsOnCreate implements rest.RESTCreateStrategy.
+func (s *Strategy) WarningsOnCreate(context.Context, runtime.Object) []string { return nil }
+
+// Canonicalize implements rest.RESTCreateStrategy.
+func (s *Strategy) Canonicalize(runtime.Object) {}
+
+// AllowCreateOnUpdate implements rest.RESTUpdateStrategy.
+func (s *Strategy) AllowCreateOnUpdate(context.Context) bool { return s.CreateOnUpdate }
+
+// AllowUnconditionalUpdate implements rest.RESTUpdateStrategy.
+func (s *Strategy) AllowUnconditionalUpdate(context.Context) bool { return s.UnconditionalUpdate }
+
+// PrepareForUpdate implements rest.RESTUpdateStrategy.
+func (s *Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	if s.PrepareUpdate != nil {
+		s.PrepareUpdate(ctx, obj, old)
+	}
+}
+
+// ValidateUpdate implements rest.RESTUpdateStrategy.
+func (s *Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	if s.ValidateOnUpdate == nil {
+		return nil
+	}
+	return s.ValidateOnUpdate(ctx, obj, old)
+}
+
+// WarningsOnUpdate implements rest.RESTUpdateStrategy.
+func (s *Strategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
+	return nil
+}
+
+// GetResetFields implements rest.ResetFieldsStrategy.
+func (s *Strategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set { return s.ResetFields }
+
+// ResetStatus returns reset fields for a main resource whose status is only
+// written through the status subresource.
+func ResetStatus(gv schema.GroupVersion) map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{
+		fieldpath.APIVersion(gv.String()): fieldpath.NewSet(fieldpath.MakePathOrDie("status")),
+	}
+}
+
+// ResetSpec returns reset fields for a status subresource.
+func ResetSpec(gv schema.GroupVersion, extra ...string) map[fieldpath.APIVersion]*fieldpath.Set {
+	paths := []fieldpath.Path{fieldpath.MakePathOrDie("spec")}
+	for _, e := range extra {
+		paths = append(paths, fieldpath.MakePathOrDie(e))
+	}
+	return map[fieldpath.APIVersion]*fieldpath.Set{
+		fieldpath.APIVersion(gv.String()): fieldpath.NewSet(paths...),
+	}
+}
+
+// Column is one column of a table: its definition and how to compute it.
+type Column struct {
+	metav1.TableColumnDefinition
+	Value func(obj runtime.Object) any
+}
+
+// NameColumn is the NAME column every kubectl table starts with.
+func NameColumn() Column {
+	return Column{
+		TableColumnDefinition: metav1.TableColumnDefinition{Name: "Name", Type: "string", Format: "name",
+			Description: metav1.ObjectMeta{}.SwaggerDoc()["name"]},
+		Value: func(obj runtime.Object) any {
+			m, _ := meta.Accessor(obj)
+			return m.GetName()
+		},
+	}
+}
+
+// AgeColumn is the AGE column: time since creation, as kubectl prints it.
+func AgeColumn() Column {
+	return Column{
+		TableColumnDefinition: metav1.TableColumnDefinition{Name: "Age", Type: "string",
+			Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"]},
+		Value: func(obj runtime.Object) any {
+			m, _ := meta.Accessor(obj)
+			return Since(m.GetCreationTimestamp())
+		},
+	}
+}
+
+// Since renders the time since t as kubectl does ("<unknown>" for zero).
+func Since(t metav1.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(time.Since(t.Time))
+}
+
+// Table returns a rest.TableConvertor that prints objects with columns.
+func Table(columns ...Column) rest.TableConvertor {
+	return tableConvertor(columns)
+}
+
+type tableConvertor []Column
+
+func (c tableConvertor) ConvertToTable(_ context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
+	table := &metav1.Table{}
+	opts, _ := tableOptions.(*metav1.TableOptions)
+	if opts == nil || !opts.NoHeaders {
+		for _, col := range c {
+			table.ColumnDefinitions = append(table.ColumnDefinitions, col.TableColumnDefinition)
+		}
+	}
+	row := func(obj runtime.Object) error {
+		cells := make([]any, len(c))
+		for i, col := range c {
+			cells[i] = col.Value(obj)
+		}
+		table.Rows = append(table.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: obj}})
+		return nil
+	}
+	if meta.IsListType(object) {
+		if err := meta.EachListItem(object, row); err != nil {
+			return nil, err
+		}
+		if l, err := meta.ListAccessor(object); err == nil {
+			table.ResourceVersion = l.GetResourceVersion()
+			table.Continue = l.GetContinue()
+			table.RemainingItemCount = l.GetRemainingItemCount()
+		}
+		return table, nil
+	}
+	if err := row(object); err != nil {
+		return nil, err
+	}
+	if m, err := meta.Accessor(object); err == nil {
+		table.ResourceVersion = m.GetResourceVersion()
+	}
+	return table, nil
+}
+
+// Fields returns the field set of obj for field selectors: metadata.name,
+// metadata.namespace (when namespaced) and the extra fields.
+func Fields(obj metav1.Object, namespaced bool, extra fields.Set) fields.Set {
+	set := fields.Set{"metadata.name": obj.GetName()}
+	if namespaced {
+		set["metadata.namespace"] = obj.GetNamespace()
+	}
+	for k, v := range extra {
+		set[k] = v
+	}
+	return set
+}
+
+// AttrFunc returns a storage.AttrFunc built from extra, which returns the
+// kind-specific selectable fields (nil for none).
+func AttrFunc[T runtime.Object](namespaced bool, extra func(T) fields.Set) storage.AttrFunc {
+	return func(obj runtime.Object) (labels.Set, fields.Set, error) {
+		o, ok := obj.(T)
+		if !ok {
+			return nil, nil, fmt.Errorf("not a %T: %T", *new(T), obj)
+		}
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return nil, nil, err
+		}
+		var ex fields.Set
+		if extra != nil {
+			ex = extra(o)
+		}
+		return labels.Set(m.GetLabels()), Fields(m, namespaced, ex), nil
+	}
+}
+
+// FieldLabelConversion registers the field selectors a kind supports, so that
+// others are rejected with "field label not supported", as kube-apiserver does.
+func FieldLabelConversion(scheme *runtime.Scheme, gvk schema.GroupVersionKind, namespaced bool, extra ...string) error {
+	allowed := map[string]bool{"metadata.name": true}
+	if namespaced {
+		allowed["metadata.namespace"] = true
+	}
+	for _, e := range extra {
+		allowed[e] = true
+	}
+	return scheme.AddFieldLabelConversionFunc(gvk, func(label, value string) (string, string, error) {
+		if allowed[label] {
+			return label, value, nil
+		}
+		return "", "", fmt.Errorf("field label not supported: %s", label)
+	})
+}
+
+// StoreConfig describes one resource's generic store.
+type StoreConfig struct {
+	// Resource is the plural resource with its group ("configmaps").
+	Resource schema.GroupResource
+	// Singular is the singular resource name ("configmap").
+	Singular string
+	NewFunc  func() runtime.Object
+	NewList  func() runtime.Object
+	Strategy *Strategy
+	// UpdateStrategy and DeleteStrategy default to Strategy.
+	UpdateStrategy rest.RESTUpdateStrategy
+	Table          rest.TableConvertor
+	AttrFunc       storage.AttrFunc
+	ShortNames     []string
+	Categories     []string
+	// TTL, if set, gives every object a lifetime in storage (events).
+	TTL func(obj runtime.Object, existing uint64, update bool) (uint64, error)
+}
+
+// NewStore completes a generic registry store from cfg.
+func NewStore(ctx providers.Context, cfg StoreConfig) (*Store, error) {
+	s := &genericregistry.Store{
+		NewFunc:                   cfg.NewFunc,
+		NewListFunc:               cfg.NewList,
+		DefaultQualifiedResource:  cfg.Resource,
+		SingularQualifiedResource: schema.GroupResource{Group: cfg.Resource.Group, Resource: cfg.Singular},
+		CreateStrategy:            cfg.Strategy,
+		UpdateStrategy:            cfg.Strategy,
+		DeleteStrategy:            cfg.Strategy,
+		ResetFieldsStrategy:       cfg.Strategy,
+		TableConvertor:            cfg.Table,
+		TTLFunc:                   cfg.TTL,
+	}
+	if cfg.UpdateStrategy != nil {
+		s.UpdateStrategy = cfg.UpdateStrategy
+	}
+	if s.TableConvertor == nil {
+		s.TableConvertor = rest.NewDefaultTableConvertor(cfg.Resource)
+	}
+	opts := &generic.StoreOptions{RESTOptions: ctx.RESTOptionsGetter, AttrFunc: cfg.AttrFunc}
+	if err := s.CompleteWithOptions(opts); err != nil {
+		return nil, fmt.Errorf("store for %v: %w", cfg.Resource, err)
+	}
+	return &Store{Store: s, shortNames: cfg.ShortNames, categories: cfg.Categories}, nil
+}
+
+// Store is a generic registry store with discovery metadata.
+type Store struct {
+	*genericregistry.Store
+	shortNames []string
+	categories []string
+}
+
+var (
+	_ rest.ShortNamesProvider = (*Store)(nil)
+	_ rest.CategoriesProvider = (*Store)(nil)
+)
+
+// ShortNames implements rest.ShortNamesProvider.
+func (s *Store) ShortNames() []string { return s.shortNames }
+
+// Categories implements rest.CategoriesProvider.
+func (s *Store) Categories() []string { return s.categories }
+
+// Subresource returns a store for a subresource (status, finalize) that
+// shares s's storage and uses strategy for updates.
+func Subresource(s *Store, strategy rest.RESTUpdateStrategy, reset rest.ResetFieldsStrategy) *SubresourceStore {
+	sub := *s.Store
+	sub.CreateStrategy = nil
+	sub.DeleteStrategy = nil
+	sub.UpdateStrategy = strategy
+	sub.ResetFieldsStrategy = reset
+	return &SubresourceStore{store: &sub}
+}
+
+// SubresourceStore serves get, update and patch of a subresource.
+type SubresourceStore struct {
+	store *genericregistry.Store
+}
+
+var (
+	_ rest.Getter  = (*SubresourceStore)(nil)
+	_ rest.Updater = (*SubresourceStore)(nil)
+)
+
+// New implements rest.Storage.
+func (s *SubresourceStore) New() runtime.Object { return s.store.NewFunc() }
+
+// Destroy implements rest.Storage; the main store owns the storage.
+func (s *SubresourceStore) Destroy() {}
+
+// Get implements rest.Getter.
+func (s *SubresourceStore) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
+	return s.store.Get(ctx, name, options)
+}
+
+// Update implements rest.Updater. Subresources never create.
+func (s *SubresourceStore) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc,
+	updateValidation rest.ValidateObjectUpdateFunc, _ bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	return s.store.Update(ctx, name, objInfo, createValidation, updateValidation, false, options)
+}
+
+// GetResetFields implements rest.ResetFieldsStrategy.
+func (s *SubresourceStore) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	if s.store.ResetFieldsStrategy == nil {
+		return nil
+	}
+	return s.store.ResetFieldsStrategy.GetResetFields()
+}
+
+// ConvertToTable implements rest.TableConvertor.
+func (s *SubresourceStore) ConvertToTable(ctx context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
+	return s.store.ConvertToTable(ctx, object, tableOptions)
+}
+
+// BumpGeneration increments obj's generation when its spec (the value spec
+// returns) changed, and sets it to 1 on create (old nil).
+func BumpGeneration(obj, old metav1.Object, spec func(metav1.Object) any) {
+	if old == nil {
+		obj.SetGeneration(1)
+		return
+	}
+	if !reflect.DeepEqual(spec(obj), spec(old)) {
+		obj.SetGeneration(old.GetGeneration() + 1)
+	}
+}
+
+// NamespaceFromContext returns the request namespace.
+func NamespaceFromContext(ctx context.Context) string {
+	ns, _ := genericapirequest.NamespaceFrom(ctx)
+	return ns
+}
