@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 
+	noopoteltrace "go.opentelemetry.io/otel/trace/noop"
 	apiextensionsv1beta1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1beta1"
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,7 +48,6 @@ import (
 	apiregistrationv1beta1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1beta1"
 	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
 	aggregatorscheme "k8s.io/kube-aggregator/pkg/apiserver/scheme"
-	noopoteltrace "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/kubeembed/apiserver/internal/globals"
 	"github.com/kubeembed/apiserver/internal/openapi"
@@ -74,7 +74,9 @@ type chain struct {
 	aggregator *aggregatorapiserver.APIAggregator
 }
 
-type runner interface{ Run(ctx context.Context) error }
+type runner interface {
+	Run(ctx context.Context) error
+}
 
 func (c *chain) prepare() (runner, error) {
 	p, err := c.aggregator.PrepareRun()

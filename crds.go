@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	clientretry "k8s.io/client-go/util/retry"
 	"k8s.io/apimachinery/pkg/watch"
+	clientretry "k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 )
 
