@@ -17,6 +17,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiextensionslisters "k8s.io/apiextensions-apiserver/pkg/client/listers/apiextensions/v1"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -89,7 +90,8 @@ type Server struct {
 	backend  *memory.Backend // owned backend, nil when Options.Storage was given
 	storage  Storage
 
-	chain *chain
+	chain     *chain
+	crdLister apiextensionslisters.CustomResourceDefinitionLister
 
 	kubeInformers informers.SharedInformerFactory
 	dynInformers  dynamicinformer.DynamicSharedInformerFactory

@@ -29,6 +29,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	discoveryaggregated "k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -100,6 +101,9 @@ type shared struct {
 	namer         *openapinamer.DefinitionNamer
 	providers     []providers.Provider
 	scheme        *runtime.Scheme // the core tier's
+	// discovery is the aggregated discovery (/apis) of all tiers: each adds
+	// its groups, the aggregator serves them, as in kube-apiserver.
+	discovery discoveryaggregated.ResourceManager
 }
 
 // coreScheme returns a scheme with every provider installed.
@@ -157,6 +161,7 @@ func (s *Server) buildChain(host string, port int) (*chain, error) {
 		external:      fmt.Sprintf("%s:%d", hostForURL(host), port),
 		kubeInformers: s.kubeInformers,
 		decorator:     s.storage.Decorator(),
+		discovery:     discoveryaggregated.NewResourceManager("apis"),
 	}
 	sh.providers = append(builtinProviders(), s.opts.Providers...)
 	if sh.scheme, err = coreScheme(sh.providers); err != nil {
@@ -171,6 +176,7 @@ func (s *Server) buildChain(host string, port int) (*chain, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apiextensions tier: %w", err)
 	}
+	s.crdLister = ext.Informers.Apiextensions().V1().CustomResourceDefinitions().Lister()
 	coreTier, err := s.coreTier(sh, ext.GenericAPIServer)
 	if err != nil {
 		return nil, fmt.Errorf("core tier: %w", err)
@@ -207,6 +213,7 @@ func (sh *shared) genericConfig(codecs serializer.CodecFactory, getter generic.R
 	c.EnableIndex = false
 	c.ShutdownDelayDuration = 0
 	c.ShutdownWatchTerminationGracePeriod = 0
+	c.AggregatedDiscoveryGroupManager = sh.discovery
 	c.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.AllDefinitions, sh.namer)
 	c.OpenAPIV3Config.Info.Title = "Kubernetes"
 	return c
@@ -363,7 +370,9 @@ func (s *Server) authenticator() authenticator.Request {
 	}, x509request.CommonNameUserConversion)
 	// Anonymous requests are authenticated as system:anonymous and then
 	// denied by authorization, as kube-apiserver does by default.
-	return union.New(bearertoken.New(tokens), certs, anonymous.NewAuthenticator(nil))
+	// A request with credentials that fail is rejected (401), not
+	// downgraded to anonymous.
+	return union.NewFailOnError(union.New(bearertoken.New(tokens), certs), anonymous.NewAuthenticator(nil))
 }
 
 type authorizerFunc func(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error)

@@ -239,7 +239,7 @@ func (s *Server) waitEstablished(ctx context.Context, name string) error {
 	}
 	// Controllers of the apiextensions tier update the status too; retry on
 	// conflicts with them.
-	return clientretry.RetryOnConflict(clientretry.DefaultRetry, func() error {
+	err = clientretry.RetryOnConflict(clientretry.DefaultRetry, func() error {
 		cur, err := crdClient.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -254,6 +254,23 @@ func (s *Server) waitEstablished(ctx context.Context, name string) error {
 			return fmt.Errorf("backdate Established condition of CRD %s: %w", name, err)
 		}
 		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// The custom resource handler reads CRDs from its informer: wait until it
+	// has seen the backdated condition.
+	return retry(ctx, func(context.Context) error {
+		crd, err := s.crdLister.Get(name)
+		if err != nil {
+			return err
+		}
+		for _, c := range crd.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && time.Since(c.LastTransitionTime.Time) >= establishedAge-100*time.Millisecond {
+				return nil
+			}
+		}
+		return fmt.Errorf("CRD %s: backdated condition not yet observed", name)
 	})
 }
 

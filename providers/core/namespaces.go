@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
 
@@ -62,6 +63,7 @@ func namespaceStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 		AttrFunc: registry.AttrFunc(false, func(ns *corev1.Namespace) fields.Set {
 			return fields.Set{"status.phase": string(ns.Status.Phase)}
 		}),
+		ShouldDeleteDuringUpdate: shouldDeleteNamespaceDuringUpdate,
 	})
 	if err != nil {
 		return nil, err
@@ -103,6 +105,13 @@ func namespaceStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 		"namespaces/status":   registry.Subresource(store, status, status),
 		"namespaces/finalize": registry.Subresource(store, finalize, finalize),
 	}, nil
+}
+
+// shouldDeleteNamespaceDuringUpdate removes a terminating namespace on update
+// only once both its metadata and its spec finalizers are gone.
+func shouldDeleteNamespaceDuringUpdate(ctx context.Context, key string, obj, existing runtime.Object) bool {
+	ns, ok := obj.(*corev1.Namespace)
+	return ok && len(ns.Spec.Finalizers) == 0 && genericregistry.ShouldDeleteDuringUpdate(ctx, key, obj, existing)
 }
 
 func setNameLabel(ns *corev1.Namespace) {

@@ -277,6 +277,9 @@ type StoreConfig struct {
 	Categories     []string
 	// TTL, if set, gives every object a lifetime in storage (events).
 	TTL func(obj runtime.Object, existing uint64, update bool) (uint64, error)
+	// ShouldDeleteDuringUpdate decides whether an update of an object being
+	// deleted removes it. Default: when it has no finalizers left.
+	ShouldDeleteDuringUpdate func(ctx context.Context, key string, obj, existing runtime.Object) bool
 }
 
 // NewStore completes a generic registry store from cfg.
@@ -292,6 +295,7 @@ func NewStore(ctx providers.Context, cfg StoreConfig) (*Store, error) {
 		ResetFieldsStrategy:       cfg.Strategy,
 		TableConvertor:            cfg.Table,
 		TTLFunc:                   cfg.TTL,
+		ShouldDeleteDuringUpdate:  cfg.ShouldDeleteDuringUpdate,
 	}
 	if cfg.UpdateStrategy != nil {
 		s.UpdateStrategy = cfg.UpdateStrategy

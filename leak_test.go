@@ -1,0 +1,44 @@
+package apiserver_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubeembed/apiserver"
+)
+
+// TestNoGoroutineLeakAfterClose checks that Close ends every goroutine the
+// server started. A first server starts the libraries' process-wide
+// goroutines (which live as long as the process); the check is on a second.
+func TestNoGoroutineLeakAfterClose(t *testing.T) {
+	warm, err := apiserver.New(apiserver.Options{})
+	require.NoError(t, err)
+	require.NoError(t, warm.Start(t.Context()))
+	require.NoError(t, warm.Close())
+
+	before := goleak.IgnoreCurrent()
+	srv, err := apiserver.New(apiserver.Options{CRDPaths: []string{"testdata/crds"}})
+	require.NoError(t, err)
+	require.NoError(t, srv.Start(t.Context()))
+	c, err := srv.Clientset()
+	require.NoError(t, err)
+	w, err := c.CoreV1().ConfigMaps("default").Watch(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	_, err = c.CoreV1().ConfigMaps("default").Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	<-w.ResultChan()
+	require.NoError(t, srv.Close())
+	w.Stop()
+
+	goleak.VerifyNone(t, before,
+		// client-go keeps idle HTTP/2 connections of its cached transports
+		// until they time out; they belong to clients, not the server.
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),
+	)
+}

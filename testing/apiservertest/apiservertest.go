@@ -1,0 +1,123 @@
+// Package apiservertest starts an in-process Kubernetes API server for one
+// test: ready when Start returns, closed when the test ends.
+//
+//	func TestReconcile(t *testing.T) {
+//		srv := apiservertest.Start(t)
+//		client, err := srv.Clientset()
+//		...
+//	}
+package apiservertest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/kubeembed/apiserver"
+)
+
+// TB is the part of testing.TB that Start uses; Ginkgo's GinkgoT() has it.
+type TB interface {
+	Helper()
+	Cleanup(func())
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+	Context() context.Context
+}
+
+// Option changes the options of the server Start creates.
+type Option func(*apiserver.Options)
+
+// WithOptions starts the server with opts. A Logger in opts replaces the
+// test logger.
+func WithOptions(opts apiserver.Options) Option {
+	return func(o *apiserver.Options) {
+		logger := o.Logger
+		*o = opts
+		if o.Logger == nil {
+			o.Logger = logger
+		}
+	}
+}
+
+// WithCRDPaths installs the CRDs in files or directories before Start
+// returns.
+func WithCRDPaths(paths ...string) Option {
+	return func(o *apiserver.Options) { o.CRDPaths = append(o.CRDPaths, paths...) }
+}
+
+// StartTimeout bounds how long Start waits for the server to be ready.
+const StartTimeout = time.Minute
+
+// Start creates and starts a server, registers its Close with t.Cleanup and
+// fails the test if it cannot start. The server logs to t at Info level and
+// above until it is closed.
+func Start(t TB, opts ...Option) *apiserver.Server {
+	t.Helper()
+	log := newTestLogger(t)
+	o := apiserver.Options{Logger: log.logger}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	// Cleanups run last-in first-out: close the server, then cut the logger
+	// off, so nothing logs to t after the test ends.
+	t.Cleanup(log.stop)
+	srv, err := apiserver.New(o)
+	if err != nil {
+		t.Fatalf("apiservertest: create server: %v", err)
+		return nil
+	}
+	t.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			t.Logf("apiservertest: close server: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), StartTimeout)
+	defer cancel()
+	if err := srv.Start(ctx); err != nil {
+		t.Fatalf("apiservertest: start server: %v", err)
+		return nil
+	}
+	return srv
+}
+
+// testLogger writes zap entries to t until stopped.
+type testLogger struct {
+	mu      sync.Mutex
+	t       TB
+	stopped bool
+	logger  *zap.Logger
+}
+
+func newTestLogger(t TB) *testLogger {
+	l := &testLogger{t: t}
+	enc := zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig())
+	l.logger = zap.New(zapcore.NewCore(enc, zapcore.AddSync(l), zapcore.InfoLevel))
+	return l
+}
+
+func (l *testLogger) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.stopped {
+		l.t.Logf("%s", trimNewline(p))
+	}
+	return len(p), nil
+}
+
+func (l *testLogger) stop() {
+	l.mu.Lock()
+	l.stopped = true
+	l.mu.Unlock()
+}
+
+func trimNewline(p []byte) string {
+	if n := len(p); n > 0 && p[n-1] == '\n' {
+		p = p[:n-1]
+	}
+	return fmt.Sprintf("%s", p)
+}
