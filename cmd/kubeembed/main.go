@@ -1,0 +1,98 @@
+// Command kubeembed runs an in-process Kubernetes API server standalone and
+// writes a kubeconfig for it, so kubectl and clients in any language can use
+// it:
+//
+//	go run ./cmd/kubeembed --kubeconfig /tmp/kubeembed.kubeconfig
+//	KUBECONFIG=/tmp/kubeembed.kubeconfig kubectl get namespaces
+//
+// It stops cleanly on SIGINT or SIGTERM.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/kubeembed/apiserver"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "kubeembed:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+type stringList []string
+
+func (s *stringList) String() string     { return fmt.Sprint(*s) }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("kubeembed", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		kubeconfig = fs.String("kubeconfig", filepath.Join(os.TempDir(), "kubeembed.kubeconfig"), "where to write the kubeconfig of the admin user")
+		bind       = fs.String("bind-address", "127.0.0.1", "IP address to listen on")
+		port       = fs.Int("port", 0, "TCP port to listen on; 0 picks a free one")
+		verbose    = fs.Bool("v", false, "log at debug level")
+		crds       stringList
+	)
+	fs.Var(&crds, "crds", "file or directory of CRD YAML/JSON to install before serving (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+
+	level := zapcore.InfoLevel
+	if *verbose {
+		level = zapcore.DebugLevel
+	}
+	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(stderr), level))
+	defer func() { _ = log.Sync() }()
+
+	srv, err := apiserver.New(apiserver.Options{Logger: log, BindAddress: *bind, Port: *port, CRDPaths: crds})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := srv.Close(); err != nil {
+			log.Error("close", zap.Error(err))
+		}
+	}()
+	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := srv.Start(startCtx); err != nil {
+		return err
+	}
+	kc, err := srv.Kubeconfig()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(*kubeconfig), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(*kubeconfig, kc, 0o600); err != nil {
+		return fmt.Errorf("write kubeconfig: %w", err)
+	}
+	fmt.Fprintf(stdout, "kubeembed: serving %s; use it with: export KUBECONFIG=%s\n", srv.URL(), *kubeconfig)
+	<-ctx.Done()
+	log.Info("shutting down")
+	return nil
+}

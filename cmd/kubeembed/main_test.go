@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// TestCLI builds the command, runs it as a subprocess, uses the server
+// through the kubeconfig it wrote, and stops it with SIGTERM.
+func TestCLI(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "kubeembed")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	require.NoError(t, build.Run())
+
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--crds", "../../testdata/crds")
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	lines := make(chan string, 1)
+	go func() {
+		s := bufio.NewScanner(stdout)
+		for s.Scan() {
+			lines <- s.Text()
+		}
+	}()
+	select {
+	case line := <-lines:
+		assert.Contains(t, line, "export KUBECONFIG="+kubeconfig)
+	case err := <-exited:
+		t.Fatalf("kubeembed exited before serving: %v\n%s", err, stderr.String())
+	case <-time.After(time.Minute):
+		t.Fatalf("kubeembed did not print its ready line\n%s", stderr.String())
+	}
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	require.NoError(t, err)
+	c, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	ns, err := c.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Len(t, ns.Items, 4)
+	dyn, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	_, err = dyn.Resource(schema.GroupVersionResource{Group: "example.kubeembed.dev", Version: "v1", Resource: "widgets"}).
+		Namespace("default").List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err, "CRDs from --crds are served")
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-exited:
+		require.NoError(t, err, "exit status after SIGTERM\n%s", stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("kubeembed did not stop on SIGTERM")
+	}
+}
+
+// lineWriter sends what is written to it to a channel, line by line.
+type lineWriter chan string
+
+func (w lineWriter) Write(p []byte) (int, error) {
+	for _, l := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		w <- l
+	}
+	return len(p), nil
+}
+
+func TestCLIPortInUse(t *testing.T) {
+	out := make(lineWriter, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	kc := filepath.Join(t.TempDir(), "kc")
+	go func() { done <- run(ctx, []string{"--kubeconfig", kc}, out, io.Discard) }()
+	defer func() { cancel(); <-done }()
+
+	var line string
+	select {
+	case line = <-out:
+	case err := <-done:
+		t.Fatalf("first server exited: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("first server did not start")
+	}
+	url := strings.TrimSuffix(strings.Fields(line)[2], ";")
+	port := url[strings.LastIndex(url, ":")+1:]
+	err := run(context.Background(), []string{"--port", port, "--kubeconfig", kc + "2"}, io.Discard, io.Discard)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "address already in use")
+}

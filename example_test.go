@@ -1,0 +1,52 @@
+package apiserver_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubeembed/apiserver"
+)
+
+// ExampleNew starts a server, creates a ConfigMap through client-go and reads
+// back what the server stored.
+func ExampleNew() {
+	srv, err := apiserver.New(apiserver.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	ctx := context.Background()
+	if err := srv.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+
+	client, err := srv.Clientset()
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "greeting"},
+		Data:       map[string]string{"hello": "world"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	cm, err := client.CoreV1().ConfigMaps("default").Get(ctx, "greeting", metav1.GetOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(cm.Name, cm.Data["hello"], cm.UID != "")
+
+	// The real API machinery validates: names must be DNS subdomains.
+	_, err = client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "Not_Valid"},
+	}, metav1.CreateOptions{})
+	fmt.Println(err)
+	// Output:
+	// greeting world true
+	// ConfigMap "Not_Valid" is invalid: metadata.name: Invalid value: "Not_Valid": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')
+}

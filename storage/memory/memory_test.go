@@ -1,0 +1,199 @@
+package memory
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/apis/example"
+	"k8s.io/apiserver/pkg/storage"
+)
+
+// TestConcurrentGuaranteedUpdate: 64 writers each add 1000 to one counter
+// with optimistic concurrency; no increment is lost, and a watcher sees every
+// revision exactly once, in order.
+func TestConcurrentGuaranteedUpdate(t *testing.T) {
+	ctx, s := testSetup(t)
+	const writers, increments = 64, 1000
+	key := "/pods/ns/counter"
+	created := &example.Pod{}
+	require.NoError(t, s.Create(ctx, key, &example.Pod{ObjectMeta: metav1.ObjectMeta{Name: "counter", Namespace: "ns",
+		Annotations: map[string]string{"n": "0"}}}, created, 0))
+
+	w, err := s.Watch(ctx, key, storage.ListOptions{ResourceVersion: created.ResourceVersion, Predicate: storage.Everything})
+	require.NoError(t, err)
+	defer w.Stop()
+	seen := make(chan []int, 1)
+	go func() {
+		var values []int
+		for ev := range w.ResultChan() {
+			if ev.Type != watch.Modified {
+				break
+			}
+			n, _ := strconv.Atoi(ev.Object.(*example.Pod).Annotations["n"])
+			values = append(values, n)
+			if n == writers*increments {
+				break
+			}
+		}
+		seen <- values
+	}()
+
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range increments {
+				err := s.GuaranteedUpdate(ctx, key, &example.Pod{}, false, nil,
+					storage.SimpleUpdate(func(obj runtime.Object) (runtime.Object, error) {
+						p := obj.(*example.Pod)
+						n, _ := strconv.Atoi(p.Annotations["n"])
+						p.Annotations["n"] = strconv.Itoa(n + 1)
+						return p, nil
+					}), nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	final := &example.Pod{}
+	require.NoError(t, s.Get(ctx, key, storage.GetOptions{}, final))
+	assert.Equal(t, strconv.Itoa(writers*increments), final.Annotations["n"])
+
+	select {
+	case values := <-seen:
+		require.Len(t, values, writers*increments)
+		for i, v := range values {
+			if v != i+1 {
+				t.Fatalf("watch event %d has value %d, want %d", i, v, i+1)
+			}
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("watcher did not see every revision")
+	}
+}
+
+// TestSlowWatcherDoesNotBlockWriters: a watcher that never reads does not slow
+// down writes; once the history it needs is compacted it gets 410 Gone.
+func TestSlowWatcherDoesNotBlockWriters(t *testing.T) {
+	ctx, s := testSetup(t, withBackend(Options{HistoryRevisions: 100}))
+	first := &example.Pod{}
+	require.NoError(t, s.Create(ctx, "/pods/ns/p", &example.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}, first, 0))
+	slow, err := s.Watch(ctx, "/pods/", storage.ListOptions{ResourceVersion: first.ResourceVersion, Recursive: true, Predicate: storage.Everything})
+	require.NoError(t, err)
+	defer slow.Stop()
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 1000 {
+			pod := &example.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i), Namespace: "ns"}}
+			if err := s.Create(ctx, "/pods/ns/"+pod.Name, pod, nil, 0); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("writes blocked behind a watcher that does not read")
+	}
+	require.Greater(t, s.CompactRevision(), int64(0), "history beyond the window was compacted")
+
+	// Draining the watch: buffered events, then 410 because it fell behind.
+	var last watch.Event
+	for ev := range slow.ResultChan() {
+		last = ev
+	}
+	require.Equal(t, watch.Error, last.Type)
+	st := last.Object.(*metav1.Status)
+	assert.Equal(t, int32(410), st.Code)
+	assert.Equal(t, metav1.StatusReasonExpired, st.Reason)
+}
+
+func TestBadInput(t *testing.T) {
+	ctx, s := testSetup(t)
+	require.NoError(t, s.Create(ctx, "/pods/ns/a", &example.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns"}}, nil, 0))
+	list := func(opts storage.ListOptions) error {
+		opts.Recursive = true
+		if opts.Predicate.Label == nil {
+			opts.Predicate = storage.Everything
+		}
+		return s.GetList(ctx, "/pods/", opts, &example.PodList{})
+	}
+	withContinue := func(token string) storage.ListOptions {
+		p := storage.Everything
+		p.Limit, p.Continue = 1, token
+		return storage.ListOptions{Predicate: p}
+	}
+	// A token minted for another resource stays confined to this prefix.
+	foreign, err := storage.EncodeContinue("/secrets/ns/a\x00", "/secrets/", 2)
+	require.NoError(t, err)
+	for name, tc := range map[string]struct {
+		err   error
+		check func(error) bool
+	}{
+		"garbage continue":    {list(withContinue("%%%")), apierrors.IsBadRequest},
+		"not json continue":   {list(withContinue(base64.RawURLEncoding.EncodeToString([]byte("nope")))), apierrors.IsBadRequest},
+		"path traversal":      {list(withContinue(mustContinue(t, `{"v":"meta.k8s.io/v1","rv":2,"start":"../secrets/"}`))), apierrors.IsBadRequest},
+		"unknown version":     {list(withContinue(mustContinue(t, `{"v":"v9","rv":2,"start":"a"}`))), apierrors.IsBadRequest},
+		"foreign continue":    {list(withContinue(foreign)), func(err error) bool { return err == nil }},
+		"unparsable rv":       {list(storage.ListOptions{ResourceVersion: "abc"}), apierrors.IsBadRequest},
+		"future rv":           {list(storage.ListOptions{ResourceVersion: "999", ResourceVersionMatch: metav1.ResourceVersionMatchExact}), storage.IsTooLargeResourceVersion},
+		"key outside prefix":  {s.Get(ctx, "/secrets/ns/a", storage.GetOptions{}, &example.Pod{}), func(err error) bool { return err != nil }},
+		"rv on create":        {s.Create(ctx, "/pods/ns/b", &example.Pod{ObjectMeta: metav1.ObjectMeta{Name: "b", ResourceVersion: "7"}}, nil, 0), func(err error) bool { return err == storage.ErrResourceVersionSetOnCreate }},
+		"impossible uid":      {s.Delete(ctx, "/pods/ns/a", &example.Pod{}, storage.NewUIDPreconditions("other"), storage.ValidateAllObjectFunc, nil, storage.DeleteOptions{}), storage.IsInvalidObj},
+		"get unparsable rv":   {s.Get(ctx, "/pods/ns/a", storage.GetOptions{ResourceVersion: "x"}, &example.Pod{}), apierrors.IsBadRequest},
+		"watch unparsable rv": {watchErr(s.Watch(ctx, "/pods/", storage.ListOptions{ResourceVersion: "x", Recursive: true, Predicate: storage.Everything})), func(err error) bool { return err != nil }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			assert.True(t, tc.check(tc.err), "unexpected error: %v", tc.err)
+		})
+	}
+}
+
+func mustContinue(t *testing.T, js string) string {
+	t.Helper()
+	return base64.RawURLEncoding.EncodeToString([]byte(js))
+}
+
+func watchErr(w watch.Interface, err error) error {
+	if w != nil {
+		w.Stop()
+	}
+	return err
+}
+
+func TestCompactErrors(t *testing.T) {
+	ctx, s := testSetup(t)
+	require.NoError(t, s.Create(ctx, "/pods/ns/a", &example.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns"}}, nil, 0))
+	require.ErrorIs(t, s.b.Compact(100), ErrFutureRevision)
+	require.NoError(t, s.b.Compact(2))
+	require.ErrorIs(t, s.b.Compact(2), ErrCompacted)
+}
+
+func TestCloseStopsWatches(t *testing.T) {
+	_, s := testSetup(t)
+	w, err := s.Watch(context.Background(), "/pods/", storage.ListOptions{Recursive: true, Predicate: storage.Everything})
+	require.NoError(t, err)
+	require.NoError(t, s.b.Close())
+	for range w.ResultChan() {
+	}
+	_, err = s.Watch(context.Background(), "/pods/", storage.ListOptions{Recursive: true, Predicate: storage.Everything})
+	require.ErrorIs(t, err, ErrClosed)
+}
