@@ -17,13 +17,15 @@ type trackingListener struct {
 	conns map[net.Conn]struct{}
 	idle  chan struct{} // closed when inflight drops to zero; replaced when it rises
 
+	closing  bool
 	inflight int // requests other than watches, guarded by mu
+	paths    map[*http.Request]struct{}
 }
 
 func newTrackingListener(ln net.Listener) *trackingListener {
 	idle := make(chan struct{})
 	close(idle)
-	return &trackingListener{Listener: ln, conns: map[net.Conn]struct{}{}, idle: idle}
+	return &trackingListener{Listener: ln, conns: map[net.Conn]struct{}{}, idle: idle, paths: map[*http.Request]struct{}{}}
 }
 
 func (l *trackingListener) Accept() (net.Conn, error) {
@@ -33,8 +35,16 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 	}
 	tc := &trackedConn{Conn: c, l: l}
 	l.mu.Lock()
-	l.conns[tc] = struct{}{}
+	closing := l.closing
+	if !closing {
+		l.conns[tc] = struct{}{}
+	}
 	l.mu.Unlock()
+	if closing {
+		// A client reconnected while the server shuts down: refuse it
+		// rather than let it hold up the graceful shutdown.
+		_ = c.Close()
+	}
 	return tc, nil
 }
 
@@ -53,9 +63,10 @@ func (c *trackedConn) Close() error {
 	return c.Conn.Close()
 }
 
-// closeConns closes every open connection.
+// closeConns closes every open connection, and every one accepted from now on.
 func (l *trackingListener) closeConns() {
 	l.mu.Lock()
+	l.closing = true
 	conns := make([]net.Conn, 0, len(l.conns))
 	for c := range l.conns {
 		conns = append(conns, c)
@@ -77,9 +88,11 @@ func (l *trackingListener) track(h http.Handler) http.Handler {
 		if l.inflight++; l.inflight == 1 {
 			l.idle = make(chan struct{})
 		}
+		l.paths[r] = struct{}{}
 		l.mu.Unlock()
 		defer func() {
 			l.mu.Lock()
+			delete(l.paths, r)
 			if l.inflight--; l.inflight == 0 {
 				close(l.idle)
 			}
@@ -107,8 +120,13 @@ func (l *trackingListener) waitIdle(timeout time.Duration) bool {
 	}
 }
 
-func (l *trackingListener) requests() int {
+// requests returns the method and URL of the requests in flight.
+func (l *trackingListener) requests() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.inflight
+	var out []string
+	for r := range l.paths {
+		out = append(out, r.Method+" "+r.URL.String())
+	}
+	return out
 }

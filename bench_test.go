@@ -1,0 +1,163 @@
+package apiserver_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kubeembed/apiserver"
+)
+
+// startServer starts a server for a benchmark.
+func startServer(b *testing.B, opts apiserver.Options) *apiserver.Server {
+	b.Helper()
+	srv, err := apiserver.New(opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := srv.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return srv
+}
+
+// BenchmarkStart is New plus Start until /readyz is ok. Run alone with
+// -benchtime 1x in a fresh process to measure the first server of a process.
+func BenchmarkStart(b *testing.B) {
+	for b.Loop() {
+		srv := startServer(b, apiserver.Options{})
+		b.StopTimer()
+		_ = srv.Close()
+		b.StartTimer()
+	}
+}
+
+// BenchmarkStartWithCRD starts a server with a CRD from Options and creates
+// the first custom resource: the cost of a CRD to a test, compared with
+// BenchmarkStart.
+func BenchmarkStartWithCRD(b *testing.B) {
+	for b.Loop() {
+		srv := startServer(b, apiserver.Options{CRDPaths: []string{"testdata/crds/widgets.yaml"}})
+		dyn, err := srv.DynamicClient()
+		if err != nil {
+			b.Fatal(err)
+		}
+		w := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "example.kubeembed.dev/v1", "kind": "Widget",
+			"metadata": map[string]any{"name": "w"}, "spec": map[string]any{"size": int64(1)}}}
+		if _, err := dyn.Resource(widgetGVR).Namespace("default").Create(context.Background(), w, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		_ = srv.Close()
+		b.StartTimer()
+	}
+}
+
+func BenchmarkClose(b *testing.B) {
+	for b.Loop() {
+		b.StopTimer()
+		srv := startServer(b, apiserver.Options{})
+		c, _ := srv.Clientset()
+		if _, err := c.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if err := srv.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// clients returns the clients compared side by side: a real server and
+// client-go's fake clientset.
+func clients(b *testing.B) map[string]kubernetes.Interface {
+	srv := startServer(b, apiserver.Options{})
+	b.Cleanup(func() { _ = srv.Close() })
+	c, err := srv.Clientset()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return map[string]kubernetes.Interface{"kubeembed": c, "client-go-fake": fake.NewClientset()}
+}
+
+// reportP50 reports the median of durations as p50-µs.
+func reportP50(b *testing.B, d []time.Duration) {
+	slices.Sort(d)
+	b.ReportMetric(float64(d[len(d)/2].Nanoseconds())/1e3, "p50-µs")
+}
+
+func BenchmarkCreateConfigMap(b *testing.B) {
+	for _, name := range []string{"kubeembed", "client-go-fake"} {
+		c := clients(b)[name]
+		b.Run(name, func(b *testing.B) {
+			var d []time.Duration
+			i := 0
+			for b.Loop() {
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}, Data: map[string]string{"k": "v"}}
+				i++
+				start := time.Now()
+				if _, err := c.CoreV1().ConfigMaps("default").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+					b.Fatal(err)
+				}
+				d = append(d, time.Since(start))
+			}
+			reportP50(b, d)
+		})
+	}
+}
+
+func BenchmarkList1000ConfigMaps(b *testing.B) {
+	for _, name := range []string{"kubeembed", "client-go-fake"} {
+		c := clients(b)[name]
+		for i := range 1000 {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%04d", i)}, Data: map[string]string{"k": "v"}}
+			if _, err := c.CoreV1().ConfigMaps("default").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				list, err := c.CoreV1().ConfigMaps("default").List(context.Background(), metav1.ListOptions{})
+				if err != nil || len(list.Items) != 1000 {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkHeapPerServer reports the live heap each extra running server
+// holds, after a GC, with 5 servers running.
+func BenchmarkHeapPerServer(b *testing.B) {
+	const n = 5
+	for b.Loop() {
+		warm := startServer(b, apiserver.Options{})
+		heap := func() uint64 {
+			runtime.GC()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			return m.HeapAlloc
+		}
+		before := heap()
+		servers := make([]*apiserver.Server, n)
+		for i := range servers {
+			servers[i] = startServer(b, apiserver.Options{})
+		}
+		after := heap()
+		b.ReportMetric(float64(after-before)/n/(1<<20), "MiB/server")
+		for _, s := range servers {
+			_ = s.Close()
+		}
+		_ = warm.Close()
+	}
+}
