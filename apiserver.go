@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,10 +26,12 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kubeembed/apiserver/internal/certs"
+	"github.com/kubeembed/apiserver/internal/inproc"
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/storage/memory"
 )
@@ -87,6 +90,7 @@ type Server struct {
 	config *rest.Config
 
 	listener *trackingListener
+	loopback *inproc.Transport
 	backend  *memory.Backend // owned backend, nil when Options.Storage was given
 	storage  Storage
 
@@ -168,6 +172,17 @@ func New(opts Options) (_ *Server, err error) {
 	return s, nil
 }
 
+// failedChecks keeps the failing lines of a verbose /readyz answer.
+func failedChecks(s string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, "[-]") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 func hostForURL(bind string) string {
 	if ip := net.ParseIP(bind); ip != nil && ip.IsUnspecified() {
 		return "127.0.0.1"
@@ -234,6 +249,15 @@ func (s *Server) start(ctx context.Context) error {
 		close(s.runDone)
 		return fmt.Errorf("prepare server: %w", err)
 	}
+	// Sync the informers the post-start hooks wait for before running them:
+	// the hooks poll every 100 ms, so an informer that syncs a moment after
+	// the first poll costs 100 ms. The loopback is in process, so this works
+	// before the listener is up.
+	if err := waitSynced(ctx, s.chain.informers(runCtx.Done())...); err != nil {
+		cancel()
+		close(s.runDone)
+		return fmt.Errorf("sync informers: %w", err)
+	}
 	go func() {
 		defer close(s.runDone)
 		s.runErr = prepared.Run(runCtx)
@@ -246,6 +270,27 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	s.log.Info("kube-apiserver ready", zap.String("url", s.url))
 	return nil
+}
+
+// waitSynced waits until every informer has synced, checking every
+// millisecond (client-go's WaitForCacheSync checks every 100 ms).
+func waitSynced(ctx context.Context, synced ...cache.InformerSynced) error {
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		all := true
+		for _, ok := range synced {
+			all = all && ok()
+		}
+		if all {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
 }
 
 // waitReady polls /readyz until it answers 200. Readiness is only visible
@@ -268,7 +313,7 @@ func (s *Server) waitReady(ctx context.Context) error {
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
-			last = string(body[:n])
+			last = failedChecks(string(body[:n]))
 		} else {
 			last = err.Error()
 		}
@@ -361,7 +406,7 @@ func (s *Server) close() error {
 	}
 	s.cancel()
 	if !s.listener.waitIdle(closeTimeout) {
-		s.log.Warn("requests still running at close; closing their connections", zap.Int("requests", s.listener.requests()))
+		s.log.Warn("requests still running at close; closing their connections", zap.Strings("requests", s.listener.requests()))
 	}
 	s.listener.closeConns()
 	select {

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sort"
@@ -107,7 +108,7 @@ func registerAPIServices(agg *aggregatorapiserver.APIAggregator, delegate *gener
 		go func() {
 			// CRD APIServices must be known before the first sync, or the
 			// autoregister controller would delete the ones that exist.
-			if crds.waitForInitialSync(ctx.Done()) {
+			if crds.waitForInitialSync(ctx) {
 				auto.Run(2, ctx.Done())
 			}
 		}()
@@ -164,8 +165,8 @@ func newCRDRegistration(informer cache.SharedIndexInformer, auto autoregister.Au
 }
 
 // waitForInitialSync waits for the CRD informer and registers what it holds.
-func (c *crdRegistration) waitForInitialSync(stop <-chan struct{}) bool {
-	if !cache.WaitForCacheSync(stop, c.informer.HasSynced) {
+func (c *crdRegistration) waitForInitialSync(ctx context.Context) bool {
+	if waitSynced(ctx, c.informer.HasSynced) != nil {
 		return false
 	}
 	c.sync()

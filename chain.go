@@ -44,6 +44,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	basecompatibility "k8s.io/component-base/compatibility"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	apiregistrationv1beta1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1beta1"
@@ -51,6 +52,7 @@ import (
 	aggregatorscheme "k8s.io/kube-aggregator/pkg/apiserver/scheme"
 
 	"github.com/kubeembed/apiserver/internal/globals"
+	"github.com/kubeembed/apiserver/internal/inproc"
 	"github.com/kubeembed/apiserver/internal/openapi"
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/coordination"
@@ -73,6 +75,9 @@ func builtinProviders() []providers.Provider {
 // builds: aggregator -> core -> apiextensions -> 404.
 type chain struct {
 	aggregator *aggregatorapiserver.APIAggregator
+	// informers starts the informers that post-start hooks wait for and
+	// returns their HasSynced.
+	informers func(stop <-chan struct{}) []cache.InformerSynced
 }
 
 type runner interface {
@@ -136,10 +141,18 @@ func (s *Server) buildChain(host string, port int) (*chain, error) {
 		return nil, fmt.Errorf("client CA: %w", err)
 	}
 
-	loopback := rest.CopyConfig(s.config)
-	loopback.BearerToken = randomToken()
-	loopback.ContentType = runtime.ContentTypeProtobuf
-	loopback.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	// The server's own clients call its handler chain in process.
+	s.loopback = &inproc.Transport{}
+	loopback := &rest.Config{
+		Host:        s.url,
+		BearerToken: randomToken(),
+		Transport:   s.loopback,
+		QPS:         -1,
+		ContentConfig: rest.ContentConfig{
+			ContentType:        runtime.ContentTypeProtobuf,
+			AcceptContentTypes: runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON,
+		},
+	}
 
 	kubeClient, err := kubernetes.NewForConfig(loopback)
 	if err != nil {
@@ -188,7 +201,19 @@ func (s *Server) buildChain(host string, port int) (*chain, error) {
 	if err := s.addStartInformersHook(agg.GenericAPIServer); err != nil {
 		return nil, err
 	}
-	return &chain{aggregator: agg}, nil
+	s.loopback.SetHandler(agg.GenericAPIServer.Handler)
+	crds := ext.Informers.Apiextensions().V1().CustomResourceDefinitions().Informer()
+	apiServices := agg.APIRegistrationInformers.Apiregistration().V1().APIServices().Informer()
+	namespaces := s.kubeInformers.Core().V1().Namespaces().Informer() // namespace lifecycle admission's
+	return &chain{
+		aggregator: agg,
+		informers: func(stop <-chan struct{}) []cache.InformerSynced {
+			ext.Informers.Start(stop)
+			agg.APIRegistrationInformers.Start(stop)
+			s.kubeInformers.Start(stop)
+			return []cache.InformerSynced{crds.HasSynced, apiServices.HasSynced, namespaces.HasSynced}
+		},
+	}, nil
 }
 
 // genericConfig returns a tier's generic configuration: shared serving,

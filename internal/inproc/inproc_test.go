@@ -1,0 +1,57 @@
+package inproc
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestStreamsAndCancelsOnClose(t *testing.T) {
+	handlerDone := make(chan error, 1)
+	tr := &Transport{}
+	tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Test", "yes")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, "first\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // a watch waits for events until cancelled
+		handlerDone <- r.Context().Err()
+	}))
+	client := &http.Client{Transport: tr}
+	resp, err := client.Get("https://server.invalid/stream")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusAccepted, resp.StatusCode)
+	assert.Equal(t, "yes", resp.Header.Get("X-Test"))
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	require.NoError(t, err)
+	assert.Equal(t, "first\n", line, "data arrives before the handler returns")
+
+	require.NoError(t, resp.Body.Close())
+	select {
+	case err := <-handlerDone:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(10 * time.Second):
+		t.Fatal("closing the body did not cancel the handler")
+	}
+}
+
+func TestNoHandler(t *testing.T) {
+	_, err := (&http.Client{Transport: &Transport{}}).Get("https://server.invalid/")
+	require.Error(t, err)
+}
+
+func TestHandlerPanic(t *testing.T) {
+	tr := &Transport{}
+	tr.SetHandler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
+	resp, err := (&http.Client{Transport: tr}).Get("https://server.invalid/")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+	_, err = io.ReadAll(resp.Body)
+	assert.ErrorContains(t, err, "boom")
+}
