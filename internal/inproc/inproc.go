@@ -111,6 +111,14 @@ func (w *responseWriter) writeHeader(code int) {
 
 func (w *responseWriter) Write(p []byte) (int, error) {
 	w.writeHeader(http.StatusOK)
+	select {
+	case <-w.done:
+		// The client went away; like a reset HTTP/2 stream whose handler
+		// has not noticed yet, drop the data. The handler sees its
+		// context cancelled next.
+		return len(p), nil
+	default:
+	}
 	return w.body.Write(p)
 }
 
