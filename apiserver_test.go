@@ -297,7 +297,7 @@ func TestDiscovery(t *testing.T) {
 	}
 	for _, want := range []string{
 		"v1/configmaps", "v1/namespaces", "v1/namespaces/status", "v1/secrets", "v1/serviceaccounts", "v1/events",
-		"coordination.k8s.io/v1/leases", "apiextensions.k8s.io/v1/customresourcedefinitions",
+		"coordination.k8s.io/v1/leases", "events.k8s.io/v1/events", "apiextensions.k8s.io/v1/customresourcedefinitions",
 		"apiregistration.k8s.io/v1/apiservices", "example.kubeembed.dev/v1/widgets",
 	} {
 		assert.Contains(t, found, want)

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	noopoteltrace "go.opentelemetry.io/otel/trace/noop"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1beta1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1beta1"
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,6 +59,7 @@ import (
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/coordination"
 	"github.com/kubeembed/apiserver/providers/core"
+	"github.com/kubeembed/apiserver/providers/events"
 )
 
 // KubernetesVersion is the version of kube-apiserver whose API this server
@@ -68,7 +71,7 @@ const KubernetesVersion = "1.37.2"
 const etcdPrefix = "/registry"
 
 func builtinProviders() []providers.Provider {
-	return []providers.Provider{core.Provider{}, coordination.Provider{}}
+	return []providers.Provider{core.Provider{}, coordination.Provider{}, events.Provider{}}
 }
 
 // chain is the three delegating tiers kube-apiserver's CreateServerChain
@@ -308,6 +311,8 @@ func (s *Server) coreTier(sh *shared, delegate genericapiserver.DelegationTarget
 		storagebackend.Config{Prefix: etcdPrefix},
 		runtime.ContentTypeProtobuf, codecs,
 		serverstorage.NewDefaultResourceEncodingConfig(scheme), resources, nil)
+	// events.k8s.io events are core events, stored once.
+	factory.AddCohabitatingResources(corev1.Resource("events"), eventsv1.Resource("events"))
 	getter := restOptionsGetter{factory: factory, decorator: sh.decorator}
 
 	gc := sh.genericConfig(codecs, getter, resources)
