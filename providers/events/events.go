@@ -201,4 +201,3 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 	}
 	return map[string]map[string]rest.Storage{"v1": {"events": store}}, nil
 }
-
