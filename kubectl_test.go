@@ -1,0 +1,56 @@
+package apiserver_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kubeembed/apiserver/testing/apiservertest"
+)
+
+// TestKubectl drives the server with the kubectl found on PATH, as a user of
+// the CLI would.
+func TestKubectl(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl is not on PATH")
+	}
+	srv := apiservertest.Start(t, apiservertest.WithCRDPaths("testdata/crds"))
+	kc, err := srv.Kubeconfig()
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(path, kc, 0o600))
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(t.Context(), kubectl, append([]string{"--kubeconfig", path}, args...)...)
+		cmd.Env = append(os.Environ(), "HOME="+t.TempDir()) // no discovery cache shared between servers
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "kubectl %s:\n%s", strings.Join(args, " "), out)
+		return string(out)
+	}
+
+	resources := run("api-resources")
+	for _, want := range []string{"configmaps", "namespaces", "leases", "customresourcedefinitions", "apiservices", "widgets"} {
+		assert.Contains(t, resources, want)
+	}
+	assert.Contains(t, run("get", "namespaces"), "kube-system")
+
+	run("create", "configmap", "settings", "--from-literal=mode=fast")
+	out := run("get", "cm", "settings")
+	assert.Regexp(t, `(?m)^NAME\s+DATA\s+AGE\s*$`, out)
+	assert.Regexp(t, `(?m)^settings\s+1\s+`, out)
+
+	widget := filepath.Join(t.TempDir(), "widget.yaml")
+	require.NoError(t, os.WriteFile(widget, []byte("apiVersion: example.kubeembed.dev/v1\nkind: Widget\nmetadata:\n  name: small\nspec:\n  size: 3\n"), 0o600))
+	run("apply", "-f", widget)
+	out = run("get", "wd")
+	assert.Regexp(t, `(?m)^NAME\s+SIZE\s*$`, out, "printer columns from the CRD")
+	assert.Regexp(t, `(?m)^small\s+3\s*$`, out)
+	run("apply", "--server-side", "-f", widget)
+	run("delete", "widget", "small")
+}
