@@ -253,7 +253,7 @@ func (s *Server) start(ctx context.Context) error {
 	// the hooks poll every 100 ms, so an informer that syncs a moment after
 	// the first poll costs 100 ms. The loopback is in process, so this works
 	// before the listener is up.
-	if err := waitSynced(ctx, s.chain.informers(runCtx.Done())...); err != nil {
+	if err := waitSynced(ctx, s.chain.informers(runCtx)...); err != nil {
 		cancel()
 		close(s.runDone)
 		return fmt.Errorf("sync informers: %w", err)

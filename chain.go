@@ -80,7 +80,7 @@ type chain struct {
 	aggregator *aggregatorapiserver.APIAggregator
 	// informers starts the informers that post-start hooks wait for and
 	// returns their HasSynced.
-	informers func(stop <-chan struct{}) []cache.InformerSynced
+	informers func(ctx context.Context) []cache.InformerSynced
 }
 
 type runner interface {
@@ -210,10 +210,10 @@ func (s *Server) buildChain(host string, port int) (*chain, error) {
 	namespaces := s.kubeInformers.Core().V1().Namespaces().Informer() // namespace lifecycle admission's
 	return &chain{
 		aggregator: agg,
-		informers: func(stop <-chan struct{}) []cache.InformerSynced {
-			ext.Informers.Start(stop)
-			agg.APIRegistrationInformers.Start(stop)
-			s.kubeInformers.Start(stop)
+		informers: func(ctx context.Context) []cache.InformerSynced {
+			ext.Informers.StartWithContext(ctx)
+			agg.APIRegistrationInformers.StartWithContext(ctx)
+			s.kubeInformers.StartWithContext(ctx)
 			return []cache.InformerSynced{crds.HasSynced, apiServices.HasSynced, namespaces.HasSynced}
 		},
 	}, nil
@@ -384,8 +384,11 @@ func (noServices) ResolveEndpoint(namespace, name string, port int32) (*url.URL,
 // factories once the server listens.
 func (s *Server) addStartInformersHook(server *genericapiserver.GenericAPIServer) error {
 	return server.AddPostStartHook("start-informers", func(ctx genericapiserver.PostStartHookContext) error {
-		s.kubeInformers.Start(ctx.Done())
-		s.dynInformers.Start(ctx.Done())
+		// The hook's context does not carry the server's logger; informers
+		// log through the context they are started with.
+		logCtx := withLogger(ctx, s.log)
+		s.kubeInformers.StartWithContext(logCtx)
+		s.dynInformers.Start(logCtx.Done())
 		return nil
 	})
 }
