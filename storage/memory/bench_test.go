@@ -147,10 +147,6 @@ func BenchmarkCacherStartup(b *testing.B) {
 	fill(b, ctx, s, 1000)
 	for b.Loop() {
 		newCacher(b, s).Stop()
-		// A cacher enables size estimation on its storage once, for good.
-		s.sizeMu.Lock()
-		s.sizeKeys = nil
-		s.sizeMu.Unlock()
 	}
 }
 
@@ -158,6 +154,11 @@ func BenchmarkCacherStartup(b *testing.B) {
 // ready; the poll is what a benchmark of readiness can do, the cacher has no
 // ready signal.
 func newCacher(b *testing.B, s *store) *cacherstorage.Cacher {
+	// A cacher enables size estimation on its storage, for good; let the
+	// next one enable it again.
+	s.sizeMu.Lock()
+	s.sizeKeys = nil
+	s.sizeMu.Unlock()
 	c, err := cacherstorage.NewCacherFromConfig(cacherstorage.Config{
 		Storage: s, Versioner: storage.APIObjectVersioner{}, GroupResource: schema.GroupResource{Resource: "pods"},
 		EventsHistoryWindow: 2 * time.Minute, ResourcePrefix: "/pods/",
