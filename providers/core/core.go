@@ -99,6 +99,31 @@ func validateMetaUpdate(m, old *metav1.ObjectMeta) field.ErrorList {
 	return apivalidation.ValidateObjectMetaUpdate(m, old, field.NewPath("metadata"))
 }
 
+// fieldChange says whether a top-level field changed in an update.
+type fieldChange struct {
+	field   string
+	changed bool
+}
+
+// validateImmutable rejects changes to a ConfigMap or Secret that was made
+// immutable, and making it mutable again.
+func validateImmutable(immutable, oldImmutable *bool, changes ...fieldChange) field.ErrorList {
+	if oldImmutable == nil || !*oldImmutable {
+		return nil
+	}
+	const msg = "field is immutable when `immutable` is set"
+	var errs field.ErrorList
+	if immutable == nil || !*immutable {
+		errs = append(errs, field.Forbidden(field.NewPath("immutable"), msg))
+	}
+	for _, c := range changes {
+		if c.changed {
+			errs = append(errs, field.Forbidden(field.NewPath(c.field), msg))
+		}
+	}
+	return errs
+}
+
 // maxDataSize is the limit on the data of a ConfigMap or Secret (1 MiB).
 const maxDataSize = corev1.MaxSecretSize
 
@@ -112,17 +137,9 @@ func configMapStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
 		cm, oldCM := obj.(*corev1.ConfigMap), old.(*corev1.ConfigMap)
 		errs := validateMetaUpdate(&cm.ObjectMeta, &oldCM.ObjectMeta)
-		if oldCM.Immutable != nil && *oldCM.Immutable {
-			if cm.Immutable == nil || !*cm.Immutable {
-				errs = append(errs, field.Forbidden(field.NewPath("immutable"), "field is immutable when `immutable` is set"))
-			}
-			if !reflect.DeepEqual(cm.Data, oldCM.Data) {
-				errs = append(errs, field.Forbidden(field.NewPath("data"), "field is immutable when `immutable` is set"))
-			}
-			if !reflect.DeepEqual(cm.BinaryData, oldCM.BinaryData) {
-				errs = append(errs, field.Forbidden(field.NewPath("binaryData"), "field is immutable when `immutable` is set"))
-			}
-		}
+		errs = append(errs, validateImmutable(cm.Immutable, oldCM.Immutable,
+			fieldChange{"data", !reflect.DeepEqual(cm.Data, oldCM.Data)},
+			fieldChange{"binaryData", !reflect.DeepEqual(cm.BinaryData, oldCM.BinaryData)})...)
 		return append(errs, validateConfigMap(cm)...)
 	}
 	store, err := registry.NewStore(ctx, registry.StoreConfig{

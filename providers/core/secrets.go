@@ -37,14 +37,7 @@ func secretStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 		s, o := obj.(*corev1.Secret), old.(*corev1.Secret)
 		errs := validateMetaUpdate(&s.ObjectMeta, &o.ObjectMeta)
 		errs = append(errs, apivalidation.ValidateImmutableField(s.Type, o.Type, field.NewPath("type"))...)
-		if o.Immutable != nil && *o.Immutable {
-			if s.Immutable == nil || !*s.Immutable {
-				errs = append(errs, field.Forbidden(field.NewPath("immutable"), "field is immutable when `immutable` is set"))
-			}
-			if !reflect.DeepEqual(s.Data, o.Data) {
-				errs = append(errs, field.Forbidden(field.NewPath("data"), "field is immutable when `immutable` is set"))
-			}
-		}
+		errs = append(errs, validateImmutable(s.Immutable, o.Immutable, fieldChange{"data", !reflect.DeepEqual(s.Data, o.Data)})...)
 		return append(errs, validateSecret(s)...)
 	}
 	st.PrepareCreate = func(_ context.Context, obj runtime.Object) { mergeStringData(obj.(*corev1.Secret)) }

@@ -312,6 +312,18 @@ func (s *store) stateFromObject(obj runtime.Object) (*objState, error) {
 	return st, nil
 }
 
+// initialState starts an update or delete from the caller's cached object
+// when there is one, saving a read (it may be stale: isCurrent is false), and
+// from storage otherwise.
+func (s *store) initialState(cached runtime.Object, current func() (*objState, error)) (st *objState, isCurrent bool, err error) {
+	if cached != nil {
+		st, err = s.stateFromObject(cached)
+		return st, false, err
+	}
+	st, err = current()
+	return st, true, err
+}
+
 // Delete implements storage.Interface.
 func (s *store) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions,
 	validateDeletion storage.ValidateObjectFunc, cachedExistingObject runtime.Object, opts storage.DeleteOptions) error {
@@ -327,14 +339,11 @@ func (s *store) Delete(ctx context.Context, key string, out runtime.Object, prec
 		utilfeature.DefaultFeatureGate.Enabled(features.AllowUnsafeMalformedObjectDeletion)
 	current := s.currentState(ctx, k, v, false, expectCorrupt)
 
-	var st *objState
-	isCurrent := false
-	if cachedExistingObject != nil && !expectCorrupt {
-		st, err = s.stateFromObject(cachedExistingObject)
-	} else {
-		st, err = current()
-		isCurrent = true
+	cached := cachedExistingObject
+	if expectCorrupt {
+		cached = nil // the cached object decoded; storage is what must not
 	}
+	st, isCurrent, err := s.initialState(cached, current)
 	if err != nil {
 		return err
 	}
@@ -387,14 +396,7 @@ func (s *store) GuaranteedUpdate(ctx context.Context, key string, destination ru
 	}
 	current := s.currentState(ctx, k, v, ignoreNotFound, false)
 
-	var st *objState
-	isCurrent := false
-	if cachedExistingObject != nil {
-		st, err = s.stateFromObject(cachedExistingObject)
-	} else {
-		st, err = current()
-		isCurrent = true
-	}
+	st, isCurrent, err := s.initialState(cachedExistingObject, current)
 	if err != nil {
 		return err
 	}
