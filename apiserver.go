@@ -111,9 +111,6 @@ type Server struct {
 	closeErr  error
 }
 
-// ErrNotStarted is returned by calls that need a started server.
-var ErrNotStarted = errors.New("server not started")
-
 // New builds a server from opts: it takes the listener, loads CRD files and
 // assembles the chain, but serves nothing until Start. Every invalid option
 // is reported at once.

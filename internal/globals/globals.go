@@ -39,7 +39,6 @@ func Init() {
 var (
 	versionOnce sync.Once
 	version     basecompatibility.EffectiveVersion
-	versionStr  string
 )
 
 // EffectiveVersion returns the effective version for binary version v; the
@@ -47,7 +46,6 @@ var (
 func EffectiveVersion(v string) basecompatibility.EffectiveVersion {
 	versionOnce.Do(func() {
 		version = basecompatibility.NewEffectiveVersionFromString(v, "", "")
-		versionStr = v
 	})
 	return version
 }

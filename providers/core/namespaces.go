@@ -163,10 +163,12 @@ func (r *namespaceREST) Delete(ctx context.Context, name string, deleteValidatio
 		options.Preconditions.UID = &ns.UID
 	} else if *options.Preconditions.UID != ns.UID {
 		return nil, false, apierrors.NewConflict(corev1.Resource("namespaces"), name,
+			//lint:ignore ST1005 kube-apiserver's exact message
 			fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *options.Preconditions.UID, ns.UID))
 	}
 	if rv := options.Preconditions.ResourceVersion; rv != nil && *rv != ns.ResourceVersion {
 		return nil, false, apierrors.NewConflict(corev1.Resource("namespaces"), name,
+			//lint:ignore ST1005 kube-apiserver's exact message
 			fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *rv, ns.ResourceVersion))
 	}
 	if deleteValidation != nil {

@@ -62,10 +62,8 @@ type setup struct {
 
 type setupOption func(*setup)
 
-func withCodec(c runtime.Codec) setupOption           { return func(s *setup) { s.codec = c } }
 func withBackend(o Options) setupOption               { return func(s *setup) { s.backendOpts = o } }
 func withTransformer(t value.Transformer) setupOption { return func(s *setup) { s.transformer = t } }
-func withPrefix(p string) setupOption                 { return func(s *setup) { s.prefix = p } }
 
 func testSetup(t testing.TB, opts ...setupOption) (context.Context, *store) {
 	t.Helper()

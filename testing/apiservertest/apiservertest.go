@@ -10,7 +10,6 @@ package apiservertest
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -119,5 +118,5 @@ func trimNewline(p []byte) string {
 	if n := len(p); n > 0 && p[n-1] == '\n' {
 		p = p[:n-1]
 	}
-	return fmt.Sprintf("%s", p)
+	return string(p)
 }
