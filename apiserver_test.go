@@ -297,12 +297,14 @@ func TestDiscovery(t *testing.T) {
 	}
 	for _, want := range []string{
 		"v1/configmaps", "v1/namespaces", "v1/namespaces/status", "v1/secrets", "v1/serviceaccounts", "v1/events",
+		"apps/v1/deployments", "apps/v1/deployments/status", "apps/v1/deployments/scale",
 		"coordination.k8s.io/v1/leases", "events.k8s.io/v1/events", "apiextensions.k8s.io/v1/customresourcedefinitions",
 		"apiregistration.k8s.io/v1/apiservices", "example.kubeembed.dev/v1/widgets",
 	} {
 		assert.Contains(t, found, want)
 	}
 	assert.Equal(t, []string{"cm"}, found["v1/configmaps"].ShortNames)
+	assert.Equal(t, []string{"all"}, found["apps/v1/deployments"].Categories)
 	assert.Equal(t, []string{"wd"}, found["example.kubeembed.dev/v1/widgets"].ShortNames)
 }
 

@@ -53,4 +53,11 @@ func TestKubectl(t *testing.T) {
 	assert.Regexp(t, `(?m)^small\s+3\s*$`, out)
 	run("apply", "--server-side", "-f", widget)
 	run("delete", "widget", "small")
+
+	run("create", "deployment", "web", "--image=nginx:1.27")
+	out = run("get", "deploy", "web")
+	assert.Regexp(t, `(?m)^NAME\s+READY\s+UP-TO-DATE\s+AVAILABLE\s+AGE\s*$`, out)
+	assert.Regexp(t, `(?m)^web\s+0/1\s+0\s+0\s+`, out)
+	run("scale", "deployment", "web", "--replicas=2")
+	assert.Regexp(t, `(?m)^(deployment.apps/)?web\s+0/2\s+`, run("get", "all"))
 }
