@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/kubeembed/apiserver/testing/apiservertest"
@@ -143,4 +144,70 @@ func TestDeploymentValidationScaleAndStatus(t *testing.T) {
 	updated, err = deploys.Update(ctx, updated, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, updated.Status.Replicas, "the main resource ignores status")
+}
+
+func TestStatefulSetDaemonSetReplicaSetDefaults(t *testing.T) {
+	srv := apiservertest.Start(t)
+	apps := clientset(t, srv).AppsV1()
+	ctx := t.Context()
+	base := minimalDeployment("db")
+
+	sts, err := apps.StatefulSets("default").Create(ctx, &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "db"},
+		Spec: appsv1.StatefulSetSpec{
+			Selector: base.Spec.Selector, Template: base.Spec.Template, ServiceName: "db",
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, *sts.Spec.Replicas)
+	assert.Equal(t, appsv1.OrderedReadyPodManagement, sts.Spec.PodManagementPolicy)
+	assert.Equal(t, appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr(int32(0))}}, sts.Spec.UpdateStrategy)
+	assert.EqualValues(t, 10, *sts.Spec.RevisionHistoryLimit)
+	assert.Equal(t, &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+		WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType, WhenScaled: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+	}, sts.Spec.PersistentVolumeClaimRetentionPolicy)
+	require.Len(t, sts.Spec.VolumeClaimTemplates, 1)
+	assert.Equal(t, corev1.ClaimPending, sts.Spec.VolumeClaimTemplates[0].Status.Phase)
+	assert.Equal(t, corev1.PersistentVolumeFilesystem, *sts.Spec.VolumeClaimTemplates[0].Spec.VolumeMode)
+	assert.Equal(t, "default-scheduler", sts.Spec.Template.Spec.SchedulerName)
+
+	// Only some of a StatefulSet's spec may change.
+	sts.Spec.ServiceName = "other"
+	_, err = apps.StatefulSets("default").Update(ctx, sts, metav1.UpdateOptions{})
+	assert.True(t, apierrors.IsInvalid(err), "changing serviceName: %v", err)
+	scale, err := apps.StatefulSets("default").GetScale(ctx, "db", metav1.GetOptions{})
+	require.NoError(t, err)
+	scale.Spec.Replicas = 3
+	_, err = apps.StatefulSets("default").UpdateScale(ctx, "db", scale, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = apps.StatefulSets("default").UpdateScale(ctx, "db", scale, metav1.UpdateOptions{})
+	assert.True(t, apierrors.IsConflict(err), "a stale Scale conflicts: %v", err)
+
+	ds, err := apps.DaemonSets("default").Create(ctx, &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent"},
+		Spec:       appsv1.DaemonSetSpec{Selector: base.Spec.Selector, Template: base.Spec.Template},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	one, zero := intstr.FromInt32(1), intstr.FromInt32(0)
+	assert.Equal(t, appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: &one, MaxSurge: &zero}}, ds.Spec.UpdateStrategy)
+	assert.EqualValues(t, 10, *ds.Spec.RevisionHistoryLimit)
+
+	rs, err := apps.ReplicaSets("default").Create(ctx, &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-1"},
+		Spec:       appsv1.ReplicaSetSpec{Selector: base.Spec.Selector, Template: base.Spec.Template},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, *rs.Spec.Replicas)
+
+	rev, err := apps.ControllerRevisions("default").Create(ctx, &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{Name: "db-1"}, Revision: 1,
+		Data: runtime.RawExtension{Raw: []byte(`{"spec":{}}`)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	rev.Data = runtime.RawExtension{Raw: []byte(`{"spec":{"x":1}}`)}
+	_, err = apps.ControllerRevisions("default").Update(ctx, rev, metav1.UpdateOptions{})
+	assert.True(t, apierrors.IsInvalid(err), "controller revision data is immutable: %v", err)
 }

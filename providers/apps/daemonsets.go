@@ -1,0 +1,95 @@
+package apps
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kubeembed/apiserver/providers/core"
+	"github.com/kubeembed/apiserver/providers/registry"
+)
+
+func defaultDaemonSet(d *appsv1.DaemonSet) {
+	u := &d.Spec.UpdateStrategy
+	if u.Type == "" {
+		u.Type = appsv1.RollingUpdateDaemonSetStrategyType
+	}
+	if u.Type == appsv1.RollingUpdateDaemonSetStrategyType {
+		if u.RollingUpdate == nil {
+			u.RollingUpdate = &appsv1.RollingUpdateDaemonSet{}
+		}
+		if u.RollingUpdate.MaxUnavailable == nil {
+			one := intstr.FromInt32(1)
+			u.RollingUpdate.MaxUnavailable = &one
+		}
+		if u.RollingUpdate.MaxSurge == nil {
+			zero := intstr.FromInt32(0)
+			u.RollingUpdate.MaxSurge = &zero
+		}
+	}
+	if d.Spec.RevisionHistoryLimit == nil {
+		ten := int32(10)
+		d.Spec.RevisionHistoryLimit = &ten
+	}
+	core.DefaultPodTemplateSpec(&d.Spec.Template)
+}
+
+var daemonSets = workload[*appsv1.DaemonSet]{
+	resource: "daemonsets", singular: "daemonset", shortNames: []string{"ds"},
+	newObj:  func() runtime.Object { return &appsv1.DaemonSet{} },
+	newList: func() runtime.Object { return &appsv1.DaemonSetList{} },
+	meta:    func(d *appsv1.DaemonSet) *metav1.ObjectMeta { return &d.ObjectMeta },
+	spec:    func(d *appsv1.DaemonSet) any { return d.Spec },
+	resetStatus: func(d, old *appsv1.DaemonSet) {
+		d.Status = appsv1.DaemonSetStatus{}
+		if old != nil {
+			d.Status = old.Status
+		}
+	},
+	resetSpec: func(d, old *appsv1.DaemonSet) { d.Spec = old.Spec },
+	validate: func(d *appsv1.DaemonSet) field.ErrorList {
+		p := field.NewPath("spec")
+		errs := nonNegative(p, map[string]int32{"minReadySeconds": d.Spec.MinReadySeconds})
+		switch d.Spec.UpdateStrategy.Type {
+		case appsv1.RollingUpdateDaemonSetStrategyType:
+			if ru := d.Spec.UpdateStrategy.RollingUpdate; ru != nil && isZero(ru.MaxUnavailable) && isZero(ru.MaxSurge) {
+				errs = append(errs, field.Invalid(p.Child("updateStrategy", "rollingUpdate", "maxUnavailable"), ru.MaxUnavailable.String(), "may not be 0 when `maxSurge` is 0"))
+			}
+		case appsv1.OnDeleteDaemonSetStrategyType:
+		default:
+			errs = append(errs, field.NotSupported(p.Child("updateStrategy", "type"), d.Spec.UpdateStrategy.Type,
+				[]string{string(appsv1.OnDeleteDaemonSetStrategyType), string(appsv1.RollingUpdateDaemonSetStrategyType)}))
+		}
+		return append(errs, validateSelectorAndTemplate(d.Spec.Selector, &d.Spec.Template, "daemonset", p)...)
+	},
+	validateUpdate: func(d, old *appsv1.DaemonSet) field.ErrorList {
+		return apivalidation.ValidateImmutableField(d.Spec.Selector, old.Spec.Selector, field.NewPath("spec", "selector"))
+	},
+	validateStatus: func(d *appsv1.DaemonSet) field.ErrorList {
+		s := d.Status
+		return nonNegative(field.NewPath("status"), map[string]int32{"currentNumberScheduled": s.CurrentNumberScheduled,
+			"numberMisscheduled": s.NumberMisscheduled, "desiredNumberScheduled": s.DesiredNumberScheduled, "numberReady": s.NumberReady,
+			"updatedNumberScheduled": s.UpdatedNumberScheduled, "numberAvailable": s.NumberAvailable, "numberUnavailable": s.NumberUnavailable})
+	},
+	table: append([]registry.Column{
+		column("Desired", "integer", "The total number of nodes that should be running the daemon pod.", 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.DesiredNumberScheduled) }),
+		column("Current", "integer", "The number of nodes that are running at least 1 daemon pod.", 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.CurrentNumberScheduled) }),
+		column("Ready", "integer", "The number of nodes that should be running the daemon pod and have one or more running and ready.", 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.NumberReady) }),
+		column("Up-to-date", "integer", "The total number of nodes that are running updated daemon pod", 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.UpdatedNumberScheduled) }),
+		column("Available", "integer", "The number of nodes that should be running the daemon pod and have one or more available.", 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.NumberAvailable) }),
+		column("Node Selector", "string", "NodeSelector is a selector which must be true for the pod to fit on a node.", 0, func(d *appsv1.DaemonSet) any {
+			sel := labels.SelectorFromSet(d.Spec.Template.Spec.NodeSelector).String()
+			if sel == "" {
+				return "<none>"
+			}
+			return sel
+		}),
+		registry.AgeColumn(),
+	}, append(containersColumns(func(d *appsv1.DaemonSet) *corev1.PodTemplateSpec { return &d.Spec.Template }),
+		selectorColumn(func(d *appsv1.DaemonSet) *metav1.LabelSelector { return d.Spec.Selector }))...),
+}

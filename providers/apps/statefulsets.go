@@ -1,0 +1,131 @@
+package apps
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kubeembed/apiserver/providers/core"
+	"github.com/kubeembed/apiserver/providers/registry"
+)
+
+func defaultStatefulSet(s *appsv1.StatefulSet) {
+	if s.Spec.PodManagementPolicy == "" {
+		s.Spec.PodManagementPolicy = appsv1.OrderedReadyPodManagement
+	}
+	if s.Spec.UpdateStrategy.Type == "" {
+		s.Spec.UpdateStrategy.Type = appsv1.RollingUpdateStatefulSetStrategyType
+	}
+	if s.Spec.UpdateStrategy.Type == appsv1.RollingUpdateStatefulSetStrategyType {
+		if s.Spec.UpdateStrategy.RollingUpdate == nil {
+			s.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{}
+		}
+		if s.Spec.UpdateStrategy.RollingUpdate.Partition == nil {
+			zero := int32(0)
+			s.Spec.UpdateStrategy.RollingUpdate.Partition = &zero
+		}
+	}
+	if s.Spec.PersistentVolumeClaimRetentionPolicy == nil {
+		s.Spec.PersistentVolumeClaimRetentionPolicy = &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{}
+	}
+	if p := s.Spec.PersistentVolumeClaimRetentionPolicy; true {
+		if p.WhenDeleted == "" {
+			p.WhenDeleted = appsv1.RetainPersistentVolumeClaimRetentionPolicyType
+		}
+		if p.WhenScaled == "" {
+			p.WhenScaled = appsv1.RetainPersistentVolumeClaimRetentionPolicyType
+		}
+	}
+	if s.Spec.Replicas == nil {
+		one := int32(1)
+		s.Spec.Replicas = &one
+	}
+	if s.Spec.RevisionHistoryLimit == nil {
+		ten := int32(10)
+		s.Spec.RevisionHistoryLimit = &ten
+	}
+	// Claim templates are PersistentVolumeClaims and get their defaults.
+	for i := range s.Spec.VolumeClaimTemplates {
+		pvc := &s.Spec.VolumeClaimTemplates[i]
+		if pvc.Spec.VolumeMode == nil {
+			fs := corev1.PersistentVolumeFilesystem
+			pvc.Spec.VolumeMode = &fs
+		}
+		if pvc.Status.Phase == "" {
+			pvc.Status.Phase = corev1.ClaimPending
+		}
+	}
+	core.DefaultPodTemplateSpec(&s.Spec.Template)
+}
+
+var statefulSets = workload[*appsv1.StatefulSet]{
+	resource: "statefulsets", singular: "statefulset", shortNames: []string{"sts"},
+	newObj:  func() runtime.Object { return &appsv1.StatefulSet{} },
+	newList: func() runtime.Object { return &appsv1.StatefulSetList{} },
+	meta:    func(s *appsv1.StatefulSet) *metav1.ObjectMeta { return &s.ObjectMeta },
+	spec:    func(s *appsv1.StatefulSet) any { return s.Spec },
+	resetStatus: func(s, old *appsv1.StatefulSet) {
+		s.Status = appsv1.StatefulSetStatus{}
+		if old != nil {
+			s.Status = old.Status
+		}
+	},
+	resetSpec: func(s, old *appsv1.StatefulSet) { s.Spec = old.Spec },
+	validate: func(s *appsv1.StatefulSet) field.ErrorList {
+		p := field.NewPath("spec")
+		errs := nonNegative(p, map[string]int32{"replicas": ptrOr(s.Spec.Replicas, 0), "minReadySeconds": s.Spec.MinReadySeconds})
+		switch s.Spec.PodManagementPolicy {
+		case appsv1.OrderedReadyPodManagement, appsv1.ParallelPodManagement:
+		default:
+			errs = append(errs, field.Invalid(p.Child("podManagementPolicy"), s.Spec.PodManagementPolicy,
+				fmt.Sprintf("must be '%s' or '%s'", appsv1.OrderedReadyPodManagement, appsv1.ParallelPodManagement)))
+		}
+		switch s.Spec.UpdateStrategy.Type {
+		case appsv1.RollingUpdateStatefulSetStrategyType:
+		case appsv1.OnDeleteStatefulSetStrategyType:
+			if s.Spec.UpdateStrategy.RollingUpdate != nil {
+				errs = append(errs, field.Invalid(p.Child("updateStrategy", "rollingUpdate"), s.Spec.UpdateStrategy.RollingUpdate,
+					fmt.Sprintf("only allowed for updateStrategy '%s'", appsv1.RollingUpdateStatefulSetStrategyType)))
+			}
+		default:
+			errs = append(errs, field.Invalid(p.Child("updateStrategy"), s.Spec.UpdateStrategy,
+				fmt.Sprintf("must be '%s' or '%s'", appsv1.RollingUpdateStatefulSetStrategyType, appsv1.OnDeleteStatefulSetStrategyType)))
+		}
+		return append(errs, validateSelectorAndTemplate(s.Spec.Selector, &s.Spec.Template, "statefulset", p)...)
+	},
+	validateUpdate: func(s, old *appsv1.StatefulSet) field.ErrorList {
+		// Only these fields may change; compare the rest.
+		a, b := s.Spec.DeepCopy(), old.Spec.DeepCopy()
+		for _, spec := range []*appsv1.StatefulSetSpec{a, b} {
+			spec.Replicas, spec.Ordinals, spec.Template = nil, nil, corev1.PodTemplateSpec{}
+			spec.UpdateStrategy, spec.PersistentVolumeClaimRetentionPolicy = appsv1.StatefulSetUpdateStrategy{}, nil
+			spec.MinReadySeconds, spec.RevisionHistoryLimit = 0, nil
+		}
+		if !apiequality.Semantic.DeepEqual(a, b) {
+			return field.ErrorList{field.Forbidden(field.NewPath("spec"), "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden")}
+		}
+		return nil
+	},
+	validateStatus: func(s *appsv1.StatefulSet) field.ErrorList {
+		st := s.Status
+		return nonNegative(field.NewPath("status"), map[string]int32{"replicas": st.Replicas, "readyReplicas": st.ReadyReplicas,
+			"currentReplicas": st.CurrentReplicas, "updatedReplicas": st.UpdatedReplicas, "availableReplicas": st.AvailableReplicas})
+	},
+	table: append([]registry.Column{
+		column("Ready", "string", "Number of the pod with ready state", 0, func(s *appsv1.StatefulSet) any {
+			return fmt.Sprintf("%d/%d", s.Status.ReadyReplicas, ptrOr(s.Spec.Replicas, 0))
+		}),
+		registry.AgeColumn(),
+	}, containersColumns(func(s *appsv1.StatefulSet) *corev1.PodTemplateSpec { return &s.Spec.Template })...),
+	scale: &registry.ScaleAccess{
+		Replicas:       func(o runtime.Object) int32 { return ptrOr(o.(*appsv1.StatefulSet).Spec.Replicas, 0) },
+		SetReplicas:    func(o runtime.Object, n int32) { o.(*appsv1.StatefulSet).Spec.Replicas = &n },
+		StatusReplicas: func(o runtime.Object) int32 { return o.(*appsv1.StatefulSet).Status.Replicas },
+		Selector:       func(o runtime.Object) *metav1.LabelSelector { return o.(*appsv1.StatefulSet).Spec.Selector },
+	},
+}
