@@ -62,6 +62,7 @@ import (
 	"github.com/kubeembed/apiserver/providers/coordination"
 	"github.com/kubeembed/apiserver/providers/core"
 	"github.com/kubeembed/apiserver/providers/events"
+	"github.com/kubeembed/apiserver/providers/rbac"
 )
 
 // KubernetesVersion is the version of kube-apiserver whose API this server
@@ -73,7 +74,7 @@ const KubernetesVersion = "1.37.2"
 const etcdPrefix = "/registry"
 
 func builtinProviders() []providers.Provider {
-	return []providers.Provider{core.Provider{}, apps.Provider{}, coordination.Provider{}, events.Provider{}}
+	return []providers.Provider{core.Provider{}, apps.Provider{}, coordination.Provider{}, events.Provider{}, rbac.Provider{}}
 }
 
 // chain is the three delegating tiers kube-apiserver's CreateServerChain

@@ -1,0 +1,310 @@
+// Package rbac serves rbac.authorization.k8s.io/v1 roles, cluster roles and
+// their bindings: storage, defaults and validation. Enforcement (the RBAC
+// authorizer) is not here.
+package rbac
+
+import (
+	"context"
+	"strings"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/api/validation/path"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/storage/names"
+
+	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/registry"
+)
+
+// Provider serves rbac.authorization.k8s.io.
+type Provider struct{}
+
+var _ providers.Provider = Provider{}
+
+// GroupName implements providers.Provider.
+func (Provider) GroupName() string { return rbacv1.GroupName }
+
+// Install implements providers.Provider.
+func (Provider) Install(scheme *runtime.Scheme) error {
+	if err := rbacv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := providers.AddInternalVersion(scheme, rbacv1.SchemeGroupVersion); err != nil {
+		return err
+	}
+	scheme.AddTypeDefaultingFunc(&rbacv1.RoleBinding{}, func(obj any) {
+		b := obj.(*rbacv1.RoleBinding)
+		defaultBinding(&b.RoleRef, b.Subjects)
+	})
+	scheme.AddTypeDefaultingFunc(&rbacv1.ClusterRoleBinding{}, func(obj any) {
+		b := obj.(*rbacv1.ClusterRoleBinding)
+		defaultBinding(&b.RoleRef, b.Subjects)
+	})
+	for kind, namespaced := range map[string]bool{"Role": true, "RoleBinding": true, "ClusterRole": false, "ClusterRoleBinding": false} {
+		if err := registry.FieldLabelConversion(scheme, rbacv1.SchemeGroupVersion.WithKind(kind), namespaced); err != nil {
+			return err
+		}
+	}
+	return scheme.SetVersionPriority(rbacv1.SchemeGroupVersion)
+}
+
+// defaultBinding applies rbac/v1's defaults: the roleRef's and users' and
+// groups' API group.
+func defaultBinding(ref *rbacv1.RoleRef, subjects []rbacv1.Subject) {
+	if ref.APIGroup == "" {
+		ref.APIGroup = rbacv1.GroupName
+	}
+	for i := range subjects {
+		s := &subjects[i]
+		if s.APIGroup == "" && (s.Kind == rbacv1.UserKind || s.Kind == rbacv1.GroupKind) {
+			s.APIGroup = rbacv1.GroupName
+		}
+	}
+}
+
+// validateName is ValidateRBACName: any path segment ("system:..." is fine).
+func validateName(name string, prefix bool) []string { return path.IsValidPathSegmentName(name) }
+
+func validateMeta(m *metav1.ObjectMeta, namespaced bool) field.ErrorList {
+	return apivalidation.ValidateObjectMeta(m, namespaced, validateName, field.NewPath("metadata"))
+}
+
+func validateRules(rules []rbacv1.PolicyRule, namespaced bool, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, r := range rules {
+		rp := p.Index(i)
+		if len(r.Verbs) == 0 {
+			errs = append(errs, field.Required(rp.Child("verbs"), "verbs must contain at least one value"))
+		}
+		if len(r.NonResourceURLs) > 0 {
+			if namespaced {
+				errs = append(errs, field.Invalid(rp.Child("nonResourceURLs"), r.NonResourceURLs, "namespaced rules cannot apply to non-resource URLs"))
+			}
+			if len(r.APIGroups) > 0 || len(r.Resources) > 0 || len(r.ResourceNames) > 0 {
+				errs = append(errs, field.Invalid(rp.Child("nonResourceURLs"), r.NonResourceURLs, "rules cannot apply to both regular resources and non-resource URLs"))
+			}
+			continue
+		}
+		if len(r.APIGroups) == 0 {
+			errs = append(errs, field.Required(rp.Child("apiGroups"), "resource rules must supply at least one api group"))
+		}
+		if len(r.Resources) == 0 {
+			errs = append(errs, field.Required(rp.Child("resources"), "resource rules must supply at least one resource"))
+		}
+	}
+	return errs
+}
+
+func validateBinding(ref rbacv1.RoleRef, subjects []rbacv1.Subject, namespaced bool) field.ErrorList {
+	var errs field.ErrorList
+	rp := field.NewPath("roleRef")
+	if ref.APIGroup != rbacv1.GroupName {
+		errs = append(errs, field.NotSupported(rp.Child("apiGroup"), ref.APIGroup, []string{rbacv1.GroupName}))
+	}
+	kinds := []string{"ClusterRole"}
+	if namespaced {
+		kinds = []string{"Role", "ClusterRole"}
+	}
+	if !contains(kinds, ref.Kind) {
+		errs = append(errs, field.NotSupported(rp.Child("kind"), ref.Kind, kinds))
+	}
+	if ref.Name == "" {
+		errs = append(errs, field.Required(rp.Child("name"), ""))
+	} else {
+		for _, msg := range validateName(ref.Name, false) {
+			errs = append(errs, field.Invalid(rp.Child("name"), ref.Name, msg))
+		}
+	}
+	for i, s := range subjects {
+		errs = append(errs, validateSubject(s, namespaced, field.NewPath("subjects").Index(i))...)
+	}
+	return errs
+}
+
+func validateSubject(s rbacv1.Subject, namespaced bool, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if s.Name == "" {
+		errs = append(errs, field.Required(p.Child("name"), ""))
+	}
+	switch s.Kind {
+	case rbacv1.ServiceAccountKind:
+		if s.Name != "" {
+			for _, msg := range apivalidation.NameIsDNSSubdomain(s.Name, false) {
+				errs = append(errs, field.Invalid(p.Child("name"), s.Name, msg))
+			}
+		}
+		if s.APIGroup != "" {
+			errs = append(errs, field.NotSupported(p.Child("apiGroup"), s.APIGroup, []string{""}))
+		}
+		if !namespaced && s.Namespace == "" {
+			errs = append(errs, field.Required(p.Child("namespace"), ""))
+		}
+	case rbacv1.UserKind, rbacv1.GroupKind:
+		if s.APIGroup != rbacv1.GroupName {
+			errs = append(errs, field.NotSupported(p.Child("apiGroup"), s.APIGroup, []string{rbacv1.GroupName}))
+		}
+	default:
+		errs = append(errs, field.NotSupported(p.Child("kind"), s.Kind, []string{rbacv1.ServiceAccountKind, rbacv1.UserKind, rbacv1.GroupKind}))
+	}
+	return errs
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// kind describes one RBAC resource for storage.
+type kind[T runtime.Object] struct {
+	resource, singular string
+	namespaced         bool
+	newObj, newList    func() runtime.Object
+	meta               func(T) *metav1.ObjectMeta
+	validate           func(T) field.ErrorList
+	validateUpdate     func(obj, old T) field.ErrorList
+	columns            []registry.Column
+}
+
+func (k kind[T]) storage(ctx providers.Context) (rest.Storage, error) {
+	st := &registry.Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: k.namespaced}
+	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
+		o := obj.(T)
+		return append(validateMeta(k.meta(o), k.namespaced), k.validate(o)...)
+	}
+	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+		o, prev := obj.(T), old.(T)
+		errs := apivalidation.ValidateObjectMetaUpdate(k.meta(o), k.meta(prev), field.NewPath("metadata"))
+		errs = append(errs, validateMeta(k.meta(o), k.namespaced)...)
+		errs = append(errs, k.validate(o)...)
+		if k.validateUpdate != nil {
+			errs = append(errs, k.validateUpdate(o, prev)...)
+		}
+		return errs
+	}
+	return registry.NewStore(ctx, registry.StoreConfig{
+		Resource: rbacv1.Resource(k.resource), Singular: k.singular,
+		NewFunc: k.newObj, NewList: k.newList, Strategy: st,
+		Table:    registry.Table(append([]registry.Column{registry.NameColumn()}, k.columns...)...),
+		AttrFunc: registry.AttrFunc[T](k.namespaced, nil),
+	})
+}
+
+func createdAt() registry.Column {
+	return registry.Column{
+		TableColumnDefinition: metav1.TableColumnDefinition{Name: "Created At", Type: "date", Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"]},
+		Value: func(o runtime.Object) any {
+			m, _ := o.(metav1.Object)
+			return m.GetCreationTimestamp().UTC().Format("2006-01-02T15:04:05Z")
+		},
+	}
+}
+
+// bindingColumns are ROLE, AGE and the wide USERS, GROUPS, SERVICEACCOUNTS.
+func bindingColumns[T any](ref func(T) rbacv1.RoleRef, subjects func(T) []rbacv1.Subject) []registry.Column {
+	col := func(name string, priority int32, f func(T) any) registry.Column {
+		return registry.Column{TableColumnDefinition: metav1.TableColumnDefinition{Name: name, Type: "string", Priority: priority},
+			Value: func(o runtime.Object) any { return f(any(o).(T)) }}
+	}
+	of := func(kind string) func(T) any {
+		return func(b T) any {
+			var names []string
+			for _, s := range subjects(b) {
+				if s.Kind != kind {
+					continue
+				}
+				if kind == rbacv1.ServiceAccountKind {
+					names = append(names, s.Namespace+"/"+s.Name)
+				} else {
+					names = append(names, s.Name)
+				}
+			}
+			return strings.Join(names, ", ")
+		}
+	}
+	return []registry.Column{
+		col("Role", 0, func(b T) any { r := ref(b); return r.Kind + "/" + r.Name }),
+		registry.AgeColumn(),
+		col("Users", 1, of(rbacv1.UserKind)),
+		col("Groups", 1, of(rbacv1.GroupKind)),
+		col("ServiceAccounts", 1, of(rbacv1.ServiceAccountKind)),
+	}
+}
+
+func immutableRoleRef(ref, old rbacv1.RoleRef) field.ErrorList {
+	if ref != old {
+		return field.ErrorList{field.Invalid(field.NewPath("roleRef"), ref, "cannot change roleRef")}
+	}
+	return nil
+}
+
+// Storage implements providers.Provider.
+func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+	roles := kind[*rbacv1.Role]{resource: "roles", singular: "role", namespaced: true,
+		newObj: func() runtime.Object { return &rbacv1.Role{} }, newList: func() runtime.Object { return &rbacv1.RoleList{} },
+		meta:     func(r *rbacv1.Role) *metav1.ObjectMeta { return &r.ObjectMeta },
+		validate: func(r *rbacv1.Role) field.ErrorList { return validateRules(r.Rules, true, field.NewPath("rules")) },
+		columns:  []registry.Column{createdAt()}}
+	clusterRoles := kind[*rbacv1.ClusterRole]{resource: "clusterroles", singular: "clusterrole",
+		newObj:  func() runtime.Object { return &rbacv1.ClusterRole{} },
+		newList: func() runtime.Object { return &rbacv1.ClusterRoleList{} },
+		meta:    func(r *rbacv1.ClusterRole) *metav1.ObjectMeta { return &r.ObjectMeta },
+		validate: func(r *rbacv1.ClusterRole) field.ErrorList {
+			errs := validateRules(r.Rules, false, field.NewPath("rules"))
+			if a := r.AggregationRule; a != nil {
+				if len(a.ClusterRoleSelectors) == 0 {
+					errs = append(errs, field.Required(field.NewPath("aggregationRule", "clusterRoleSelectors"), "at least one clusterRoleSelector required if aggregationRule is non-nil"))
+				}
+				for i, s := range a.ClusterRoleSelectors {
+					errs = append(errs, metav1validation.ValidateLabelSelector(&s, metav1validation.LabelSelectorValidationOptions{},
+						field.NewPath("aggregationRule", "clusterRoleSelectors").Index(i))...)
+				}
+			}
+			return errs
+		},
+		columns: []registry.Column{createdAt()}}
+	roleBindings := kind[*rbacv1.RoleBinding]{resource: "rolebindings", singular: "rolebinding", namespaced: true,
+		newObj:  func() runtime.Object { return &rbacv1.RoleBinding{} },
+		newList: func() runtime.Object { return &rbacv1.RoleBindingList{} },
+		meta:    func(b *rbacv1.RoleBinding) *metav1.ObjectMeta { return &b.ObjectMeta },
+		validate: func(b *rbacv1.RoleBinding) field.ErrorList {
+			return validateBinding(b.RoleRef, b.Subjects, true)
+		},
+		validateUpdate: func(b, old *rbacv1.RoleBinding) field.ErrorList { return immutableRoleRef(b.RoleRef, old.RoleRef) },
+		columns: bindingColumns(func(b *rbacv1.RoleBinding) rbacv1.RoleRef { return b.RoleRef },
+			func(b *rbacv1.RoleBinding) []rbacv1.Subject { return b.Subjects })}
+	clusterRoleBindings := kind[*rbacv1.ClusterRoleBinding]{resource: "clusterrolebindings", singular: "clusterrolebinding",
+		newObj:  func() runtime.Object { return &rbacv1.ClusterRoleBinding{} },
+		newList: func() runtime.Object { return &rbacv1.ClusterRoleBindingList{} },
+		meta:    func(b *rbacv1.ClusterRoleBinding) *metav1.ObjectMeta { return &b.ObjectMeta },
+		validate: func(b *rbacv1.ClusterRoleBinding) field.ErrorList {
+			return validateBinding(b.RoleRef, b.Subjects, false)
+		},
+		validateUpdate: func(b, old *rbacv1.ClusterRoleBinding) field.ErrorList { return immutableRoleRef(b.RoleRef, old.RoleRef) },
+		columns: bindingColumns(func(b *rbacv1.ClusterRoleBinding) rbacv1.RoleRef { return b.RoleRef },
+			func(b *rbacv1.ClusterRoleBinding) []rbacv1.Subject { return b.Subjects })}
+
+	out := map[string]rest.Storage{}
+	var err error
+	if out["roles"], err = roles.storage(ctx); err != nil {
+		return nil, err
+	}
+	if out["clusterroles"], err = clusterRoles.storage(ctx); err != nil {
+		return nil, err
+	}
+	if out["rolebindings"], err = roleBindings.storage(ctx); err != nil {
+		return nil, err
+	}
+	if out["clusterrolebindings"], err = clusterRoleBindings.storage(ctx); err != nil {
+		return nil, err
+	}
+	return map[string]map[string]rest.Storage{"v1": out}, nil
+}
