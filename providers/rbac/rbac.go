@@ -288,7 +288,9 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 		validate: func(b *rbacv1.ClusterRoleBinding) field.ErrorList {
 			return validateBinding(b.RoleRef, b.Subjects, false)
 		},
-		validateUpdate: func(b, old *rbacv1.ClusterRoleBinding) field.ErrorList { return immutableRoleRef(b.RoleRef, old.RoleRef) },
+		validateUpdate: func(b, old *rbacv1.ClusterRoleBinding) field.ErrorList {
+			return immutableRoleRef(b.RoleRef, old.RoleRef)
+		},
 		columns: bindingColumns(func(b *rbacv1.ClusterRoleBinding) rbacv1.RoleRef { return b.RoleRef },
 			func(b *rbacv1.ClusterRoleBinding) []rbacv1.Subject { return b.Subjects })}
 
