@@ -93,10 +93,10 @@ func defaultDeployment(d *appsv1.Deployment) {
 func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
 	out := map[string]rest.Storage{}
 	for name, build := range map[string]func(providers.Context) (map[string]rest.Storage, error){
-		"deployments":         deployments.storage,
-		"replicasets":         replicaSets.storage,
-		"statefulsets":        statefulSets.storage,
-		"daemonsets":          daemonSets.storage,
+		"deployments":         deployments.Storage,
+		"replicasets":         replicaSets.Storage,
+		"statefulsets":        statefulSets.Storage,
+		"daemonsets":          daemonSets.Storage,
 		"controllerrevisions": controllerRevisionStorage,
 	} {
 		m, err := build(ctx)
@@ -110,31 +110,32 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 	return map[string]map[string]rest.Storage{"v1": out}, nil
 }
 
-var deployments = workload[*appsv1.Deployment]{
-	resource: "deployments", singular: "deployment", shortNames: []string{"deploy"},
-	newObj:  func() runtime.Object { return &appsv1.Deployment{} },
-	newList: func() runtime.Object { return &appsv1.DeploymentList{} },
-	meta:    func(d *appsv1.Deployment) *metav1.ObjectMeta { return &d.ObjectMeta },
-	spec:    func(d *appsv1.Deployment) any { return d.Spec },
-	resetStatus: func(d, old *appsv1.Deployment) {
+var deployments = registry.Workload[*appsv1.Deployment]{
+	GroupVersion: appsv1.SchemeGroupVersion, Categories: []string{"all"},
+	Resource: "deployments", Singular: "deployment", ShortNames: []string{"deploy"},
+	NewObj:  func() runtime.Object { return &appsv1.Deployment{} },
+	NewList: func() runtime.Object { return &appsv1.DeploymentList{} },
+	Meta:    func(d *appsv1.Deployment) *metav1.ObjectMeta { return &d.ObjectMeta },
+	Spec:    func(d *appsv1.Deployment) any { return d.Spec },
+	ResetStatus: func(d, old *appsv1.Deployment) {
 		d.Status = appsv1.DeploymentStatus{}
 		if old != nil {
 			d.Status = old.Status
 		}
 	},
-	resetSpec: func(d, old *appsv1.Deployment) { d.Spec = old.Spec },
-	validate: func(d *appsv1.Deployment) field.ErrorList {
+	ResetSpec: func(d, old *appsv1.Deployment) { d.Spec = old.Spec },
+	Validate: func(d *appsv1.Deployment) field.ErrorList {
 		return validateDeploymentSpec(&d.Spec, field.NewPath("spec"))
 	},
-	validateUpdate: func(d, old *appsv1.Deployment) field.ErrorList {
+	ValidateUpdate: func(d, old *appsv1.Deployment) field.ErrorList {
 		return apivalidation.ValidateImmutableField(d.Spec.Selector, old.Spec.Selector, field.NewPath("spec", "selector"))
 	},
-	validateStatus: func(d *appsv1.Deployment) field.ErrorList {
+	ValidateStatus: func(d *appsv1.Deployment) field.ErrorList {
 		s := d.Status
 		return nonNegative(field.NewPath("status"), map[string]int32{"replicas": s.Replicas, "updatedReplicas": s.UpdatedReplicas,
 			"readyReplicas": s.ReadyReplicas, "availableReplicas": s.AvailableReplicas, "unavailableReplicas": s.UnavailableReplicas})
 	},
-	table: append([]registry.Column{
+	Columns: append([]registry.Column{
 		column("Ready", "string", "Number of the pod with ready state", 0, func(d *appsv1.Deployment) any {
 			return fmt.Sprintf("%d/%d", d.Status.ReadyReplicas, ptrOr(d.Spec.Replicas, 0))
 		}),
@@ -145,7 +146,7 @@ var deployments = workload[*appsv1.Deployment]{
 		registry.AgeColumn(),
 	}, append(containersColumns(func(d *appsv1.Deployment) *corev1.PodTemplateSpec { return &d.Spec.Template }),
 		selectorColumn(func(d *appsv1.Deployment) *metav1.LabelSelector { return d.Spec.Selector }))...),
-	scale: &registry.ScaleAccess{
+	Scale: &registry.ScaleAccess{
 		Replicas:       func(o runtime.Object) int32 { return ptrOr(o.(*appsv1.Deployment).Spec.Replicas, 0) },
 		SetReplicas:    func(o runtime.Object, n int32) { o.(*appsv1.Deployment).Spec.Replicas = &n },
 		StatusReplicas: func(o runtime.Object) int32 { return o.(*appsv1.Deployment).Status.Replicas },

@@ -1,113 +1,19 @@
 package apps
 
 import (
-	"context"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/rest"
-	"k8s.io/apiserver/pkg/storage/names"
 
-	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/core"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
-
-// workload describes one apps/v1 kind whose objects have a spec, a status,
-// a selector and a pod template.
-type workload[T runtime.Object] struct {
-	resource, singular string
-	shortNames         []string
-	newObj, newList    func() runtime.Object
-	meta               func(T) *metav1.ObjectMeta
-	spec               func(T) any
-	resetStatus        func(obj, old T)
-	resetSpec          func(obj, old T)
-	validate           func(T) field.ErrorList
-	validateUpdate     func(obj, old T) field.ErrorList
-	validateStatus     func(T) field.ErrorList
-	table              []registry.Column
-	scale              *registry.ScaleAccess
-}
-
-// storage builds the main store, /status and (for scalable kinds) /scale.
-func (w workload[T]) storage(ctx providers.Context) (map[string]rest.Storage, error) {
-	gv := schema.GroupVersion{Group: "apps", Version: "v1"}
-	st := &registry.Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: true}
-	st.ResetFields = registry.ResetStatus(gv)
-	st.PrepareCreate = func(_ context.Context, obj runtime.Object) {
-		o := obj.(T)
-		var zero T
-		w.resetStatus(o, zero)
-		w.meta(o).Generation = 1
-	}
-	st.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
-		o, prev := obj.(T), old.(T)
-		w.resetStatus(o, prev)
-		if !apiequality.Semantic.DeepEqual(w.spec(o), w.spec(prev)) {
-			w.meta(o).Generation = w.meta(prev).Generation + 1
-		} else {
-			w.meta(o).Generation = w.meta(prev).Generation
-		}
-	}
-	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		o := obj.(T)
-		errs := apivalidation.ValidateObjectMeta(w.meta(o), true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
-		return append(errs, w.validate(o)...)
-	}
-	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		o, prev := obj.(T), old.(T)
-		errs := apivalidation.ValidateObjectMetaUpdate(w.meta(o), w.meta(prev), field.NewPath("metadata"))
-		errs = append(errs, w.validate(o)...)
-		if w.validateUpdate != nil {
-			errs = append(errs, w.validateUpdate(o, prev)...)
-		}
-		return errs
-	}
-	table := append([]registry.Column{registry.NameColumn()}, w.table...)
-	store, err := registry.NewStore(ctx, registry.StoreConfig{
-		Resource: schema.GroupResource{Group: gv.Group, Resource: w.resource}, Singular: w.singular,
-		NewFunc: w.newObj, NewList: w.newList,
-		Strategy: st, ShortNames: w.shortNames, Categories: []string{"all"},
-		Table:    registry.Table(table...),
-		AttrFunc: registry.AttrFunc[T](true, nil),
-	})
-	if err != nil {
-		return nil, err
-	}
-
-	status := &registry.Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: true}
-	status.ResetFields = registry.ResetSpec(gv, "metadata.labels")
-	status.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
-		o, prev := obj.(T), old.(T)
-		w.resetSpec(o, prev)
-		w.meta(o).Labels = w.meta(prev).Labels
-	}
-	status.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		o, prev := obj.(T), old.(T)
-		errs := apivalidation.ValidateObjectMetaUpdate(w.meta(o), w.meta(prev), field.NewPath("metadata"))
-		if w.validateStatus != nil {
-			errs = append(errs, w.validateStatus(o)...)
-		}
-		return errs
-	}
-	out := map[string]rest.Storage{
-		w.resource:             store,
-		w.resource + "/status": registry.Subresource(store, status, status),
-	}
-	if w.scale != nil {
-		out[w.resource+"/scale"] = registry.Scale(store, *w.scale)
-	}
-	return out, nil
-}
 
 // validateSelectorAndTemplate checks what every apps/v1 workload requires of
 // its selector and pod template.

@@ -39,20 +39,21 @@ func defaultDaemonSet(d *appsv1.DaemonSet) {
 	core.DefaultPodTemplateSpec(&d.Spec.Template)
 }
 
-var daemonSets = workload[*appsv1.DaemonSet]{
-	resource: "daemonsets", singular: "daemonset", shortNames: []string{"ds"},
-	newObj:  func() runtime.Object { return &appsv1.DaemonSet{} },
-	newList: func() runtime.Object { return &appsv1.DaemonSetList{} },
-	meta:    func(d *appsv1.DaemonSet) *metav1.ObjectMeta { return &d.ObjectMeta },
-	spec:    func(d *appsv1.DaemonSet) any { return d.Spec },
-	resetStatus: func(d, old *appsv1.DaemonSet) {
+var daemonSets = registry.Workload[*appsv1.DaemonSet]{
+	GroupVersion: appsv1.SchemeGroupVersion, Categories: []string{"all"},
+	Resource: "daemonsets", Singular: "daemonset", ShortNames: []string{"ds"},
+	NewObj:  func() runtime.Object { return &appsv1.DaemonSet{} },
+	NewList: func() runtime.Object { return &appsv1.DaemonSetList{} },
+	Meta:    func(d *appsv1.DaemonSet) *metav1.ObjectMeta { return &d.ObjectMeta },
+	Spec:    func(d *appsv1.DaemonSet) any { return d.Spec },
+	ResetStatus: func(d, old *appsv1.DaemonSet) {
 		d.Status = appsv1.DaemonSetStatus{}
 		if old != nil {
 			d.Status = old.Status
 		}
 	},
-	resetSpec: func(d, old *appsv1.DaemonSet) { d.Spec = old.Spec },
-	validate: func(d *appsv1.DaemonSet) field.ErrorList {
+	ResetSpec: func(d, old *appsv1.DaemonSet) { d.Spec = old.Spec },
+	Validate: func(d *appsv1.DaemonSet) field.ErrorList {
 		p := field.NewPath("spec")
 		errs := nonNegative(p, map[string]int32{"minReadySeconds": d.Spec.MinReadySeconds})
 		switch d.Spec.UpdateStrategy.Type {
@@ -67,16 +68,16 @@ var daemonSets = workload[*appsv1.DaemonSet]{
 		}
 		return append(errs, validateSelectorAndTemplate(d.Spec.Selector, &d.Spec.Template, "daemonset", p)...)
 	},
-	validateUpdate: func(d, old *appsv1.DaemonSet) field.ErrorList {
+	ValidateUpdate: func(d, old *appsv1.DaemonSet) field.ErrorList {
 		return apivalidation.ValidateImmutableField(d.Spec.Selector, old.Spec.Selector, field.NewPath("spec", "selector"))
 	},
-	validateStatus: func(d *appsv1.DaemonSet) field.ErrorList {
+	ValidateStatus: func(d *appsv1.DaemonSet) field.ErrorList {
 		s := d.Status
 		return nonNegative(field.NewPath("status"), map[string]int32{"currentNumberScheduled": s.CurrentNumberScheduled,
 			"numberMisscheduled": s.NumberMisscheduled, "desiredNumberScheduled": s.DesiredNumberScheduled, "numberReady": s.NumberReady,
 			"updatedNumberScheduled": s.UpdatedNumberScheduled, "numberAvailable": s.NumberAvailable, "numberUnavailable": s.NumberUnavailable})
 	},
-	table: append([]registry.Column{
+	Columns: append([]registry.Column{
 		column("Desired", "integer", "The total number of nodes that should be running the daemon pod.", 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.DesiredNumberScheduled) }),
 		column("Current", "integer", "The number of nodes that are running at least 1 daemon pod.", 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.CurrentNumberScheduled) }),
 		column("Ready", "integer", "The number of nodes that should be running the daemon pod and have one or more running and ready.", 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.NumberReady) }),

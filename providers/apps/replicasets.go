@@ -20,40 +20,41 @@ func defaultReplicaSet(rs *appsv1.ReplicaSet) {
 	core.DefaultPodTemplateSpec(&rs.Spec.Template)
 }
 
-var replicaSets = workload[*appsv1.ReplicaSet]{
-	resource: "replicasets", singular: "replicaset", shortNames: []string{"rs"},
-	newObj:  func() runtime.Object { return &appsv1.ReplicaSet{} },
-	newList: func() runtime.Object { return &appsv1.ReplicaSetList{} },
-	meta:    func(rs *appsv1.ReplicaSet) *metav1.ObjectMeta { return &rs.ObjectMeta },
-	spec:    func(rs *appsv1.ReplicaSet) any { return rs.Spec },
-	resetStatus: func(rs, old *appsv1.ReplicaSet) {
+var replicaSets = registry.Workload[*appsv1.ReplicaSet]{
+	GroupVersion: appsv1.SchemeGroupVersion, Categories: []string{"all"},
+	Resource: "replicasets", Singular: "replicaset", ShortNames: []string{"rs"},
+	NewObj:  func() runtime.Object { return &appsv1.ReplicaSet{} },
+	NewList: func() runtime.Object { return &appsv1.ReplicaSetList{} },
+	Meta:    func(rs *appsv1.ReplicaSet) *metav1.ObjectMeta { return &rs.ObjectMeta },
+	Spec:    func(rs *appsv1.ReplicaSet) any { return rs.Spec },
+	ResetStatus: func(rs, old *appsv1.ReplicaSet) {
 		rs.Status = appsv1.ReplicaSetStatus{}
 		if old != nil {
 			rs.Status = old.Status
 		}
 	},
-	resetSpec: func(rs, old *appsv1.ReplicaSet) { rs.Spec = old.Spec },
-	validate: func(rs *appsv1.ReplicaSet) field.ErrorList {
+	ResetSpec: func(rs, old *appsv1.ReplicaSet) { rs.Spec = old.Spec },
+	Validate: func(rs *appsv1.ReplicaSet) field.ErrorList {
 		p := field.NewPath("spec")
 		errs := nonNegative(p, map[string]int32{"replicas": ptrOr(rs.Spec.Replicas, 0), "minReadySeconds": rs.Spec.MinReadySeconds})
 		return append(errs, validateSelectorAndTemplate(rs.Spec.Selector, &rs.Spec.Template, "deployment", p)...)
 	},
-	validateUpdate: func(rs, old *appsv1.ReplicaSet) field.ErrorList {
+	ValidateUpdate: func(rs, old *appsv1.ReplicaSet) field.ErrorList {
 		return apivalidation.ValidateImmutableField(rs.Spec.Selector, old.Spec.Selector, field.NewPath("spec", "selector"))
 	},
-	validateStatus: func(rs *appsv1.ReplicaSet) field.ErrorList {
+	ValidateStatus: func(rs *appsv1.ReplicaSet) field.ErrorList {
 		s := rs.Status
 		return nonNegative(field.NewPath("status"), map[string]int32{"replicas": s.Replicas, "fullyLabeledReplicas": s.FullyLabeledReplicas,
 			"readyReplicas": s.ReadyReplicas, "availableReplicas": s.AvailableReplicas})
 	},
-	table: append([]registry.Column{
+	Columns: append([]registry.Column{
 		column("Desired", "integer", "Number of desired pods.", 0, func(rs *appsv1.ReplicaSet) any { return int64(ptrOr(rs.Spec.Replicas, 0)) }),
 		column("Current", "integer", "Number of actual replicas.", 0, func(rs *appsv1.ReplicaSet) any { return int64(rs.Status.Replicas) }),
 		column("Ready", "integer", "Number of ready replicas.", 0, func(rs *appsv1.ReplicaSet) any { return int64(rs.Status.ReadyReplicas) }),
 		registry.AgeColumn(),
 	}, append(containersColumns(func(rs *appsv1.ReplicaSet) *corev1.PodTemplateSpec { return &rs.Spec.Template }),
 		selectorColumn(func(rs *appsv1.ReplicaSet) *metav1.LabelSelector { return rs.Spec.Selector }))...),
-	scale: &registry.ScaleAccess{
+	Scale: &registry.ScaleAccess{
 		Replicas:       func(o runtime.Object) int32 { return ptrOr(o.(*appsv1.ReplicaSet).Spec.Replicas, 0) },
 		SetReplicas:    func(o runtime.Object, n int32) { o.(*appsv1.ReplicaSet).Spec.Replicas = &n },
 		StatusReplicas: func(o runtime.Object) int32 { return o.(*appsv1.ReplicaSet).Status.Replicas },

@@ -63,20 +63,21 @@ func defaultStatefulSet(s *appsv1.StatefulSet) {
 	core.DefaultPodTemplateSpec(&s.Spec.Template)
 }
 
-var statefulSets = workload[*appsv1.StatefulSet]{
-	resource: "statefulsets", singular: "statefulset", shortNames: []string{"sts"},
-	newObj:  func() runtime.Object { return &appsv1.StatefulSet{} },
-	newList: func() runtime.Object { return &appsv1.StatefulSetList{} },
-	meta:    func(s *appsv1.StatefulSet) *metav1.ObjectMeta { return &s.ObjectMeta },
-	spec:    func(s *appsv1.StatefulSet) any { return s.Spec },
-	resetStatus: func(s, old *appsv1.StatefulSet) {
+var statefulSets = registry.Workload[*appsv1.StatefulSet]{
+	GroupVersion: appsv1.SchemeGroupVersion, Categories: []string{"all"},
+	Resource: "statefulsets", Singular: "statefulset", ShortNames: []string{"sts"},
+	NewObj:  func() runtime.Object { return &appsv1.StatefulSet{} },
+	NewList: func() runtime.Object { return &appsv1.StatefulSetList{} },
+	Meta:    func(s *appsv1.StatefulSet) *metav1.ObjectMeta { return &s.ObjectMeta },
+	Spec:    func(s *appsv1.StatefulSet) any { return s.Spec },
+	ResetStatus: func(s, old *appsv1.StatefulSet) {
 		s.Status = appsv1.StatefulSetStatus{}
 		if old != nil {
 			s.Status = old.Status
 		}
 	},
-	resetSpec: func(s, old *appsv1.StatefulSet) { s.Spec = old.Spec },
-	validate: func(s *appsv1.StatefulSet) field.ErrorList {
+	ResetSpec: func(s, old *appsv1.StatefulSet) { s.Spec = old.Spec },
+	Validate: func(s *appsv1.StatefulSet) field.ErrorList {
 		p := field.NewPath("spec")
 		errs := nonNegative(p, map[string]int32{"replicas": ptrOr(s.Spec.Replicas, 0), "minReadySeconds": s.Spec.MinReadySeconds})
 		switch s.Spec.PodManagementPolicy {
@@ -98,7 +99,7 @@ var statefulSets = workload[*appsv1.StatefulSet]{
 		}
 		return append(errs, validateSelectorAndTemplate(s.Spec.Selector, &s.Spec.Template, "statefulset", p)...)
 	},
-	validateUpdate: func(s, old *appsv1.StatefulSet) field.ErrorList {
+	ValidateUpdate: func(s, old *appsv1.StatefulSet) field.ErrorList {
 		// Only these fields may change; compare the rest.
 		a, b := s.Spec.DeepCopy(), old.Spec.DeepCopy()
 		for _, spec := range []*appsv1.StatefulSetSpec{a, b} {
@@ -111,18 +112,18 @@ var statefulSets = workload[*appsv1.StatefulSet]{
 		}
 		return nil
 	},
-	validateStatus: func(s *appsv1.StatefulSet) field.ErrorList {
+	ValidateStatus: func(s *appsv1.StatefulSet) field.ErrorList {
 		st := s.Status
 		return nonNegative(field.NewPath("status"), map[string]int32{"replicas": st.Replicas, "readyReplicas": st.ReadyReplicas,
 			"currentReplicas": st.CurrentReplicas, "updatedReplicas": st.UpdatedReplicas, "availableReplicas": st.AvailableReplicas})
 	},
-	table: append([]registry.Column{
+	Columns: append([]registry.Column{
 		column("Ready", "string", "Number of the pod with ready state", 0, func(s *appsv1.StatefulSet) any {
 			return fmt.Sprintf("%d/%d", s.Status.ReadyReplicas, ptrOr(s.Spec.Replicas, 0))
 		}),
 		registry.AgeColumn(),
 	}, containersColumns(func(s *appsv1.StatefulSet) *corev1.PodTemplateSpec { return &s.Spec.Template })...),
-	scale: &registry.ScaleAccess{
+	Scale: &registry.ScaleAccess{
 		Replicas:       func(o runtime.Object) int32 { return ptrOr(o.(*appsv1.StatefulSet).Spec.Replicas, 0) },
 		SetReplicas:    func(o runtime.Object, n int32) { o.(*appsv1.StatefulSet).Spec.Replicas = &n },
 		StatusReplicas: func(o runtime.Object) int32 { return o.(*appsv1.StatefulSet).Status.Replicas },
