@@ -59,6 +59,7 @@ import (
 	"github.com/kubeembed/apiserver/internal/openapi"
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/apps"
+	"github.com/kubeembed/apiserver/providers/batch"
 	"github.com/kubeembed/apiserver/providers/coordination"
 	"github.com/kubeembed/apiserver/providers/core"
 	"github.com/kubeembed/apiserver/providers/events"
@@ -74,7 +75,7 @@ const KubernetesVersion = "1.37.2"
 const etcdPrefix = "/registry"
 
 func builtinProviders() []providers.Provider {
-	return []providers.Provider{core.Provider{}, apps.Provider{}, coordination.Provider{}, events.Provider{}, rbac.Provider{}}
+	return []providers.Provider{core.Provider{}, apps.Provider{}, batch.Provider{}, coordination.Provider{}, events.Provider{}, rbac.Provider{}}
 }
 
 // chain is the three delegating tiers kube-apiserver's CreateServerChain

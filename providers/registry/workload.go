@@ -30,7 +30,10 @@ type Workload[T runtime.Object] struct {
 	// ResetStatus sets obj's status to old's, or empties it (old is the zero T).
 	ResetStatus func(obj, old T)
 	// ResetSpec sets obj's spec to old's.
-	ResetSpec      func(obj, old T)
+	ResetSpec func(obj, old T)
+	// PrepareCreate, if set, runs on create after the status reset; the
+	// object has its UID by then.
+	PrepareCreate  func(T)
 	Validate       func(T) field.ErrorList
 	ValidateUpdate func(obj, old T) field.ErrorList
 	ValidateStatus func(T) field.ErrorList
@@ -50,6 +53,9 @@ func (w Workload[T]) Storage(ctx providers.Context) (map[string]rest.Storage, er
 		var zero T
 		w.ResetStatus(o, zero)
 		w.Meta(o).Generation = 1
+		if w.PrepareCreate != nil {
+			w.PrepareCreate(o)
+		}
 	}
 	st.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
 		o, prev := obj.(T), old.(T)

@@ -1,0 +1,284 @@
+// Package batch serves batch/v1 jobs (with status) and cronjobs (with
+// status).
+package batch
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/core"
+	"github.com/kubeembed/apiserver/providers/registry"
+)
+
+// Provider serves batch/v1.
+type Provider struct{}
+
+var _ providers.Provider = Provider{}
+
+// GroupName implements providers.Provider.
+func (Provider) GroupName() string { return batchv1.GroupName }
+
+// Install implements providers.Provider.
+func (Provider) Install(scheme *runtime.Scheme) error {
+	if err := batchv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := providers.AddInternalVersion(scheme, batchv1.SchemeGroupVersion); err != nil {
+		return err
+	}
+	scheme.AddTypeDefaultingFunc(&batchv1.Job{}, func(obj any) { defaultJob(obj.(*batchv1.Job)) })
+	scheme.AddTypeDefaultingFunc(&batchv1.CronJob{}, func(obj any) { defaultCronJob(obj.(*batchv1.CronJob)) })
+	if err := registry.FieldLabelConversion(scheme, batchv1.SchemeGroupVersion.WithKind("Job"), true, "status.successful"); err != nil {
+		return err
+	}
+	if err := registry.FieldLabelConversion(scheme, batchv1.SchemeGroupVersion.WithKind("CronJob"), true); err != nil {
+		return err
+	}
+	return scheme.SetVersionPriority(batchv1.SchemeGroupVersion)
+}
+
+func defaultJob(j *batchv1.Job) {
+	defaultJobSpec(&j.Spec)
+	// A Job without labels takes its pod template's.
+	if len(j.Labels) == 0 && j.Spec.Template.Labels != nil {
+		j.Labels = j.Spec.Template.Labels
+	}
+}
+
+func defaultJobSpec(s *batchv1.JobSpec) {
+	one := int32(1)
+	if s.Completions == nil && s.Parallelism == nil {
+		s.Completions, s.Parallelism = &one, &one
+	}
+	if s.Parallelism == nil {
+		p := one
+		s.Parallelism = &p
+	}
+	if s.BackoffLimit == nil {
+		limit := int32(6)
+		if s.BackoffLimitPerIndex != nil {
+			limit = math.MaxInt32
+		}
+		s.BackoffLimit = &limit
+	}
+	if s.CompletionMode == nil {
+		m := batchv1.NonIndexedCompletion
+		s.CompletionMode = &m
+	}
+	if s.Suspend == nil {
+		f := false
+		s.Suspend = &f
+	}
+	if s.PodReplacementPolicy == nil {
+		p := batchv1.TerminatingOrFailed
+		if s.PodFailurePolicy != nil {
+			p = batchv1.Failed
+		}
+		s.PodReplacementPolicy = &p
+	}
+	if pfp := s.PodFailurePolicy; pfp != nil {
+		for i := range pfp.Rules {
+			for j := range pfp.Rules[i].OnPodConditions {
+				if c := &pfp.Rules[i].OnPodConditions[j]; c.Status == "" {
+					c.Status = corev1.ConditionTrue
+				}
+			}
+		}
+	}
+	core.DefaultPodTemplateSpec(&s.Template)
+}
+
+func defaultCronJob(c *batchv1.CronJob) {
+	if c.Spec.ConcurrencyPolicy == "" {
+		c.Spec.ConcurrencyPolicy = batchv1.AllowConcurrent
+	}
+	if c.Spec.Suspend == nil {
+		f := false
+		c.Spec.Suspend = &f
+	}
+	if c.Spec.SuccessfulJobsHistoryLimit == nil {
+		v := int32(3)
+		c.Spec.SuccessfulJobsHistoryLimit = &v
+	}
+	if c.Spec.FailedJobsHistoryLimit == nil {
+		v := int32(1)
+		c.Spec.FailedJobsHistoryLimit = &v
+	}
+	defaultJobSpec(&c.Spec.JobTemplate.Spec)
+}
+
+// Storage implements providers.Provider.
+func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+	out := map[string]rest.Storage{}
+	for _, build := range []func(providers.Context) (map[string]rest.Storage, error){jobs.Storage, cronJobs.Storage} {
+		m, err := build(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return map[string]map[string]rest.Storage{"v1": out}, nil
+}
+
+var jobs = registry.Workload[*batchv1.Job]{
+	GroupVersion: batchv1.SchemeGroupVersion, Categories: []string{"all"},
+	Resource: "jobs", Singular: "job",
+	NewObj:  func() runtime.Object { return &batchv1.Job{} },
+	NewList: func() runtime.Object { return &batchv1.JobList{} },
+	Meta:    func(j *batchv1.Job) *metav1.ObjectMeta { return &j.ObjectMeta },
+	Spec:    func(j *batchv1.Job) any { return j.Spec },
+	ResetStatus: func(j, old *batchv1.Job) {
+		j.Status = batchv1.JobStatus{}
+		if old != nil {
+			j.Status = old.Status
+		}
+	},
+	ResetSpec:     func(j, old *batchv1.Job) { j.Spec = old.Spec },
+	PrepareCreate: generateSelector,
+	Validate:      func(j *batchv1.Job) field.ErrorList { return validateJobSpec(&j.Spec, field.NewPath("spec")) },
+	ValidateUpdate: func(j, old *batchv1.Job) field.ErrorList {
+		p := field.NewPath("spec")
+		errs := apivalidation.ValidateImmutableField(j.Spec.Selector, old.Spec.Selector, p.Child("selector"))
+		errs = append(errs, apivalidation.ValidateImmutableField(j.Spec.CompletionMode, old.Spec.CompletionMode, p.Child("completionMode"))...)
+		if !(j.Spec.CompletionMode != nil && *j.Spec.CompletionMode == batchv1.IndexedCompletion) {
+			errs = append(errs, apivalidation.ValidateImmutableField(j.Spec.Completions, old.Spec.Completions, p.Child("completions"))...)
+		}
+		// The template may only change (scheduling directives) while suspended.
+		if old.Spec.Suspend == nil || !*old.Spec.Suspend {
+			errs = append(errs, apivalidation.ValidateImmutableField(j.Spec.Template, old.Spec.Template, p.Child("template"))...)
+		}
+		return errs
+	},
+	ValidateStatus: func(j *batchv1.Job) field.ErrorList {
+		s := j.Status
+		return nonNegative(field.NewPath("status"), map[string]int32{"active": s.Active, "succeeded": s.Succeeded, "failed": s.Failed})
+	},
+	Columns: []registry.Column{
+		column("Status", "string", "Status of the job.", 0, jobStatus),
+		column("Completions", "string", "The completion status of the job.", 0, func(j *batchv1.Job) any {
+			switch {
+			case j.Spec.Completions != nil:
+				return fmt.Sprintf("%d/%d", j.Status.Succeeded, *j.Spec.Completions)
+			case j.Spec.Parallelism != nil && *j.Spec.Parallelism > 1:
+				return fmt.Sprintf("%d/1 of %d", j.Status.Succeeded, *j.Spec.Parallelism)
+			}
+			return fmt.Sprintf("%d/1", j.Status.Succeeded)
+		}),
+		column("Duration", "string", "Time required to complete the job.", 0, func(j *batchv1.Job) any {
+			switch {
+			case j.Status.StartTime == nil:
+				return ""
+			case j.Status.CompletionTime == nil:
+				return duration.HumanDuration(time.Since(j.Status.StartTime.Time))
+			}
+			return duration.HumanDuration(j.Status.CompletionTime.Sub(j.Status.StartTime.Time))
+		}),
+		registry.AgeColumn(),
+	},
+}
+
+func jobStatus(j *batchv1.Job) any {
+	for _, c := range []batchv1.JobConditionType{batchv1.JobFailed, batchv1.JobComplete, batchv1.JobSuspended, batchv1.JobFailureTarget, batchv1.JobSuccessCriteriaMet} {
+		for _, cond := range j.Status.Conditions {
+			if cond.Type == c && cond.Status == corev1.ConditionTrue {
+				return string(c)
+			}
+		}
+	}
+	if j.DeletionTimestamp != nil {
+		return "Terminating"
+	}
+	return "Running"
+}
+
+func validateJobSpec(s *batchv1.JobSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if s.Parallelism != nil {
+		errs = append(errs, apivalidation.ValidateNonnegativeField(int64(*s.Parallelism), p.Child("parallelism"))...)
+	}
+	if s.Completions != nil {
+		errs = append(errs, apivalidation.ValidateNonnegativeField(int64(*s.Completions), p.Child("completions"))...)
+	}
+	if s.BackoffLimit != nil {
+		errs = append(errs, apivalidation.ValidateNonnegativeField(int64(*s.BackoffLimit), p.Child("backoffLimit"))...)
+	}
+	if d := s.ActiveDeadlineSeconds; d != nil && *d <= 0 {
+		errs = append(errs, field.Invalid(p.Child("activeDeadlineSeconds"), *d, "must be greater than 0"))
+	}
+	if t := s.TTLSecondsAfterFinished; t != nil {
+		errs = append(errs, apivalidation.ValidateNonnegativeField(int64(*t), p.Child("ttlSecondsAfterFinished"))...)
+	}
+	if m := s.CompletionMode; m != nil && *m != batchv1.NonIndexedCompletion && *m != batchv1.IndexedCompletion {
+		errs = append(errs, field.NotSupported(p.Child("completionMode"), *m, []string{string(batchv1.NonIndexedCompletion), string(batchv1.IndexedCompletion)}))
+	}
+	if m := s.CompletionMode; m != nil && *m == batchv1.IndexedCompletion && s.Completions == nil {
+		errs = append(errs, field.Required(p.Child("completions"), fmt.Sprintf("when completion mode is %s", batchv1.IndexedCompletion)))
+	}
+	if s.Selector == nil {
+		errs = append(errs, field.Required(p.Child("selector"), ""))
+	} else {
+		errs = append(errs, metav1validation.ValidateLabelSelector(s.Selector, metav1validation.LabelSelectorValidationOptions{}, p.Child("selector"))...)
+		if sel, err := metav1.LabelSelectorAsSelector(s.Selector); err == nil && !sel.Matches(labels.Set(s.Template.Labels)) {
+			errs = append(errs, field.Invalid(p.Child("template", "metadata", "labels"), s.Template.Labels, "`selector` does not match template `labels`"))
+		}
+	}
+	errs = append(errs, core.ValidatePodTemplateSpec(&s.Template, p.Child("template"))...)
+	if rp := s.Template.Spec.RestartPolicy; rp != corev1.RestartPolicyOnFailure && rp != corev1.RestartPolicyNever {
+		errs = append(errs, field.NotSupported(p.Child("template", "spec", "restartPolicy"), rp,
+			[]string{string(corev1.RestartPolicyOnFailure), string(corev1.RestartPolicyNever)}))
+	}
+	return errs
+}
+
+// generateSelector gives a Job without manualSelector a selector on its UID
+// and the matching pod labels, as kube-apiserver does on create.
+func generateSelector(j *batchv1.Job) {
+	if j.Spec.ManualSelector != nil && *j.Spec.ManualSelector {
+		return
+	}
+	uid := string(j.UID)
+	if j.Spec.Template.Labels == nil {
+		j.Spec.Template.Labels = map[string]string{}
+	}
+	for k, v := range map[string]string{
+		"controller-uid": uid, batchv1.ControllerUidLabel: uid,
+		"job-name": j.Name, batchv1.JobNameLabel: j.Name,
+	} {
+		j.Spec.Template.Labels[k] = v
+	}
+	if j.Spec.Selector == nil {
+		j.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{batchv1.ControllerUidLabel: uid}}
+	}
+}
+
+func nonNegative(p *field.Path, fields map[string]int32) field.ErrorList {
+	var errs field.ErrorList
+	for _, name := range []string{"active", "succeeded", "failed"} {
+		if v, ok := fields[name]; ok {
+			errs = append(errs, apivalidation.ValidateNonnegativeField(int64(v), p.Child(name))...)
+		}
+	}
+	return errs
+}
+
+func column[T any](name, typ, desc string, priority int32, f func(T) any) registry.Column {
+	return registry.Column{
+		TableColumnDefinition: metav1.TableColumnDefinition{Name: name, Type: typ, Description: desc, Priority: priority},
+		Value:                 func(o runtime.Object) any { return f(any(o).(T)) },
+	}
+}

@@ -1,0 +1,184 @@
+package batch
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kubeembed/apiserver/providers/registry"
+)
+
+var cronJobs = registry.Workload[*batchv1.CronJob]{
+	GroupVersion: batchv1.SchemeGroupVersion, Categories: []string{"all"},
+	Resource: "cronjobs", Singular: "cronjob", ShortNames: []string{"cj"},
+	NewObj:  func() runtime.Object { return &batchv1.CronJob{} },
+	NewList: func() runtime.Object { return &batchv1.CronJobList{} },
+	Meta:    func(c *batchv1.CronJob) *metav1.ObjectMeta { return &c.ObjectMeta },
+	Spec:    func(c *batchv1.CronJob) any { return c.Spec },
+	ResetStatus: func(c, old *batchv1.CronJob) {
+		c.Status = batchv1.CronJobStatus{}
+		if old != nil {
+			c.Status = old.Status
+		}
+	},
+	ResetSpec: func(c, old *batchv1.CronJob) { c.Spec = old.Spec },
+	Validate:  validateCronJob,
+	Columns: []registry.Column{
+		column("Schedule", "string", "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron.", 0, func(c *batchv1.CronJob) any { return c.Spec.Schedule }),
+		column("Timezone", "string", "The time zone name for the given schedule.", 0, func(c *batchv1.CronJob) any {
+			if c.Spec.TimeZone == nil {
+				return "<none>"
+			}
+			return *c.Spec.TimeZone
+		}),
+		column("Suspend", "boolean", "This flag tells the controller to suspend subsequent executions.", 0, func(c *batchv1.CronJob) any {
+			return c.Spec.Suspend != nil && *c.Spec.Suspend
+		}),
+		column("Active", "integer", "A list of pointers to currently running jobs.", 0, func(c *batchv1.CronJob) any { return int64(len(c.Status.Active)) }),
+		column("Last Schedule", "string", "Information when was the last time the job was successfully scheduled.", 0, func(c *batchv1.CronJob) any {
+			if c.Status.LastScheduleTime == nil {
+				return "<none>"
+			}
+			return registry.Since(*c.Status.LastScheduleTime)
+		}),
+		registry.AgeColumn(),
+	},
+}
+
+func validateCronJob(c *batchv1.CronJob) field.ErrorList {
+	p := field.NewPath("spec")
+	var errs field.ErrorList
+	// Job names are the CronJob's name plus an 11-character suffix.
+	if len(c.Name) > 52 {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), c.Name, "must be no more than 52 characters"))
+	}
+	if c.Spec.Schedule == "" {
+		errs = append(errs, field.Required(p.Child("schedule"), ""))
+	} else if err := validateSchedule(c.Spec.Schedule); err != nil {
+		errs = append(errs, field.Invalid(p.Child("schedule"), c.Spec.Schedule, err.Error()))
+	}
+	if tz := c.Spec.TimeZone; tz != nil {
+		if _, err := time.LoadLocation(*tz); err != nil || strings.EqualFold(*tz, "local") {
+			errs = append(errs, field.Invalid(p.Child("timeZone"), *tz, "unknown time zone "+*tz))
+		}
+		if strings.Contains(c.Spec.Schedule, "TZ") {
+			errs = append(errs, field.Invalid(p.Child("schedule"), c.Spec.Schedule, "cannot use both timeZone field and TZ or CRON_TZ in schedule"))
+		}
+	}
+	switch c.Spec.ConcurrencyPolicy {
+	case batchv1.AllowConcurrent, batchv1.ForbidConcurrent, batchv1.ReplaceConcurrent:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("concurrencyPolicy"), c.Spec.ConcurrencyPolicy,
+			[]string{string(batchv1.AllowConcurrent), string(batchv1.ForbidConcurrent), string(batchv1.ReplaceConcurrent)}))
+	}
+	for name, v := range map[string]*int32{"successfulJobsHistoryLimit": c.Spec.SuccessfulJobsHistoryLimit, "failedJobsHistoryLimit": c.Spec.FailedJobsHistoryLimit} {
+		if v != nil {
+			errs = append(errs, apivalidation.ValidateNonnegativeField(int64(*v), p.Child(name))...)
+		}
+	}
+	if d := c.Spec.StartingDeadlineSeconds; d != nil {
+		errs = append(errs, apivalidation.ValidateNonnegativeField(*d, p.Child("startingDeadlineSeconds"))...)
+	}
+	// The job template's selector is generated per Job; validate the rest.
+	spec := c.Spec.JobTemplate.Spec.DeepCopy()
+	if spec.Selector == nil {
+		spec.Selector = &metav1.LabelSelector{}
+	}
+	for _, e := range validateJobSpec(spec, p.Child("jobTemplate", "spec")) {
+		if !strings.HasSuffix(e.Field, ".selector") && !strings.HasSuffix(e.Field, "template.metadata.labels") {
+			errs = append(errs, e)
+		}
+	}
+	return errs
+}
+
+// validateSchedule accepts what the CronJob controller's parser does: five
+// fields (minute hour day-of-month month day-of-week) of *, numbers, names,
+// ranges, lists and steps, or a descriptor such as @hourly, optionally
+// behind TZ= or CRON_TZ=.
+func validateSchedule(s string) error {
+	fields := strings.Fields(s)
+	if len(fields) > 0 && (strings.HasPrefix(fields[0], "TZ=") || strings.HasPrefix(fields[0], "CRON_TZ=")) {
+		fields = fields[1:]
+	}
+	if len(fields) == 1 && strings.HasPrefix(fields[0], "@") {
+		switch fields[0] {
+		case "@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly":
+			return nil
+		}
+		if strings.HasPrefix(fields[0], "@every ") {
+			return nil
+		}
+		return fmt.Errorf("unrecognized descriptor: %s", fields[0])
+	}
+	if len(fields) != 5 {
+		return fmt.Errorf("expected exactly 5 fields, found %d: %s", len(fields), s)
+	}
+	bounds := []struct {
+		min, max int
+		names    []string
+	}{
+		{0, 59, nil}, {0, 23, nil}, {1, 31, nil},
+		{1, 12, []string{"jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"}},
+		{0, 6, []string{"sun", "mon", "tue", "wed", "thu", "fri", "sat"}},
+	}
+	for i, f := range fields {
+		b := bounds[i]
+		for _, part := range strings.Split(f, ",") {
+			if err := validateCronPart(part, b.min, b.max, b.names); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func validateCronPart(part string, min, max int, names []string) error {
+	rangePart, step, hasStep := strings.Cut(part, "/")
+	if hasStep {
+		n, err := strconv.Atoi(step)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("failed to parse int from %s: %v", step, err)
+		}
+	}
+	if rangePart == "*" || rangePart == "?" {
+		return nil
+	}
+	lo, hi, isRange := strings.Cut(rangePart, "-")
+	value := func(s string) (int, error) {
+		for i, n := range names {
+			if strings.EqualFold(s, n) {
+				return min + i, nil
+			}
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return 0, fmt.Errorf("failed to parse int from %s: %v", s, err)
+		}
+		if n < min || n > max {
+			return 0, fmt.Errorf("end of range (%d) above maximum (%d): %s", n, max, s)
+		}
+		return n, nil
+	}
+	a, err := value(lo)
+	if err != nil {
+		return err
+	}
+	if isRange {
+		z, err := value(hi)
+		if err != nil {
+			return err
+		}
+		if a > z {
+			return fmt.Errorf("beginning of range (%d) beyond end of range (%d): %s", a, z, part)
+		}
+	}
+	return nil
+}
