@@ -1,5 +1,6 @@
 // Package core serves the legacy core group (/api/v1): namespaces (with
-// status and finalize), configmaps, secrets, serviceaccounts and events.
+// status and finalize), configmaps, secrets, serviceaccounts, events and pods
+// (with status).
 package core
 
 import (
@@ -36,6 +37,7 @@ func (Provider) Install(scheme *runtime.Scheme) error {
 		return err
 	}
 	scheme.AddTypeDefaultingFunc(&corev1.Secret{}, func(obj any) { defaultSecret(obj.(*corev1.Secret)) })
+	scheme.AddTypeDefaultingFunc(&corev1.Pod{}, func(obj any) { defaultPod(obj.(*corev1.Pod)) })
 	gv := corev1.SchemeGroupVersion
 	for _, fl := range []struct {
 		kind       string
@@ -47,6 +49,7 @@ func (Provider) Install(scheme *runtime.Scheme) error {
 		{"Secret", true, []string{"type"}},
 		{"ServiceAccount", true, nil},
 		{"Event", true, eventFields},
+		{"Pod", true, podFields},
 	} {
 		if err := registry.FieldLabelConversion(scheme, gv.WithKind(fl.kind), fl.namespaced, fl.extra...); err != nil {
 			return err
@@ -77,6 +80,7 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 		{"secrets", secretStorage},
 		{"serviceaccounts", serviceAccountStorage},
 		{"events", eventStorage},
+		{"pods", podStorage},
 	} {
 		if err := add(b.name, b.build); err != nil {
 			return nil, err

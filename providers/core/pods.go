@@ -1,0 +1,295 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/registry"
+)
+
+// podFields are the field selectors kube-apiserver supports for pods.
+var podFields = []string{
+	"spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork",
+	"status.phase", "status.podIP", "status.nominatedNodeName",
+}
+
+func podFieldSet(p *corev1.Pod) fields.Set {
+	podIP := ""
+	if len(p.Status.PodIPs) > 0 {
+		podIP = p.Status.PodIPs[0].IP
+	}
+	return fields.Set{
+		"spec.nodeName": p.Spec.NodeName, "spec.restartPolicy": string(p.Spec.RestartPolicy),
+		"spec.schedulerName": p.Spec.SchedulerName, "spec.serviceAccountName": p.Spec.ServiceAccountName,
+		"spec.hostNetwork": fmt.Sprint(p.Spec.HostNetwork), "status.phase": string(p.Status.Phase),
+		"status.podIP": podIP, "status.nominatedNodeName": p.Status.NominatedNodeName,
+	}
+}
+
+// defaultPod applies the pod defaults: the spec's, and requests from limits
+// where requests are not set.
+func defaultPod(p *corev1.Pod) {
+	DefaultPodSpec(&p.Spec)
+	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range list {
+			r := &list[i].Resources
+			for name, limit := range r.Limits {
+				if _, ok := r.Requests[name]; !ok {
+					if r.Requests == nil {
+						r.Requests = corev1.ResourceList{}
+					}
+					r.Requests[name] = limit.DeepCopy()
+				}
+			}
+		}
+	}
+}
+
+// qosClass computes the pod's quality of service class from its requests
+// and limits, as the kubelet and kube-apiserver do.
+func qosClass(p *corev1.Pod) corev1.PodQOSClass {
+	requests, limits := corev1.ResourceList{}, corev1.ResourceList{}
+	guaranteed := true
+	for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+		for name, q := range c.Resources.Requests {
+			if name == corev1.ResourceCPU || name == corev1.ResourceMemory {
+				if !q.IsZero() {
+					add(requests, name, q)
+				}
+			}
+		}
+		seen := map[corev1.ResourceName]bool{}
+		for name, q := range c.Resources.Limits {
+			if name == corev1.ResourceCPU || name == corev1.ResourceMemory {
+				if !q.IsZero() {
+					seen[name] = true
+					add(limits, name, q)
+				}
+			}
+		}
+		if !seen[corev1.ResourceCPU] || !seen[corev1.ResourceMemory] {
+			guaranteed = false
+		}
+	}
+	if len(requests) == 0 && len(limits) == 0 {
+		return corev1.PodQOSBestEffort
+	}
+	if guaranteed {
+		for name, r := range requests {
+			if l, ok := limits[name]; !ok || l.Cmp(r) != 0 {
+				guaranteed = false
+			}
+		}
+	}
+	if guaranteed && len(requests) == len(limits) {
+		return corev1.PodQOSGuaranteed
+	}
+	return corev1.PodQOSBurstable
+}
+
+func add(list corev1.ResourceList, name corev1.ResourceName, q resource.Quantity) {
+	if cur, ok := list[name]; ok {
+		cur.Add(q)
+		list[name] = cur
+		return
+	}
+	list[name] = q.DeepCopy()
+}
+
+func podStorage(ctx providers.Context) (map[string]rest.Storage, error) {
+	gv := corev1.SchemeGroupVersion
+	st := strategy(ctx.Scheme, true)
+	st.ResetFields = registry.ResetStatus(gv)
+	st.PrepareCreate = func(_ context.Context, obj runtime.Object) {
+		p := obj.(*corev1.Pod)
+		p.Generation = 1
+		p.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: qosClass(p)}
+	}
+	st.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
+		p, o := obj.(*corev1.Pod), old.(*corev1.Pod)
+		p.Status = o.Status
+		if !apiequality.Semantic.DeepEqual(p.Spec, o.Spec) {
+			p.Generation = o.Generation + 1
+		}
+	}
+	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
+		p := obj.(*corev1.Pod)
+		errs := validateMeta(&p.ObjectMeta, true, apivalidation.NameIsDNSSubdomain)
+		return append(errs, validatePodSpec(&p.Spec, field.NewPath("spec"))...)
+	}
+	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+		p, o := obj.(*corev1.Pod), old.(*corev1.Pod)
+		errs := validateMetaUpdate(&p.ObjectMeta, &o.ObjectMeta)
+		errs = append(errs, validatePodSpec(&p.Spec, field.NewPath("spec"))...)
+		return append(errs, validatePodSpecUpdate(&p.Spec, &o.Spec)...)
+	}
+	store, err := registry.NewStore(ctx, registry.StoreConfig{
+		Resource: corev1.Resource("pods"), Singular: "pod",
+		NewFunc:  func() runtime.Object { return &corev1.Pod{} },
+		NewList:  func() runtime.Object { return &corev1.PodList{} },
+		Strategy: st, ShortNames: []string{"po"}, Categories: []string{"all"},
+		Table:    podTable(),
+		AttrFunc: registry.AttrFunc(true, podFieldSet),
+	})
+	if err != nil {
+		return nil, err
+	}
+	store.Store.DeleteStrategy = &podDeleteStrategy{Strategy: st}
+
+	status := strategy(ctx.Scheme, true)
+	status.ResetFields = registry.ResetSpec(gv, "metadata.deletionTimestamp", "metadata.ownerReferences")
+	status.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
+		p, o := obj.(*corev1.Pod), old.(*corev1.Pod)
+		p.Spec = o.Spec
+		p.DeletionTimestamp = o.DeletionTimestamp
+		p.DeletionGracePeriodSeconds = o.DeletionGracePeriodSeconds
+		p.OwnerReferences = o.OwnerReferences
+	}
+	status.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+		p, o := obj.(*corev1.Pod), old.(*corev1.Pod)
+		errs := validateMetaUpdate(&p.ObjectMeta, &o.ObjectMeta)
+		switch p.Status.Phase {
+		case "", corev1.PodPending, corev1.PodRunning, corev1.PodSucceeded, corev1.PodFailed, corev1.PodUnknown:
+		default:
+			errs = append(errs, field.NotSupported(field.NewPath("status", "phase"), p.Status.Phase,
+				[]string{string(corev1.PodPending), string(corev1.PodRunning), string(corev1.PodSucceeded), string(corev1.PodFailed), string(corev1.PodUnknown)}))
+		}
+		if terminal(o.Status.Phase) && p.Status.Phase != o.Status.Phase {
+			errs = append(errs, field.Forbidden(field.NewPath("status", "phase"), fmt.Sprintf("cannot transition from terminal phase %s to %s", o.Status.Phase, p.Status.Phase)))
+		}
+		return errs
+	}
+	return map[string]rest.Storage{
+		"pods":        store,
+		"pods/status": registry.Subresource(store, status, status),
+	}, nil
+}
+
+func terminal(p corev1.PodPhase) bool { return p == corev1.PodSucceeded || p == corev1.PodFailed }
+
+// validatePodSpecUpdate allows only what kube-apiserver allows in a pod's
+// spec after creation.
+func validatePodSpecUpdate(spec, old *corev1.PodSpec) field.ErrorList {
+	a, b := spec.DeepCopy(), old.DeepCopy()
+	for i := range a.Containers {
+		if i < len(b.Containers) {
+			a.Containers[i].Image = b.Containers[i].Image
+		}
+	}
+	for i := range a.InitContainers {
+		if i < len(b.InitContainers) {
+			a.InitContainers[i].Image = b.InitContainers[i].Image
+		}
+	}
+	a.ActiveDeadlineSeconds = b.ActiveDeadlineSeconds
+	// Tolerations may only be added to.
+	if len(a.Tolerations) >= len(b.Tolerations) && apiequality.Semantic.DeepEqual(a.Tolerations[:len(b.Tolerations)], b.Tolerations) {
+		a.Tolerations = b.Tolerations
+	}
+	if apiequality.Semantic.DeepEqual(a, b) {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(field.NewPath("spec"), "pod updates may not change fields other than "+
+		"`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "+
+		"(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)")}
+}
+
+// podDeleteStrategy makes pod deletion graceful as kube-apiserver does: a
+// pod bound to a node and not finished is kept with a deletionTimestamp for
+// its grace period (there is no kubelet here to confirm, so it stays until
+// deleted with grace period 0); others go at once.
+type podDeleteStrategy struct{ *registry.Strategy }
+
+var _ rest.RESTGracefulDeleteStrategy = (*podDeleteStrategy)(nil)
+
+func (s *podDeleteStrategy) CheckGracefulDelete(_ context.Context, obj runtime.Object, options *metav1.DeleteOptions) bool {
+	if options == nil {
+		return false
+	}
+	p := obj.(*corev1.Pod)
+	period := int64(corev1.DefaultTerminationGracePeriodSeconds)
+	if p.Spec.TerminationGracePeriodSeconds != nil {
+		period = *p.Spec.TerminationGracePeriodSeconds
+	}
+	if options.GracePeriodSeconds != nil {
+		period = *options.GracePeriodSeconds
+	}
+	if p.Spec.NodeName == "" || terminal(p.Status.Phase) {
+		period = 0 // nothing runs it: delete now
+	}
+	if period < 0 {
+		period = 1
+	}
+	options.GracePeriodSeconds = &period
+	return true
+}
+
+func podTable() rest.TableConvertor {
+	c := func(name, typ, desc string, priority int32, f func(p *corev1.Pod) any) registry.Column {
+		d := col(name, typ, desc)
+		d.Priority = priority
+		return registry.Column{TableColumnDefinition: d, Value: func(o runtime.Object) any { return f(o.(*corev1.Pod)) }}
+	}
+	return registry.Table(registry.NameColumn(),
+		c("Ready", "string", "The aggregate readiness state of this pod for accepting traffic.", 0, func(p *corev1.Pod) any {
+			ready := 0
+			for _, s := range p.Status.ContainerStatuses {
+				if s.Ready {
+					ready++
+				}
+			}
+			return fmt.Sprintf("%d/%d", ready, len(p.Spec.Containers))
+		}),
+		c("Status", "string", "The aggregate status of the containers in this pod.", 0, podStatusReason),
+		c("Restarts", "string", "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.", 0, func(p *corev1.Pod) any {
+			n := int32(0)
+			for _, s := range p.Status.ContainerStatuses {
+				n += s.RestartCount
+			}
+			return fmt.Sprint(n)
+		}),
+		registry.AgeColumn(),
+		c("IP", "string", "IP address allocated to the pod.", 1, func(p *corev1.Pod) any {
+			if p.Status.PodIP == "" {
+				return "<none>"
+			}
+			return p.Status.PodIP
+		}),
+		c("Node", "string", "Name of the Node the Pod is assigned to.", 1, func(p *corev1.Pod) any {
+			if p.Spec.NodeName == "" {
+				return "<none>"
+			}
+			return p.Spec.NodeName
+		}),
+	)
+}
+
+func podStatusReason(p *corev1.Pod) any {
+	reason := string(p.Status.Phase)
+	if p.Status.Reason != "" {
+		reason = p.Status.Reason
+	}
+	for _, s := range p.Status.ContainerStatuses {
+		if w := s.State.Waiting; w != nil && w.Reason != "" {
+			reason = w.Reason
+		} else if t := s.State.Terminated; t != nil && t.Reason != "" {
+			reason = t.Reason
+		}
+	}
+	if p.DeletionTimestamp != nil {
+		reason = "Terminating"
+	}
+	return strings.TrimSpace(reason)
+}
