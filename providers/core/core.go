@@ -38,6 +38,7 @@ func (Provider) Install(scheme *runtime.Scheme) error {
 	}
 	scheme.AddTypeDefaultingFunc(&corev1.Secret{}, func(obj any) { defaultSecret(obj.(*corev1.Secret)) })
 	scheme.AddTypeDefaultingFunc(&corev1.Pod{}, func(obj any) { defaultPod(obj.(*corev1.Pod)) })
+	scheme.AddTypeDefaultingFunc(&corev1.Service{}, func(obj any) { defaultService(obj.(*corev1.Service)) })
 	gv := corev1.SchemeGroupVersion
 	for _, fl := range []struct {
 		kind       string
@@ -50,6 +51,7 @@ func (Provider) Install(scheme *runtime.Scheme) error {
 		{"ServiceAccount", true, nil},
 		{"Event", true, eventFields},
 		{"Pod", true, podFields},
+		{"Service", true, nil},
 	} {
 		if err := registry.FieldLabelConversion(scheme, gv.WithKind(fl.kind), fl.namespaced, fl.extra...); err != nil {
 			return err
@@ -81,6 +83,7 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 		{"serviceaccounts", serviceAccountStorage},
 		{"events", eventStorage},
 		{"pods", podStorage},
+		{"services", serviceStorage},
 	} {
 		if err := add(b.name, b.build); err != nil {
 			return nil, err

@@ -1,0 +1,378 @@
+package core
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/registry"
+)
+
+// ServiceCIDR is the service cluster IP range: kube-apiserver's default
+// --service-cluster-ip-range. Its first address belongs to the "kubernetes"
+// service.
+var ServiceCIDR = netip.MustParsePrefix("10.0.0.0/24")
+
+// NodePortRange is kube-apiserver's default --service-node-port-range.
+const nodePortMin, nodePortMax = 30000, 32767
+
+func defaultService(s *corev1.Service) {
+	if s.Spec.Type == "" {
+		s.Spec.Type = corev1.ServiceTypeClusterIP
+	}
+	if s.Spec.SessionAffinity == "" {
+		s.Spec.SessionAffinity = corev1.ServiceAffinityNone
+	}
+	if s.Spec.SessionAffinity == corev1.ServiceAffinityClientIP && s.Spec.SessionAffinityConfig == nil {
+		timeout := corev1.DefaultClientIPServiceAffinitySeconds
+		s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: &timeout}}
+	}
+	for i := range s.Spec.Ports {
+		p := &s.Spec.Ports[i]
+		if p.Protocol == "" {
+			p.Protocol = corev1.ProtocolTCP
+		}
+		if p.TargetPort == intstr.FromInt32(0) || p.TargetPort == intstr.FromString("") {
+			p.TargetPort = intstr.FromInt32(p.Port)
+		}
+	}
+	if s.Spec.Type == corev1.ServiceTypeNodePort || s.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		if s.Spec.ExternalTrafficPolicy == "" {
+			s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
+		}
+	}
+	if s.Spec.Type == corev1.ServiceTypeLoadBalancer && s.Spec.AllocateLoadBalancerNodePorts == nil {
+		t := true
+		s.Spec.AllocateLoadBalancerNodePorts = &t
+	}
+	if s.Spec.Type != corev1.ServiceTypeExternalName && s.Spec.InternalTrafficPolicy == nil {
+		c := corev1.ServiceInternalTrafficPolicyCluster
+		s.Spec.InternalTrafficPolicy = &c
+	}
+}
+
+// allocator hands out service cluster IPs and node ports; one per server.
+type allocator struct {
+	mu    sync.Mutex
+	ips   map[netip.Addr]bool
+	ports map[int32]bool
+	next  uint32
+}
+
+func newAllocator() *allocator {
+	a := &allocator{ips: map[netip.Addr]bool{}, ports: map[int32]bool{}}
+	a.ips[ServiceCIDR.Addr().Next()] = true // the kubernetes service's
+	return a
+}
+
+func (a *allocator) allocateIP(requested string) (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if requested != "" {
+		ip, err := netip.ParseAddr(requested)
+		if err != nil || !ServiceCIDR.Contains(ip) {
+			return "", fmt.Errorf("the provided IP (%s) is not in the valid range. The range of valid IPs is %s", requested, ServiceCIDR)
+		}
+		if a.ips[ip] {
+			return "", fmt.Errorf("provided IP is already allocated")
+		}
+		a.ips[ip] = true
+		return ip.String(), nil
+	}
+	// Usable: from the third address (.0 is the network, .1 the kubernetes
+	// service's) to the one before the broadcast address.
+	base := binary.BigEndian.Uint32(ServiceCIDR.Addr().AsSlice())
+	n := uint32(1)<<(32-ServiceCIDR.Bits()) - 3
+	for i := uint32(0); i < n; i++ {
+		off := (a.next + i) % n
+		var b [4]byte
+		binary.BigEndian.PutUint32(b[:], base+2+off)
+		if ip := netip.AddrFrom4(b); !a.ips[ip] {
+			a.ips[ip] = true
+			a.next = (off + 1) % n
+			return ip.String(), nil
+		}
+	}
+	return "", fmt.Errorf("range is full")
+}
+
+func (a *allocator) allocatePort(requested int32) (int32, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if requested != 0 {
+		if requested < nodePortMin || requested > nodePortMax {
+			return 0, fmt.Errorf("provided port is not in the valid range. The range of valid ports is %d-%d", nodePortMin, nodePortMax)
+		}
+		if a.ports[requested] {
+			return 0, fmt.Errorf("provided port is already allocated")
+		}
+		a.ports[requested] = true
+		return requested, nil
+	}
+	for p := int32(nodePortMin); p <= nodePortMax; p++ {
+		if !a.ports[p] {
+			a.ports[p] = true
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("range is full")
+}
+
+func (a *allocator) release(s *corev1.Service) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, ip := range s.Spec.ClusterIPs {
+		if addr, err := netip.ParseAddr(ip); err == nil {
+			delete(a.ips, addr)
+		}
+	}
+	for _, p := range s.Spec.Ports {
+		delete(a.ports, p.NodePort)
+	}
+}
+
+// allocate fills in the cluster IP, IP families and node ports of a new
+// Service.
+func (a *allocator) allocate(s *corev1.Service) error {
+	fail := func(p *field.Path, v any, err error) error {
+		return apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Service").GroupKind(), s.Name,
+			field.ErrorList{field.Invalid(p, v, err.Error())})
+	}
+	if s.Spec.Type != corev1.ServiceTypeExternalName {
+		if len(s.Spec.IPFamilies) == 0 {
+			s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol}
+		}
+		if s.Spec.IPFamilyPolicy == nil {
+			p := corev1.IPFamilyPolicySingleStack
+			s.Spec.IPFamilyPolicy = &p
+		}
+		switch {
+		case s.Spec.ClusterIP == corev1.ClusterIPNone:
+			s.Spec.ClusterIPs = []string{corev1.ClusterIPNone}
+		default:
+			requested := s.Spec.ClusterIP
+			if requested == "" && len(s.Spec.ClusterIPs) > 0 {
+				requested = s.Spec.ClusterIPs[0]
+			}
+			ip, err := a.allocateIP(requested)
+			if err != nil {
+				return fail(field.NewPath("spec", "clusterIPs").Index(0), requested, err)
+			}
+			s.Spec.ClusterIP, s.Spec.ClusterIPs = ip, []string{ip}
+		}
+	}
+	needPorts := s.Spec.Type == corev1.ServiceTypeNodePort ||
+		(s.Spec.Type == corev1.ServiceTypeLoadBalancer && (s.Spec.AllocateLoadBalancerNodePorts == nil || *s.Spec.AllocateLoadBalancerNodePorts))
+	if needPorts {
+		for i := range s.Spec.Ports {
+			p, err := a.allocatePort(s.Spec.Ports[i].NodePort)
+			if err != nil {
+				a.release(s)
+				return fail(field.NewPath("spec", "ports").Index(i).Child("nodePort"), s.Spec.Ports[i].NodePort, err)
+			}
+			s.Spec.Ports[i].NodePort = p
+		}
+	}
+	return nil
+}
+
+var serviceTypes = []string{string(corev1.ServiceTypeClusterIP), string(corev1.ServiceTypeNodePort), string(corev1.ServiceTypeLoadBalancer), string(corev1.ServiceTypeExternalName)}
+
+func validateService(s *corev1.Service) field.ErrorList {
+	errs := validateMeta(&s.ObjectMeta, true, apivalidation.NameIsDNS1035Label)
+	p := field.NewPath("spec")
+	if !sets.New(serviceTypes...).Has(string(s.Spec.Type)) {
+		errs = append(errs, field.NotSupported(p.Child("type"), s.Spec.Type, serviceTypes))
+	}
+	if s.Spec.Type == corev1.ServiceTypeExternalName {
+		for _, msg := range utilvalidation.IsDNS1123Subdomain(s.Spec.ExternalName) {
+			errs = append(errs, field.Invalid(p.Child("externalName"), s.Spec.ExternalName, msg))
+		}
+	} else if len(s.Spec.Ports) == 0 && s.Spec.ClusterIP != corev1.ClusterIPNone {
+		errs = append(errs, field.Required(p.Child("ports"), ""))
+	}
+	portNames := sets.New[string]()
+	for i, port := range s.Spec.Ports {
+		pp := p.Child("ports").Index(i)
+		if len(s.Spec.Ports) > 1 && port.Name == "" {
+			errs = append(errs, field.Required(pp.Child("name"), ""))
+		} else if port.Name != "" {
+			for _, msg := range utilvalidation.IsDNS1123Label(port.Name) {
+				errs = append(errs, field.Invalid(pp.Child("name"), port.Name, msg))
+			}
+			if portNames.Has(port.Name) {
+				errs = append(errs, field.Duplicate(pp.Child("name"), port.Name))
+			}
+			portNames.Insert(port.Name)
+		}
+		for _, msg := range utilvalidation.IsValidPortNum(int(port.Port)) {
+			errs = append(errs, field.Invalid(pp.Child("port"), port.Port, msg))
+		}
+		if !protocols.Has(string(port.Protocol)) {
+			errs = append(errs, field.NotSupported(pp.Child("protocol"), port.Protocol, sets.List(protocols)))
+		}
+		if port.NodePort != 0 && s.Spec.Type == corev1.ServiceTypeClusterIP {
+			errs = append(errs, field.Forbidden(pp.Child("nodePort"), "may not be used when `type` is 'ClusterIP'"))
+		}
+	}
+	errs = append(errs, metav1validation.ValidateLabels(s.Spec.Selector, p.Child("selector"))...)
+	return errs
+}
+
+func serviceStorage(ctx providers.Context) (map[string]rest.Storage, error) {
+	alloc := newAllocator()
+	st := strategy(ctx.Scheme, true)
+	st.ResetFields = registry.ResetStatus(corev1.SchemeGroupVersion)
+	st.PrepareCreate = func(_ context.Context, obj runtime.Object) { obj.(*corev1.Service).Status = corev1.ServiceStatus{} }
+	st.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
+		s, o := obj.(*corev1.Service), old.(*corev1.Service)
+		s.Status = o.Status
+		// Allocated values carry over when an update leaves them out.
+		if s.Spec.ClusterIP == "" && s.Spec.Type == o.Spec.Type {
+			s.Spec.ClusterIP, s.Spec.ClusterIPs = o.Spec.ClusterIP, o.Spec.ClusterIPs
+			s.Spec.IPFamilies, s.Spec.IPFamilyPolicy = o.Spec.IPFamilies, o.Spec.IPFamilyPolicy
+		}
+		for i := range s.Spec.Ports {
+			if s.Spec.Ports[i].NodePort == 0 && i < len(o.Spec.Ports) {
+				s.Spec.Ports[i].NodePort = o.Spec.Ports[i].NodePort
+			}
+		}
+	}
+	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
+		return validateService(obj.(*corev1.Service))
+	}
+	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+		s, o := obj.(*corev1.Service), old.(*corev1.Service)
+		errs := validateMetaUpdate(&s.ObjectMeta, &o.ObjectMeta)
+		errs = append(errs, validateService(s)...)
+		if s.Spec.Type == o.Spec.Type && o.Spec.ClusterIP != "" {
+			errs = append(errs, apivalidation.ValidateImmutableField(s.Spec.ClusterIP, o.Spec.ClusterIP, field.NewPath("spec", "clusterIPs").Index(0))...)
+		}
+		return errs
+	}
+	store, err := registry.NewStore(ctx, registry.StoreConfig{
+		Resource: corev1.Resource("services"), Singular: "service",
+		NewFunc:  func() runtime.Object { return &corev1.Service{} },
+		NewList:  func() runtime.Object { return &corev1.ServiceList{} },
+		Strategy: st, ShortNames: []string{"svc"}, Categories: []string{"all"},
+		Table:    serviceTable(),
+		AttrFunc: registry.AttrFunc[*corev1.Service](true, nil),
+	})
+	if err != nil {
+		return nil, err
+	}
+	// DELETE returns the deleted Service, as kube-apiserver's; Delete below
+	// needs it to release what was allocated.
+	store.Store.ReturnDeletedObject = true
+	status := strategy(ctx.Scheme, true)
+	status.ResetFields = registry.ResetSpec(corev1.SchemeGroupVersion)
+	status.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
+		obj.(*corev1.Service).Spec = old.(*corev1.Service).Spec
+	}
+	status.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+		return validateMetaUpdate(&obj.(*corev1.Service).ObjectMeta, &old.(*corev1.Service).ObjectMeta)
+	}
+	return map[string]rest.Storage{
+		"services":        &serviceREST{Store: store, alloc: alloc},
+		"services/status": registry.Subresource(store, status, status),
+	}, nil
+}
+
+// serviceREST allocates cluster IPs and node ports on create and releases
+// them on delete, as kube-apiserver's service REST does.
+type serviceREST struct {
+	*registry.Store
+	alloc *allocator
+}
+
+// Create implements rest.Creater.
+func (r *serviceREST) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
+	s := obj.(*corev1.Service)
+	if err := r.alloc.allocate(s); err != nil {
+		return nil, err
+	}
+	out, err := r.Store.Create(ctx, obj, createValidation, options)
+	if err != nil || (len(options.DryRun) > 0) {
+		r.alloc.release(s)
+	}
+	return out, err
+}
+
+// Delete implements rest.GracefulDeleter.
+func (r *serviceREST) Delete(ctx context.Context, name string, deleteValidation rest.ValidateObjectFunc, options *metav1.DeleteOptions) (runtime.Object, bool, error) {
+	obj, deleted, err := r.Store.Delete(ctx, name, deleteValidation, options)
+	if err == nil && deleted && (options == nil || len(options.DryRun) == 0) {
+		if s, ok := obj.(*corev1.Service); ok {
+			r.alloc.release(s)
+		}
+	}
+	return obj, deleted, err
+}
+
+func serviceTable() rest.TableConvertor {
+	c := func(name, typ, desc string, priority int32, f func(s *corev1.Service) any) registry.Column {
+		d := col(name, typ, desc)
+		d.Priority = priority
+		return registry.Column{TableColumnDefinition: d, Value: func(o runtime.Object) any { return f(o.(*corev1.Service)) }}
+	}
+	return registry.Table(registry.NameColumn(),
+		c("Type", "string", "The type of the service.", 0, func(s *corev1.Service) any { return string(s.Spec.Type) }),
+		c("Cluster-IP", "string", "The cluster IP of the service.", 0, func(s *corev1.Service) any {
+			if s.Spec.ClusterIP == "" {
+				return "<none>"
+			}
+			return s.Spec.ClusterIP
+		}),
+		c("External-IP", "string", "The external IP of the service.", 0, func(s *corev1.Service) any {
+			if s.Spec.Type == corev1.ServiceTypeExternalName {
+				return s.Spec.ExternalName
+			}
+			if len(s.Status.LoadBalancer.Ingress) > 0 {
+				return s.Status.LoadBalancer.Ingress[0].IP
+			}
+			if s.Spec.Type == corev1.ServiceTypeLoadBalancer {
+				return "<pending>"
+			}
+			return "<none>"
+		}),
+		c("Port(s)", "string", "The ports of the service.", 0, func(s *corev1.Service) any {
+			out := ""
+			for i, p := range s.Spec.Ports {
+				if i > 0 {
+					out += ","
+				}
+				if p.NodePort != 0 {
+					out += fmt.Sprintf("%d:%d/%s", p.Port, p.NodePort, p.Protocol)
+				} else {
+					out += fmt.Sprintf("%d/%s", p.Port, p.Protocol)
+				}
+			}
+			if out == "" {
+				return "<none>"
+			}
+			return out
+		}),
+		registry.AgeColumn(),
+		c("Selector", "string", "The selector of the service.", 1, func(s *corev1.Service) any {
+			if len(s.Spec.Selector) == 0 {
+				return "<none>"
+			}
+			return metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: s.Spec.Selector})
+		}),
+	)
+}

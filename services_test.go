@@ -1,0 +1,79 @@
+package apiserver_test
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kubeembed/apiserver/testing/apiservertest"
+)
+
+func TestServices(t *testing.T) {
+	srv := apiservertest.Start(t)
+	svcs := clientset(t, srv).CoreV1().Services("default")
+	ctx := t.Context()
+	cidr := netip.MustParsePrefix("10.0.0.0/24")
+
+	s, err := svcs.Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{{Port: 80}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, corev1.ServiceTypeClusterIP, s.Spec.Type)
+	assert.Equal(t, corev1.ServiceAffinityNone, s.Spec.SessionAffinity)
+	assert.Equal(t, []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(80)}}, s.Spec.Ports)
+	assert.Equal(t, []corev1.IPFamily{corev1.IPv4Protocol}, s.Spec.IPFamilies)
+	assert.Equal(t, corev1.IPFamilyPolicySingleStack, *s.Spec.IPFamilyPolicy)
+	assert.Equal(t, corev1.ServiceInternalTrafficPolicyCluster, *s.Spec.InternalTrafficPolicy)
+	ip, err := netip.ParseAddr(s.Spec.ClusterIP)
+	require.NoError(t, err)
+	assert.True(t, cidr.Contains(ip), "%s in %s", ip, cidr)
+	assert.Equal(t, []string{s.Spec.ClusterIP}, s.Spec.ClusterIPs)
+
+	// Updates keep the allocated IP; changing it is refused.
+	s.Spec.Ports[0].Port = 8080
+	s.Spec.Ports[0].TargetPort = intstr.FromInt32(8080)
+	s, err = svcs.Update(ctx, s, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, ip.String(), s.Spec.ClusterIP)
+	s.Spec.ClusterIP, s.Spec.ClusterIPs = "10.0.0.200", []string{"10.0.0.200"}
+	_, err = svcs.Update(ctx, s, metav1.UpdateOptions{})
+	assert.True(t, apierrors.IsInvalid(err), "clusterIP change: %v", err)
+
+	// A requested IP that is taken, or outside the range, is refused.
+	_, err = svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "dup"},
+		Spec: corev1.ServiceSpec{ClusterIP: ip.String(), Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+	assert.True(t, apierrors.IsInvalid(err), "taken IP: %v", err)
+	_, err = svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "far"},
+		Spec: corev1.ServiceSpec{ClusterIP: "192.168.1.1", Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+	assert.True(t, apierrors.IsInvalid(err), "IP out of range: %v", err)
+
+	// Deleting frees the IP.
+	require.NoError(t, svcs.Delete(ctx, "web", metav1.DeleteOptions{}))
+	_, err = svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "reuse"},
+		Spec: corev1.ServiceSpec{ClusterIP: ip.String(), Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	np, err := svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "np"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, np.Spec.Ports[0].NodePort, int32(30000))
+	assert.LessOrEqual(t, np.Spec.Ports[0].NodePort, int32(32767))
+	assert.Equal(t, corev1.ServiceExternalTrafficPolicyCluster, np.Spec.ExternalTrafficPolicy)
+
+	headless, err := svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "db"},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"app": "db"}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"None"}, headless.Spec.ClusterIPs)
+
+	_, err = svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "noports"}}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsInvalid(err), "%v", err)
+	assert.Contains(t, err.Error(), "spec.ports: Required value")
+}
