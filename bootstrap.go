@@ -10,19 +10,32 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeembed/apiserver/providers/scheduling"
 )
 
 // systemNamespaces exist on every cluster; kube-apiserver's system namespaces
 // controller creates them at start-up.
 var systemNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
 
-// bootstrapNamespaces creates the system namespaces. The hook runs once the
+// bootstrapSystemObjects creates the system namespaces and priority classes. The hook runs once the
 // server listens; /readyz is not ok until it returns, so they exist when
 // Start returns.
-func bootstrapNamespaces(ctx genericapiserver.PostStartHookContext) error {
+func bootstrapSystemObjects(ctx genericapiserver.PostStartHookContext) error {
 	client, err := kubernetes.NewForConfig(ctx.LoopbackClientConfig)
 	if err != nil {
 		return err
+	}
+	for _, pc := range scheduling.SystemPriorityClasses() {
+		if err := retry(ctx, func(c context.Context) error {
+			_, err := client.SchedulingV1().PriorityClasses().Create(c, pc, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				return nil
+			}
+			return err
+		}); err != nil {
+			return fmt.Errorf("create priority class %s: %w", pc.Name, err)
+		}
 	}
 	for _, name := range systemNamespaces {
 		if err := retry(ctx, func(c context.Context) error {

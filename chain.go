@@ -63,7 +63,9 @@ import (
 	"github.com/kubeembed/apiserver/providers/coordination"
 	"github.com/kubeembed/apiserver/providers/core"
 	"github.com/kubeembed/apiserver/providers/events"
+	"github.com/kubeembed/apiserver/providers/policy"
 	"github.com/kubeembed/apiserver/providers/rbac"
+	"github.com/kubeembed/apiserver/providers/scheduling"
 )
 
 // KubernetesVersion is the version of kube-apiserver whose API this server
@@ -75,7 +77,8 @@ const KubernetesVersion = "1.37.2"
 const etcdPrefix = "/registry"
 
 func builtinProviders() []providers.Provider {
-	return []providers.Provider{core.Provider{}, apps.Provider{}, batch.Provider{}, coordination.Provider{}, events.Provider{}, rbac.Provider{}}
+	return []providers.Provider{core.Provider{}, apps.Provider{}, batch.Provider{}, coordination.Provider{}, events.Provider{},
+		policy.Provider{}, rbac.Provider{}, scheduling.Provider{}}
 }
 
 // chain is the three delegating tiers kube-apiserver's CreateServerChain
@@ -344,7 +347,7 @@ func (s *Server) coreTier(sh *shared, delegate genericapiserver.DelegationTarget
 			return nil, fmt.Errorf("install group %q: %w", p.GroupName(), err)
 		}
 	}
-	if err := server.AddPostStartHook("bootstrap-namespaces", bootstrapNamespaces); err != nil {
+	if err := server.AddPostStartHook("bootstrap-system-objects", bootstrapSystemObjects); err != nil {
 		return nil, err
 	}
 	return server, nil

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	schedulingv1 "k8s.io/api/scheduling/v1"
+	nodev1 "k8s.io/api/node/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -24,42 +24,42 @@ import (
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
 
-// priorityClasses is a provider as a user would write one, with the
-// providers/registry helpers: scheduling.k8s.io/v1 priorityclasses.
-type priorityClasses struct{}
+// runtimeClasses is a provider as a user would write one, with the
+// providers/registry helpers: node.k8s.io/v1 runtimeclasses.
+type runtimeClasses struct{}
 
-func (priorityClasses) GroupName() string { return schedulingv1.GroupName }
+func (runtimeClasses) GroupName() string { return nodev1.GroupName }
 
-func (priorityClasses) Install(scheme *runtime.Scheme) error {
-	if err := schedulingv1.AddToScheme(scheme); err != nil {
+func (runtimeClasses) Install(scheme *runtime.Scheme) error {
+	if err := nodev1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	if err := providers.AddInternalVersion(scheme, schedulingv1.SchemeGroupVersion); err != nil {
+	if err := providers.AddInternalVersion(scheme, nodev1.SchemeGroupVersion); err != nil {
 		return err
 	}
-	return scheme.SetVersionPriority(schedulingv1.SchemeGroupVersion)
+	return scheme.SetVersionPriority(nodev1.SchemeGroupVersion)
 }
 
-func (priorityClasses) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+func (runtimeClasses) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
 	st := &registry.Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator}
 	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		pc := obj.(*schedulingv1.PriorityClass)
-		errs := apivalidation.ValidateObjectMeta(&pc.ObjectMeta, false, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
-		if pc.Value > 1_000_000_000 {
-			errs = append(errs, field.Forbidden(field.NewPath("value"), "maximum allowed value of a user defined priority is 1000000000"))
+		rc := obj.(*nodev1.RuntimeClass)
+		errs := apivalidation.ValidateObjectMeta(&rc.ObjectMeta, false, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+		for _, msg := range apivalidation.NameIsDNSLabel(rc.Handler, false) {
+			errs = append(errs, field.Invalid(field.NewPath("handler"), rc.Handler, msg))
 		}
 		return errs
 	}
 	store, err := registry.NewStore(ctx, registry.StoreConfig{
-		Resource: schedulingv1.Resource("priorityclasses"), Singular: "priorityclass",
-		NewFunc:  func() runtime.Object { return &schedulingv1.PriorityClass{} },
-		NewList:  func() runtime.Object { return &schedulingv1.PriorityClassList{} },
-		Strategy: st, ShortNames: []string{"pc"},
+		Resource: nodev1.Resource("runtimeclasses"), Singular: "runtimeclass",
+		NewFunc:  func() runtime.Object { return &nodev1.RuntimeClass{} },
+		NewList:  func() runtime.Object { return &nodev1.RuntimeClassList{} },
+		Strategy: st,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return map[string]map[string]rest.Storage{"v1": {"priorityclasses": store}}, nil
+	return map[string]map[string]rest.Storage{"v1": {"runtimeclasses": store}}, nil
 }
 
 func TestUserProviderAndCRDObjects(t *testing.T) {
@@ -76,17 +76,17 @@ func TestUserProviderAndCRDObjects(t *testing.T) {
 		},
 	}
 	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{
-		Providers: []providers.Provider{priorityClasses{}},
+		Providers: []providers.Provider{runtimeClasses{}},
 		CRDs:      []*apiextensionsv1.CustomResourceDefinition{crd},
 	}))
 	c := clientset(t, srv)
-	pc, err := c.SchedulingV1().PriorityClasses().Create(t.Context(), &schedulingv1.PriorityClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000}, metav1.CreateOptions{})
+	rc, err := c.NodeV1().RuntimeClasses().Create(t.Context(), &nodev1.RuntimeClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "gvisor"}, Handler: "runsc"}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	assert.EqualValues(t, 1000, pc.Value)
-	_, err = c.SchedulingV1().PriorityClasses().Create(t.Context(), &schedulingv1.PriorityClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "too-high"}, Value: 2_000_000_000}, metav1.CreateOptions{})
-	assert.True(t, apierrors.IsInvalid(err), "over the limit: %v", err)
+	assert.Equal(t, "runsc", rc.Handler)
+	_, err = c.NodeV1().RuntimeClasses().Create(t.Context(), &nodev1.RuntimeClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "bad"}, Handler: "Not_A_Label"}, metav1.CreateOptions{})
+	assert.True(t, apierrors.IsInvalid(err), "invalid handler: %v", err)
 
 	dyn, err := srv.DynamicClient()
 	require.NoError(t, err)
@@ -96,10 +96,10 @@ func TestUserProviderAndCRDObjects(t *testing.T) {
 }
 
 func TestDuplicateProviderGroup(t *testing.T) {
-	_, err := apiserver.New(apiserver.Options{Providers: []providers.Provider{core.Provider{}, priorityClasses{}, priorityClasses{}}})
+	_, err := apiserver.New(apiserver.Options{Providers: []providers.Provider{core.Provider{}, runtimeClasses{}, runtimeClasses{}}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `Providers[0] serves group "", which is already served`)
-	assert.Contains(t, err.Error(), `Providers[2] serves group "scheduling.k8s.io", which is already served`)
+	assert.Contains(t, err.Error(), `Providers[2] serves group "node.k8s.io", which is already served`)
 }
 
 func ptrTo[T any](v T) *T { return &v }

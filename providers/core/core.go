@@ -39,6 +39,7 @@ func (Provider) Install(scheme *runtime.Scheme) error {
 	scheme.AddTypeDefaultingFunc(&corev1.Secret{}, func(obj any) { defaultSecret(obj.(*corev1.Secret)) })
 	scheme.AddTypeDefaultingFunc(&corev1.Pod{}, func(obj any) { defaultPod(obj.(*corev1.Pod)) })
 	scheme.AddTypeDefaultingFunc(&corev1.Service{}, func(obj any) { defaultService(obj.(*corev1.Service)) })
+	scheme.AddTypeDefaultingFunc(&corev1.PersistentVolumeClaim{}, func(obj any) { defaultPVC(obj.(*corev1.PersistentVolumeClaim)) })
 	gv := corev1.SchemeGroupVersion
 	for _, fl := range []struct {
 		kind       string
@@ -52,6 +53,8 @@ func (Provider) Install(scheme *runtime.Scheme) error {
 		{"Event", true, eventFields},
 		{"Pod", true, podFields},
 		{"Service", true, nil},
+		{"PersistentVolumeClaim", true, nil},
+		{"Node", false, []string{"spec.unschedulable"}},
 	} {
 		if err := registry.FieldLabelConversion(scheme, gv.WithKind(fl.kind), fl.namespaced, fl.extra...); err != nil {
 			return err
@@ -84,6 +87,8 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 		{"events", eventStorage},
 		{"pods", podStorage},
 		{"services", serviceStorage},
+		{"persistentvolumeclaims", pvcStorage},
+		{"nodes", nodeStorage},
 	} {
 		if err := add(b.name, b.build); err != nil {
 			return nil, err

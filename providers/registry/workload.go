@@ -31,6 +31,9 @@ type Workload[T runtime.Object] struct {
 	ResetStatus func(obj, old T)
 	// ResetSpec sets obj's spec to old's.
 	ResetSpec func(obj, old T)
+	// NoGeneration leaves metadata.generation alone, for kinds that do not
+	// track it (PersistentVolumeClaims).
+	NoGeneration bool
 	// PrepareCreate, if set, runs on create after the status reset; the
 	// object has its UID by then.
 	PrepareCreate  func(T)
@@ -42,7 +45,6 @@ type Workload[T runtime.Object] struct {
 	Scale   *ScaleAccess
 }
 
-// storage builds the main store, /status and (for scalable kinds) /scale.
 // Storage builds the stores of the kind and its subresources.
 func (w Workload[T]) Storage(ctx providers.Context) (map[string]rest.Storage, error) {
 	gv := w.GroupVersion
@@ -52,7 +54,9 @@ func (w Workload[T]) Storage(ctx providers.Context) (map[string]rest.Storage, er
 		o := obj.(T)
 		var zero T
 		w.ResetStatus(o, zero)
-		w.Meta(o).Generation = 1
+		if !w.NoGeneration {
+			w.Meta(o).Generation = 1
+		}
 		if w.PrepareCreate != nil {
 			w.PrepareCreate(o)
 		}
@@ -60,6 +64,9 @@ func (w Workload[T]) Storage(ctx providers.Context) (map[string]rest.Storage, er
 	st.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
 		o, prev := obj.(T), old.(T)
 		w.ResetStatus(o, prev)
+		if w.NoGeneration {
+			return
+		}
 		if !apiequality.Semantic.DeepEqual(w.Spec(o), w.Spec(prev)) {
 			w.Meta(o).Generation = w.Meta(prev).Generation + 1
 		} else {

@@ -1,0 +1,68 @@
+package apiserver_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kubeembed/apiserver/testing/apiservertest"
+)
+
+func TestClaimsNodesPriorityClassesBudgets(t *testing.T) {
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	ctx := t.Context()
+
+	pvc, err := c.CoreV1().PersistentVolumeClaims("default").Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, corev1.ClaimPending, pvc.Status.Phase)
+	assert.Equal(t, corev1.PersistentVolumeFilesystem, *pvc.Spec.VolumeMode)
+	assert.Zero(t, pvc.Generation)
+	pvc.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
+	_, err = c.CoreV1().PersistentVolumeClaims("default").Update(ctx, pvc, metav1.UpdateOptions{})
+	assert.True(t, apierrors.IsInvalid(err), "claim spec is immutable: %v", err)
+	_, err = c.CoreV1().PersistentVolumeClaims("default").Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "empty"}}, metav1.CreateOptions{})
+	assert.True(t, apierrors.IsInvalid(err), "claim without access modes and size: %v", err)
+
+	node, err := c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	_, err = c.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	system, err := c.SchedulingV1().PriorityClasses().Get(ctx, "system-node-critical", metav1.GetOptions{})
+	require.NoError(t, err, "the system priority classes exist when Start returns")
+	assert.EqualValues(t, 2000001000, system.Value)
+	pc, err := c.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, corev1.PreemptLowerPriority, *pc.PreemptionPolicy)
+	_, err = c.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "system-mine"}, Value: 1}, metav1.CreateOptions{})
+	assert.True(t, apierrors.IsInvalid(err), "system- prefix is reserved: %v", err)
+
+	one := intstr.FromInt32(1)
+	_, err = c.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &one,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = c.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "both"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, MaxUnavailable: &one},
+	}, metav1.CreateOptions{})
+	assert.True(t, apierrors.IsInvalid(err), "minAvailable and maxUnavailable: %v", err)
+}

@@ -1,0 +1,214 @@
+package core
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/registry"
+)
+
+func defaultPVC(c *corev1.PersistentVolumeClaim) {
+	if c.Spec.VolumeMode == nil {
+		fs := corev1.PersistentVolumeFilesystem
+		c.Spec.VolumeMode = &fs
+	}
+}
+
+var accessModes = []string{string(corev1.ReadWriteOnce), string(corev1.ReadOnlyMany), string(corev1.ReadWriteMany), string(corev1.ReadWriteOncePod)}
+
+func validatePVCSpec(s *corev1.PersistentVolumeClaimSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(s.AccessModes) == 0 {
+		errs = append(errs, field.Required(p.Child("accessModes"), "at least 1 access mode is required"))
+	}
+	for _, m := range s.AccessModes {
+		if !contains(accessModes, string(m)) {
+			errs = append(errs, field.NotSupported(p.Child("accessModes"), m, accessModes))
+		}
+	}
+	if _, ok := s.Resources.Requests[corev1.ResourceStorage]; !ok && s.DataSource == nil && s.DataSourceRef == nil {
+		errs = append(errs, field.Required(p.Child("resources").Key(string(corev1.ResourceStorage)), ""))
+	} else if q, ok := s.Resources.Requests[corev1.ResourceStorage]; ok && q.Sign() <= 0 {
+		errs = append(errs, field.Invalid(p.Child("resources").Key(string(corev1.ResourceStorage)), q.String(), "must be greater than zero"))
+	}
+	if m := s.VolumeMode; m != nil && *m != corev1.PersistentVolumeFilesystem && *m != corev1.PersistentVolumeBlock {
+		errs = append(errs, field.NotSupported(p.Child("volumeMode"), *m, []string{string(corev1.PersistentVolumeBlock), string(corev1.PersistentVolumeFilesystem)}))
+	}
+	return errs
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// pvcStorage serves persistentvolumeclaims: a claim's spec is immutable
+// after creation but for its storage request (expansion), volume binding and
+// attributes class, as kube-apiserver allows.
+func pvcStorage(ctx providers.Context) (map[string]rest.Storage, error) {
+	w := registry.Workload[*corev1.PersistentVolumeClaim]{
+		GroupVersion: corev1.SchemeGroupVersion,
+		Resource:     "persistentvolumeclaims", Singular: "persistentvolumeclaim", ShortNames: []string{"pvc"},
+		NoGeneration: true,
+		NewObj:       func() runtime.Object { return &corev1.PersistentVolumeClaim{} },
+		NewList:      func() runtime.Object { return &corev1.PersistentVolumeClaimList{} },
+		Meta:         func(c *corev1.PersistentVolumeClaim) *metav1.ObjectMeta { return &c.ObjectMeta },
+		Spec:         func(c *corev1.PersistentVolumeClaim) any { return c.Spec },
+		ResetStatus: func(c, old *corev1.PersistentVolumeClaim) {
+			c.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimPending}
+			if old != nil {
+				c.Status = old.Status
+			}
+		},
+		ResetSpec: func(c, old *corev1.PersistentVolumeClaim) { c.Spec = old.Spec },
+		Validate: func(c *corev1.PersistentVolumeClaim) field.ErrorList {
+			return validatePVCSpec(&c.Spec, field.NewPath("spec"))
+		},
+		ValidateUpdate: func(c, old *corev1.PersistentVolumeClaim) field.ErrorList {
+			a, b := c.Spec.DeepCopy(), old.Spec.DeepCopy()
+			a.Resources.Requests, b.Resources.Requests = nil, nil
+			a.VolumeAttributesClassName, b.VolumeAttributesClassName = nil, nil
+			if b.VolumeName == "" {
+				a.VolumeName = ""
+			}
+			if !apiequality.Semantic.DeepEqual(a, b) {
+				return field.ErrorList{field.Forbidden(field.NewPath("spec"), "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims")}
+			}
+			return nil
+		},
+		Columns: []registry.Column{
+			column("Status", "string", "The phase of the claim.", func(c *corev1.PersistentVolumeClaim) any { return string(c.Status.Phase) }),
+			column("Volume", "string", "The volume bound to the claim.", func(c *corev1.PersistentVolumeClaim) any { return c.Spec.VolumeName }),
+			column("Capacity", "string", "The capacity of the volume.", func(c *corev1.PersistentVolumeClaim) any {
+				if q, ok := c.Status.Capacity[corev1.ResourceStorage]; ok {
+					return q.String()
+				}
+				return ""
+			}),
+			column("Access Modes", "string", "The access modes of the volume.", func(c *corev1.PersistentVolumeClaim) any {
+				return accessModesString(c.Status.AccessModes)
+			}),
+			column("StorageClass", "string", "The storage class of the claim.", func(c *corev1.PersistentVolumeClaim) any {
+				if c.Spec.StorageClassName == nil {
+					return ""
+				}
+				return *c.Spec.StorageClassName
+			}),
+			column("VolumeAttributesClass", "string", "The volume attributes class of the claim.", func(c *corev1.PersistentVolumeClaim) any {
+				if c.Spec.VolumeAttributesClassName == nil {
+					return "<unset>"
+				}
+				return *c.Spec.VolumeAttributesClassName
+			}),
+			registry.AgeColumn(),
+		},
+	}
+	return w.Storage(ctx)
+}
+
+func accessModesString(modes []corev1.PersistentVolumeAccessMode) string {
+	short := map[corev1.PersistentVolumeAccessMode]string{corev1.ReadWriteOnce: "RWO", corev1.ReadOnlyMany: "ROX", corev1.ReadWriteMany: "RWX", corev1.ReadWriteOncePod: "RWOP"}
+	out := ""
+	for i, m := range modes {
+		if i > 0 {
+			out += ","
+		}
+		out += short[m]
+	}
+	return out
+}
+
+// nodeStorage serves nodes (cluster-scoped) with status.
+func nodeStorage(ctx providers.Context) (map[string]rest.Storage, error) {
+	st := strategy(ctx.Scheme, false)
+	st.ResetFields = registry.ResetStatus(corev1.SchemeGroupVersion)
+	st.PrepareCreate = func(_ context.Context, obj runtime.Object) {
+		n := obj.(*corev1.Node)
+		n.Status = corev1.NodeStatus{}
+	}
+	st.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
+		obj.(*corev1.Node).Status = old.(*corev1.Node).Status
+	}
+	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
+		n := obj.(*corev1.Node)
+		return validateMeta(&n.ObjectMeta, false, apivalidation.NameIsDNSSubdomain)
+	}
+	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+		n, o := obj.(*corev1.Node), old.(*corev1.Node)
+		errs := validateMetaUpdate(&n.ObjectMeta, &o.ObjectMeta)
+		if o.Spec.PodCIDR != "" {
+			errs = append(errs, apivalidation.ValidateImmutableField(n.Spec.PodCIDR, o.Spec.PodCIDR, field.NewPath("spec", "podCIDR"))...)
+		}
+		if o.Spec.ProviderID != "" {
+			errs = append(errs, apivalidation.ValidateImmutableField(n.Spec.ProviderID, o.Spec.ProviderID, field.NewPath("spec", "providerID"))...)
+		}
+		return errs
+	}
+	store, err := registry.NewStore(ctx, registry.StoreConfig{
+		Resource: corev1.Resource("nodes"), Singular: "node",
+		NewFunc:  func() runtime.Object { return &corev1.Node{} },
+		NewList:  func() runtime.Object { return &corev1.NodeList{} },
+		Strategy: st, ShortNames: []string{"no"},
+		Table: registry.Table(registry.NameColumn(),
+			column("Status", "string", "The status of the node", func(n *corev1.Node) any { return nodeStatus(n) }),
+			column("Roles", "string", "The roles of the node", func(n *corev1.Node) any { return "<none>" }),
+			registry.AgeColumn(),
+			column("Version", "string", "Kubelet Version reported by the node.", func(n *corev1.Node) any { return n.Status.NodeInfo.KubeletVersion }),
+		),
+		AttrFunc: registry.AttrFunc(false, func(n *corev1.Node) fields.Set {
+			return fields.Set{"spec.unschedulable": boolString(n.Spec.Unschedulable)}
+		}),
+	})
+	if err != nil {
+		return nil, err
+	}
+	status := strategy(ctx.Scheme, false)
+	status.ResetFields = registry.ResetSpec(corev1.SchemeGroupVersion)
+	status.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) { obj.(*corev1.Node).Spec = old.(*corev1.Node).Spec }
+	status.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+		return validateMetaUpdate(&obj.(*corev1.Node).ObjectMeta, &old.(*corev1.Node).ObjectMeta)
+	}
+	return map[string]rest.Storage{"nodes": store, "nodes/status": registry.Subresource(store, status, status)}, nil
+}
+
+func nodeStatus(n *corev1.Node) string {
+	status := "Unknown"
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			if c.Status == corev1.ConditionTrue {
+				status = "Ready"
+			} else {
+				status = "NotReady"
+			}
+		}
+	}
+	if n.Spec.Unschedulable {
+		status += ",SchedulingDisabled"
+	}
+	return status
+}
+
+func boolString(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}
+
+// column is a table column computed from a typed object.
+func column[T any](name, typ, desc string, f func(T) any) registry.Column {
+	return registry.Column{TableColumnDefinition: col(name, typ, desc), Value: func(o runtime.Object) any { return f(any(o).(T)) }}
+}

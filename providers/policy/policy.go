@@ -1,0 +1,115 @@
+// Package policy serves policy/v1 poddisruptionbudgets, with status.
+package policy
+
+import (
+	"fmt"
+
+	policyv1 "k8s.io/api/policy/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/registry"
+)
+
+// Provider serves policy.
+type Provider struct{}
+
+var _ providers.Provider = Provider{}
+
+// GroupName implements providers.Provider.
+func (Provider) GroupName() string { return policyv1.GroupName }
+
+// Install implements providers.Provider.
+func (Provider) Install(scheme *runtime.Scheme) error {
+	if err := policyv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := providers.AddInternalVersion(scheme, policyv1.SchemeGroupVersion); err != nil {
+		return err
+	}
+	if err := registry.FieldLabelConversion(scheme, policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"), true); err != nil {
+		return err
+	}
+	return scheme.SetVersionPriority(policyv1.SchemeGroupVersion)
+}
+
+func validateIntOrPercent(v *intstr.IntOrString, p *field.Path) field.ErrorList {
+	if v == nil {
+		return nil
+	}
+	if v.Type == intstr.Int {
+		return apivalidation.ValidateNonnegativeField(int64(v.IntVal), p)
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(v, 100, false)
+	if err != nil || n < 0 {
+		return field.ErrorList{field.Invalid(p, v.StrVal, "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')")}
+	}
+	if n > 100 {
+		return field.ErrorList{field.Invalid(p, v.StrVal, "must not be greater than 100%")}
+	}
+	return nil
+}
+
+// Storage implements providers.Provider.
+func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+	pdbs := registry.Workload[*policyv1.PodDisruptionBudget]{
+		GroupVersion: policyv1.SchemeGroupVersion,
+		Resource:     "poddisruptionbudgets", Singular: "poddisruptionbudget", ShortNames: []string{"pdb"},
+		NewObj:  func() runtime.Object { return &policyv1.PodDisruptionBudget{} },
+		NewList: func() runtime.Object { return &policyv1.PodDisruptionBudgetList{} },
+		Meta:    func(p *policyv1.PodDisruptionBudget) *metav1.ObjectMeta { return &p.ObjectMeta },
+		Spec:    func(p *policyv1.PodDisruptionBudget) any { return p.Spec },
+		ResetStatus: func(p, old *policyv1.PodDisruptionBudget) {
+			p.Status = policyv1.PodDisruptionBudgetStatus{}
+			if old != nil {
+				p.Status = old.Status
+			}
+		},
+		ResetSpec: func(p, old *policyv1.PodDisruptionBudget) { p.Spec = old.Spec },
+		Validate: func(pdb *policyv1.PodDisruptionBudget) field.ErrorList {
+			p := field.NewPath("spec")
+			var errs field.ErrorList
+			if pdb.Spec.MinAvailable != nil && pdb.Spec.MaxUnavailable != nil {
+				errs = append(errs, field.Invalid(p, pdb.Spec, "minAvailable and maxUnavailable cannot be both set"))
+			}
+			errs = append(errs, validateIntOrPercent(pdb.Spec.MinAvailable, p.Child("minAvailable"))...)
+			errs = append(errs, validateIntOrPercent(pdb.Spec.MaxUnavailable, p.Child("maxUnavailable"))...)
+			if pdb.Spec.Selector != nil {
+				errs = append(errs, metav1validation.ValidateLabelSelector(pdb.Spec.Selector, metav1validation.LabelSelectorValidationOptions{}, p.Child("selector"))...)
+			}
+			if pol := pdb.Spec.UnhealthyPodEvictionPolicy; pol != nil && *pol != policyv1.IfHealthyBudget && *pol != policyv1.AlwaysAllow {
+				errs = append(errs, field.NotSupported(p.Child("unhealthyPodEvictionPolicy"), *pol, []string{string(policyv1.IfHealthyBudget), string(policyv1.AlwaysAllow)}))
+			}
+			return errs
+		},
+		Columns: []registry.Column{
+			col("Min Available", func(p *policyv1.PodDisruptionBudget) any { return orNA(p.Spec.MinAvailable) }),
+			col("Max Unavailable", func(p *policyv1.PodDisruptionBudget) any { return orNA(p.Spec.MaxUnavailable) }),
+			col("Allowed Disruptions", func(p *policyv1.PodDisruptionBudget) any { return int64(p.Status.DisruptionsAllowed) }),
+			registry.AgeColumn(),
+		},
+	}
+	s, err := pdbs.Storage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]map[string]rest.Storage{"v1": s}, nil
+}
+
+func col(name string, f func(*policyv1.PodDisruptionBudget) any) registry.Column {
+	return registry.Column{TableColumnDefinition: metav1.TableColumnDefinition{Name: name, Type: "string"},
+		Value: func(o runtime.Object) any { return f(o.(*policyv1.PodDisruptionBudget)) }}
+}
+
+func orNA(v *intstr.IntOrString) string {
+	if v == nil {
+		return "N/A"
+	}
+	return fmt.Sprint(v.String())
+}
