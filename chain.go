@@ -63,6 +63,7 @@ import (
 	"github.com/kubeembed/apiserver/providers/coordination"
 	"github.com/kubeembed/apiserver/providers/core"
 	"github.com/kubeembed/apiserver/providers/events"
+	"github.com/kubeembed/apiserver/providers/networking"
 	"github.com/kubeembed/apiserver/providers/policy"
 	"github.com/kubeembed/apiserver/providers/rbac"
 	"github.com/kubeembed/apiserver/providers/scheduling"
@@ -78,7 +79,7 @@ const etcdPrefix = "/registry"
 
 func builtinProviders() []providers.Provider {
 	return []providers.Provider{core.Provider{}, apps.Provider{}, batch.Provider{}, coordination.Provider{}, events.Provider{},
-		policy.Provider{}, rbac.Provider{}, scheduling.Provider{}}
+		networking.Provider{}, policy.Provider{}, rbac.Provider{}, scheduling.Provider{}}
 }
 
 // chain is the three delegating tiers kube-apiserver's CreateServerChain
