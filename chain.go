@@ -209,7 +209,13 @@ func (s *Server) buildChain(host string, port int) (*chain, error) {
 	if err != nil {
 		return nil, fmt.Errorf("core tier: %w", err)
 	}
-	agg, err := s.aggregatorTier(sh, coreTier, ext)
+	// With only the built-in providers, the core tier's OpenAPI documents
+	// are the same in every server of the process: compute them once.
+	var coreTarget genericapiserver.DelegationTarget = coreTier
+	if len(s.opts.Providers) == 0 {
+		coreTarget = openapi.Builtin.Delegate(coreTier)
+	}
+	agg, err := s.aggregatorTier(sh, coreTarget, coreTier, ext)
 	if err != nil {
 		return nil, fmt.Errorf("aggregator tier: %w", err)
 	}
@@ -354,7 +360,7 @@ func (s *Server) coreTier(sh *shared, delegate genericapiserver.DelegationTarget
 	return server, nil
 }
 
-func (s *Server) aggregatorTier(sh *shared, delegate *genericapiserver.GenericAPIServer, ext *apiextensionsapiserver.CustomResourceDefinitions) (*aggregatorapiserver.APIAggregator, error) {
+func (s *Server) aggregatorTier(sh *shared, delegate genericapiserver.DelegationTarget, core *genericapiserver.GenericAPIServer, ext *apiextensionsapiserver.CustomResourceDefinitions) (*aggregatorapiserver.APIAggregator, error) {
 	codecs := aggregatorscheme.Codecs
 	getter := sh.simpleGetter(codecs.LegacyCodec(apiregistrationv1.SchemeGroupVersion, apiregistrationv1beta1.SchemeGroupVersion),
 		runtime.NewMultiGroupVersioner(apiregistrationv1.SchemeGroupVersion, schema.GroupKind{Group: apiregistrationv1beta1.GroupName}))
@@ -377,7 +383,7 @@ func (s *Server) aggregatorTier(sh *shared, delegate *genericapiserver.GenericAP
 	if err != nil {
 		return nil, err
 	}
-	if err := registerAPIServices(agg, delegate, ext); err != nil {
+	if err := registerAPIServices(agg, core, ext); err != nil {
 		return nil, err
 	}
 	return agg, nil

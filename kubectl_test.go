@@ -54,6 +54,10 @@ func TestKubectl(t *testing.T) {
 	run("apply", "--server-side", "-f", widget)
 	run("delete", "widget", "small")
 
+	// kubectl explain reads OpenAPI v3. (CRDs' OpenAPI is published only
+	// with an OpenAPI v2 configuration, which the server does not have yet.)
+	assert.Contains(t, run("explain", "deployment.spec.replicas"), "Number of desired pods")
+
 	run("create", "deployment", "web", "--image=nginx:1.27")
 	out = run("get", "deploy", "web")
 	assert.Regexp(t, `(?m)^NAME\s+READY\s+UP-TO-DATE\s+AVAILABLE\s+AGE\s*$`, out)

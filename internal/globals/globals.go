@@ -12,6 +12,11 @@
 //   - the effective version: one immutable value shared by every server.
 //   - the schemes of apiextensions-apiserver and kube-aggregator: package
 //     variables filled in at init and only read afterwards.
+//
+// Two process-wide caches of our own live next to what they cache, each
+// written once and then only read: the certificate authority
+// (internal/certs.ProcessCA) and the OpenAPI v3 documents of the built-in
+// groups (internal/openapi.Builtin).
 package globals
 
 import (
