@@ -60,3 +60,17 @@ func AddInternalVersion(scheme *runtime.Scheme, gv schema.GroupVersion) error {
 	}
 	return nil
 }
+
+// InstallGroupVersion registers the types of gv (addToScheme, such as
+// corev1.AddToScheme) as both gv and the group's internal version, and makes
+// gv the group's preferred version: what every provider of k8s.io/api types
+// does first in Install.
+func InstallGroupVersion(scheme *runtime.Scheme, gv schema.GroupVersion, addToScheme func(*runtime.Scheme) error) error {
+	if err := addToScheme(scheme); err != nil {
+		return fmt.Errorf("install %v: %w", gv, err)
+	}
+	if err := AddInternalVersion(scheme, gv); err != nil {
+		return err
+	}
+	return scheme.SetVersionPriority(gv)
+}

@@ -33,10 +33,7 @@ func (Provider) GroupName() string { return batchv1.GroupName }
 
 // Install implements providers.Provider.
 func (Provider) Install(scheme *runtime.Scheme) error {
-	if err := batchv1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := providers.AddInternalVersion(scheme, batchv1.SchemeGroupVersion); err != nil {
+	if err := providers.InstallGroupVersion(scheme, batchv1.SchemeGroupVersion, batchv1.AddToScheme); err != nil {
 		return err
 	}
 	scheme.AddTypeDefaultingFunc(&batchv1.Job{}, func(obj any) { defaultJob(obj.(*batchv1.Job)) })
@@ -44,10 +41,7 @@ func (Provider) Install(scheme *runtime.Scheme) error {
 	if err := registry.FieldLabelConversion(scheme, batchv1.SchemeGroupVersion.WithKind("Job"), true, "status.successful"); err != nil {
 		return err
 	}
-	if err := registry.FieldLabelConversion(scheme, batchv1.SchemeGroupVersion.WithKind("CronJob"), true); err != nil {
-		return err
-	}
-	return scheme.SetVersionPriority(batchv1.SchemeGroupVersion)
+	return registry.FieldLabelConversion(scheme, batchv1.SchemeGroupVersion.WithKind("CronJob"), true)
 }
 
 func defaultJob(j *batchv1.Job) {

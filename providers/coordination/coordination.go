@@ -27,16 +27,10 @@ func (Provider) GroupName() string { return coordinationv1.GroupName }
 
 // Install implements providers.Provider.
 func (Provider) Install(scheme *runtime.Scheme) error {
-	if err := coordinationv1.AddToScheme(scheme); err != nil {
+	if err := providers.InstallGroupVersion(scheme, coordinationv1.SchemeGroupVersion, coordinationv1.AddToScheme); err != nil {
 		return err
 	}
-	if err := providers.AddInternalVersion(scheme, coordinationv1.SchemeGroupVersion); err != nil {
-		return err
-	}
-	if err := registry.FieldLabelConversion(scheme, coordinationv1.SchemeGroupVersion.WithKind("Lease"), true); err != nil {
-		return err
-	}
-	return scheme.SetVersionPriority(coordinationv1.SchemeGroupVersion)
+	return registry.FieldLabelConversion(scheme, coordinationv1.SchemeGroupVersion.WithKind("Lease"), true)
 }
 
 // Storage implements providers.Provider.

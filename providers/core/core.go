@@ -30,10 +30,7 @@ func (Provider) GroupName() string { return corev1.GroupName }
 
 // Install implements providers.Provider.
 func (Provider) Install(scheme *runtime.Scheme) error {
-	if err := corev1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := providers.AddInternalVersion(scheme, corev1.SchemeGroupVersion); err != nil {
+	if err := providers.InstallGroupVersion(scheme, corev1.SchemeGroupVersion, corev1.AddToScheme); err != nil {
 		return err
 	}
 	scheme.AddTypeDefaultingFunc(&corev1.Secret{}, func(obj any) { defaultSecret(obj.(*corev1.Secret)) })

@@ -31,10 +31,7 @@ func (Provider) GroupName() string { return networkingv1.GroupName }
 
 // Install implements providers.Provider.
 func (Provider) Install(scheme *runtime.Scheme) error {
-	if err := networkingv1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := providers.AddInternalVersion(scheme, networkingv1.SchemeGroupVersion); err != nil {
+	if err := providers.InstallGroupVersion(scheme, networkingv1.SchemeGroupVersion, networkingv1.AddToScheme); err != nil {
 		return err
 	}
 	scheme.AddTypeDefaultingFunc(&networkingv1.NetworkPolicy{}, func(obj any) { defaultNetworkPolicy(obj.(*networkingv1.NetworkPolicy)) })
@@ -43,7 +40,7 @@ func (Provider) Install(scheme *runtime.Scheme) error {
 			return err
 		}
 	}
-	return scheme.SetVersionPriority(networkingv1.SchemeGroupVersion)
+	return nil
 }
 
 // defaultNetworkPolicy applies networking/v1's defaults: port protocol TCP,

@@ -27,16 +27,10 @@ func (Provider) GroupName() string { return policyv1.GroupName }
 
 // Install implements providers.Provider.
 func (Provider) Install(scheme *runtime.Scheme) error {
-	if err := policyv1.AddToScheme(scheme); err != nil {
+	if err := providers.InstallGroupVersion(scheme, policyv1.SchemeGroupVersion, policyv1.AddToScheme); err != nil {
 		return err
 	}
-	if err := providers.AddInternalVersion(scheme, policyv1.SchemeGroupVersion); err != nil {
-		return err
-	}
-	if err := registry.FieldLabelConversion(scheme, policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"), true); err != nil {
-		return err
-	}
-	return scheme.SetVersionPriority(policyv1.SchemeGroupVersion)
+	return registry.FieldLabelConversion(scheme, policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"), true)
 }
 
 func validateIntOrPercent(v *intstr.IntOrString, p *field.Path) field.ErrorList {

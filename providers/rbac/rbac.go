@@ -31,10 +31,7 @@ func (Provider) GroupName() string { return rbacv1.GroupName }
 
 // Install implements providers.Provider.
 func (Provider) Install(scheme *runtime.Scheme) error {
-	if err := rbacv1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := providers.AddInternalVersion(scheme, rbacv1.SchemeGroupVersion); err != nil {
+	if err := providers.InstallGroupVersion(scheme, rbacv1.SchemeGroupVersion, rbacv1.AddToScheme); err != nil {
 		return err
 	}
 	scheme.AddTypeDefaultingFunc(&rbacv1.RoleBinding{}, func(obj any) {
@@ -50,7 +47,7 @@ func (Provider) Install(scheme *runtime.Scheme) error {
 			return err
 		}
 	}
-	return scheme.SetVersionPriority(rbacv1.SchemeGroupVersion)
+	return nil
 }
 
 // defaultBinding applies rbac/v1's defaults: the roleRef's and users' and

@@ -48,10 +48,7 @@ func (Provider) GroupName() string { return schedulingv1.GroupName }
 
 // Install implements providers.Provider.
 func (Provider) Install(scheme *runtime.Scheme) error {
-	if err := schedulingv1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := providers.AddInternalVersion(scheme, schedulingv1.SchemeGroupVersion); err != nil {
+	if err := providers.InstallGroupVersion(scheme, schedulingv1.SchemeGroupVersion, schedulingv1.AddToScheme); err != nil {
 		return err
 	}
 	scheme.AddTypeDefaultingFunc(&schedulingv1.PriorityClass{}, func(obj any) {
@@ -61,10 +58,7 @@ func (Provider) Install(scheme *runtime.Scheme) error {
 			pc.PreemptionPolicy = &p
 		}
 	})
-	if err := registry.FieldLabelConversion(scheme, schedulingv1.SchemeGroupVersion.WithKind("PriorityClass"), false); err != nil {
-		return err
-	}
-	return scheme.SetVersionPriority(schedulingv1.SchemeGroupVersion)
+	return registry.FieldLabelConversion(scheme, schedulingv1.SchemeGroupVersion.WithKind("PriorityClass"), false)
 }
 
 func validate(pc *schedulingv1.PriorityClass) field.ErrorList {
