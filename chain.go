@@ -2,11 +2,9 @@ package apiserver
 
 import (
 	"context"
-	"crypto/x509"
 	"fmt"
 	"net/http"
 	"net/url"
-	"strings"
 
 	noopoteltrace "go.opentelemetry.io/otel/trace/noop"
 	corev1 "k8s.io/api/core/v1"
@@ -19,17 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/runtime/serializer/recognizer"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
-	"k8s.io/apiserver/pkg/admission/initializer"
-	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authentication/request/anonymous"
-	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
-	"k8s.io/apiserver/pkg/authentication/request/union"
-	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
-	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
-	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	discoveryaggregated "k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
@@ -39,7 +28,6 @@ import (
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -408,75 +396,4 @@ func (s *Server) addStartInformersHook(server *genericapiserver.GenericAPIServer
 		s.dynInformers.Start(logCtx.Done())
 		return nil
 	})
-}
-
-func (s *Server) authenticator() authenticator.Request {
-	tokens := tokenfile.New(map[string]*user.DefaultInfo{
-		s.token: {Name: AdminUser, UID: AdminUser, Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}},
-	})
-	certs := x509request.New(x509.VerifyOptions{
-		Roots:     s.ca.Pool(),
-		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}, x509request.CommonNameUserConversion)
-	// Anonymous requests are authenticated as system:anonymous and then
-	// denied by authorization, as kube-apiserver does by default.
-	// A request with credentials that fail is rejected (401), not
-	// downgraded to anonymous.
-	return union.NewFailOnError(union.New(bearertoken.New(tokens), certs), anonymous.NewAuthenticator(nil))
-}
-
-type authorizerFunc func(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error)
-
-func (f authorizerFunc) Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
-	return f(ctx, a)
-}
-
-// ConditionsAwareAuthorize implements authorizer.Authorizer: this authorizer
-// has no conditional decisions.
-func (f authorizerFunc) ConditionsAwareAuthorize(ctx context.Context, a authorizer.Attributes) authorizer.ConditionsAwareDecision {
-	return authorizer.ConditionsAwareDecisionFromParts(f(ctx, a))
-}
-
-// EvaluateConditions implements authorizer.Authorizer.
-func (f authorizerFunc) EvaluateConditions(context.Context, authorizer.ConditionsAwareDecision, authorizer.ConditionsData) (authorizer.Decision, string, error) {
-	return authorizer.DecisionDeny, "", authorizer.ErrorConditionEvaluationNotSupported
-}
-
-// publicPaths are readable by everyone, as the system:public-info-viewer
-// cluster role grants on a real cluster.
-var publicPaths = sets.New("/healthz", "/livez", "/readyz", "/version", "/version/")
-
-// authorize allows system:masters everything and everyone the public
-// information paths; RBAC comes later.
-func authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
-	if u := a.GetUser(); u != nil {
-		for _, g := range u.GetGroups() {
-			if g == user.SystemPrivilegedGroup {
-				return authorizer.DecisionAllow, "", nil
-			}
-		}
-	}
-	if !a.IsResourceRequest() && a.GetVerb() == "get" {
-		p := a.GetPath()
-		if publicPaths.Has(p) || strings.HasPrefix(p, "/healthz/") || strings.HasPrefix(p, "/livez/") || strings.HasPrefix(p, "/readyz/") {
-			return authorizer.DecisionAllow, "", nil
-		}
-	}
-	return authorizer.DecisionNoOpinion, "", nil
-}
-
-// newAdmission returns the admission chain: namespace lifecycle (no objects
-// in missing or terminating namespaces, no deleting the system namespaces).
-func newAdmission(client kubernetes.Interface, dyn dynamic.Interface, factory informers.SharedInformerFactory,
-	authz authorizer.Authorizer, version basecompatibility.EffectiveVersion) (admission.Interface, error) {
-	nsLifecycle, err := lifecycle.NewLifecycle(sets.New(metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic))
-	if err != nil {
-		return nil, err
-	}
-	init := initializer.New(client, dyn, factory, authz, utilfeature.DefaultFeatureGate, version, nil, nil)
-	init.Initialize(nsLifecycle)
-	if err := admission.ValidateInitialization(nsLifecycle); err != nil {
-		return nil, fmt.Errorf("namespace lifecycle admission: %w", err)
-	}
-	return admission.NewChainHandler(nsLifecycle), nil
 }
