@@ -6,7 +6,6 @@ package registry
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -377,22 +375,4 @@ func (s *SubresourceStore) GetResetFields() map[fieldpath.APIVersion]*fieldpath.
 // ConvertToTable implements rest.TableConvertor.
 func (s *SubresourceStore) ConvertToTable(ctx context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
 	return s.store.ConvertToTable(ctx, object, tableOptions)
-}
-
-// BumpGeneration increments obj's generation when its spec (the value spec
-// returns) changed, and sets it to 1 on create (old nil).
-func BumpGeneration(obj, old metav1.Object, spec func(metav1.Object) any) {
-	if old == nil {
-		obj.SetGeneration(1)
-		return
-	}
-	if !reflect.DeepEqual(spec(obj), spec(old)) {
-		obj.SetGeneration(old.GetGeneration() + 1)
-	}
-}
-
-// NamespaceFromContext returns the request namespace.
-func NamespaceFromContext(ctx context.Context) string {
-	ns, _ := genericapirequest.NamespaceFrom(ctx)
-	return ns
 }
