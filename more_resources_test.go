@@ -66,3 +66,46 @@ func TestClaimsNodesPriorityClassesBudgets(t *testing.T) {
 	}, metav1.CreateOptions{})
 	assert.True(t, apierrors.IsInvalid(err), "minAvailable and maxUnavailable: %v", err)
 }
+
+func TestEndpointsTemplatesLimitsVolumes(t *testing.T) {
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv).CoreV1()
+	ctx := t.Context()
+
+	_, err := c.Endpoints("default").Create(ctx, &corev1.Endpoints{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Subsets: []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "10.244.0.5"}},
+			Ports: []corev1.EndpointPort{{Port: 8080}}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = c.Endpoints("default").Create(ctx, &corev1.Endpoints{
+		ObjectMeta: metav1.ObjectMeta{Name: "bad"},
+		Subsets:    []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "not-an-ip"}}}},
+	}, metav1.CreateOptions{})
+	assert.True(t, apierrors.IsInvalid(err), "%v", err)
+
+	tmpl, err := c.PodTemplates("default").Create(ctx, &corev1.PodTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: "worker"},
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "w", Image: "busybox"}}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, corev1.PullAlways, tmpl.Template.Spec.Containers[0].ImagePullPolicy, "template defaults")
+
+	_, err = c.LimitRanges("default").Create(ctx, &corev1.LimitRange{
+		ObjectMeta: metav1.ObjectMeta{Name: "defaults"},
+		Spec:       corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{Type: corev1.LimitTypeContainer}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	pv, err := c.PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pv-1"},
+		Spec: corev1.PersistentVolumeSpec{
+			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("5Gi")},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/data"}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, corev1.PersistentVolumeReclaimRetain, pv.Spec.PersistentVolumeReclaimPolicy)
+	assert.Equal(t, corev1.VolumePending, pv.Status.Phase)
+}

@@ -37,6 +37,8 @@ func (Provider) Install(scheme *runtime.Scheme) error {
 	scheme.AddTypeDefaultingFunc(&corev1.Pod{}, func(obj any) { defaultPod(obj.(*corev1.Pod)) })
 	scheme.AddTypeDefaultingFunc(&corev1.Service{}, func(obj any) { defaultService(obj.(*corev1.Service)) })
 	scheme.AddTypeDefaultingFunc(&corev1.PersistentVolumeClaim{}, func(obj any) { defaultPVC(obj.(*corev1.PersistentVolumeClaim)) })
+	scheme.AddTypeDefaultingFunc(&corev1.PersistentVolume{}, func(obj any) { defaultPV(obj.(*corev1.PersistentVolume)) })
+	scheme.AddTypeDefaultingFunc(&corev1.PodTemplate{}, func(obj any) { DefaultPodTemplateSpec(&obj.(*corev1.PodTemplate).Template) })
 	gv := corev1.SchemeGroupVersion
 	for _, fl := range []struct {
 		kind       string
@@ -52,6 +54,10 @@ func (Provider) Install(scheme *runtime.Scheme) error {
 		{"Service", true, nil},
 		{"PersistentVolumeClaim", true, nil},
 		{"Node", false, []string{"spec.unschedulable"}},
+		{"Endpoints", true, nil},
+		{"PodTemplate", true, nil},
+		{"LimitRange", true, nil},
+		{"PersistentVolume", false, nil},
 	} {
 		if err := registry.FieldLabelConversion(scheme, gv.WithKind(fl.kind), fl.namespaced, fl.extra...); err != nil {
 			return err
@@ -86,6 +92,10 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 		{"services", serviceStorage},
 		{"persistentvolumeclaims", pvcStorage},
 		{"nodes", nodeStorage},
+		{"endpoints", endpoints.storage},
+		{"podtemplates", podTemplates.storage},
+		{"limitranges", limitRanges.storage},
+		{"persistentvolumes", persistentVolumes.storage},
 	} {
 		if err := add(b.name, b.build); err != nil {
 			return nil, err
