@@ -86,7 +86,7 @@ func TestEndpointsTemplatesLimitsVolumes(t *testing.T) {
 
 	tmpl, err := c.PodTemplates("default").Create(ctx, &corev1.PodTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: "worker"},
-		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "w", Image: "busybox"}}}},
+		Template:   corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "w", Image: "busybox"}}}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, corev1.PullAlways, tmpl.Template.Spec.Containers[0].ImagePullPolicy, "template defaults")
