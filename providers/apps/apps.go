@@ -132,16 +132,16 @@ var deployments = registry.Workload[*appsv1.Deployment]{
 	},
 	ValidateStatus: func(d *appsv1.Deployment) field.ErrorList {
 		s := d.Status
-		return nonNegative(field.NewPath("status"), map[string]int32{"replicas": s.Replicas, "updatedReplicas": s.UpdatedReplicas,
+		return registry.NonNegative(field.NewPath("status"), map[string]int32{"replicas": s.Replicas, "updatedReplicas": s.UpdatedReplicas,
 			"readyReplicas": s.ReadyReplicas, "availableReplicas": s.AvailableReplicas, "unavailableReplicas": s.UnavailableReplicas})
 	},
 	Columns: append([]registry.Column{
-		column("Ready", "string", "Number of the pod with ready state", 0, func(d *appsv1.Deployment) any {
+		registry.ColumnOf("Ready", "string", "Number of the pod with ready state", 0, func(d *appsv1.Deployment) any {
 			return fmt.Sprintf("%d/%d", d.Status.ReadyReplicas, ptrOr(d.Spec.Replicas, 0))
 		}),
-		column("Up-to-date", "integer", "Total number of non-terminated pods targeted by this deployment that have the desired template spec.", 0,
+		registry.ColumnOf("Up-to-date", "integer", "Total number of non-terminated pods targeted by this deployment that have the desired template spec.", 0,
 			func(d *appsv1.Deployment) any { return int64(d.Status.UpdatedReplicas) }),
-		column("Available", "integer", "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.", 0,
+		registry.ColumnOf("Available", "integer", "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.", 0,
 			func(d *appsv1.Deployment) any { return int64(d.Status.AvailableReplicas) }),
 		registry.AgeColumn(),
 	}, append(containersColumns(func(d *appsv1.Deployment) *corev1.PodTemplateSpec { return &d.Spec.Template }),

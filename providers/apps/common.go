@@ -4,11 +4,9 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kubeembed/apiserver/providers/core"
@@ -42,27 +40,6 @@ func validateSelectorAndTemplate(selector *metav1.LabelSelector, template *corev
 	return errs
 }
 
-func nonNegative(p *field.Path, fields map[string]int32) field.ErrorList {
-	var errs field.ErrorList
-	for _, name := range sortedKeys(fields) {
-		errs = append(errs, apivalidation.ValidateNonnegativeField(int64(fields[name]), p.Child(name))...)
-	}
-	return errs
-}
-
-func sortedKeys(m map[string]int32) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
-	return keys
-}
-
 func ptrOr(p *int32, def int32) int32 {
 	if p == nil {
 		return def
@@ -70,24 +47,16 @@ func ptrOr(p *int32, def int32) int32 {
 	return *p
 }
 
-// Column helpers shared by the workload tables.
-func column[T any](name, typ, desc string, priority int32, f func(T) any) registry.Column {
-	return registry.Column{
-		TableColumnDefinition: metav1.TableColumnDefinition{Name: name, Type: typ, Description: desc, Priority: priority},
-		Value:                 func(o runtime.Object) any { return f(any(o).(T)) },
-	}
-}
-
 func containersColumns[T any](template func(T) *corev1.PodTemplateSpec) []registry.Column {
 	return []registry.Column{
-		column("Containers", "string", "Names of each container in the template.", 1, func(o T) any {
+		registry.ColumnOf("Containers", "string", "Names of each container in the template.", 1, func(o T) any {
 			var n []string
 			for _, c := range template(o).Spec.Containers {
 				n = append(n, c.Name)
 			}
 			return strings.Join(n, ",")
 		}),
-		column("Images", "string", "Images referenced by each container in the template.", 1, func(o T) any {
+		registry.ColumnOf("Images", "string", "Images referenced by each container in the template.", 1, func(o T) any {
 			var n []string
 			for _, c := range template(o).Spec.Containers {
 				n = append(n, c.Image)
@@ -98,7 +67,7 @@ func containersColumns[T any](template func(T) *corev1.PodTemplateSpec) []regist
 }
 
 func selectorColumn[T any](selector func(T) *metav1.LabelSelector) registry.Column {
-	return column("Selector", "string", "Label selector for pods.", 1, func(o T) any {
+	return registry.ColumnOf("Selector", "string", "Label selector for pods.", 1, func(o T) any {
 		return metav1.FormatLabelSelector(selector(o))
 	})
 }

@@ -41,13 +41,13 @@ func controllerRevisionStorage(ctx providers.Context) (map[string]rest.Storage, 
 		NewList:  func() runtime.Object { return &appsv1.ControllerRevisionList{} },
 		Strategy: st,
 		Table: registry.Table(registry.NameColumn(),
-			column("Controller", "string", "Controller of the object", 0, func(r *appsv1.ControllerRevision) any {
+			registry.ColumnOf("Controller", "string", "Controller of the object", 0, func(r *appsv1.ControllerRevision) any {
 				if ref := metav1.GetControllerOf(r); ref != nil {
 					return ref.Kind + "/" + ref.Name
 				}
 				return "<none>"
 			}),
-			column("Revision", "integer", "Revision indicates the revision of the state represented by Data.", 0,
+			registry.ColumnOf("Revision", "integer", "Revision indicates the revision of the state represented by Data.", 0,
 				func(r *appsv1.ControllerRevision) any { return r.Revision }),
 			registry.AgeColumn()),
 		AttrFunc: registry.AttrFunc[*appsv1.ControllerRevision](true, nil),

@@ -55,7 +55,7 @@ var daemonSets = registry.Workload[*appsv1.DaemonSet]{
 	ResetSpec: func(d, old *appsv1.DaemonSet) { d.Spec = old.Spec },
 	Validate: func(d *appsv1.DaemonSet) field.ErrorList {
 		p := field.NewPath("spec")
-		errs := nonNegative(p, map[string]int32{"minReadySeconds": d.Spec.MinReadySeconds})
+		errs := registry.NonNegative(p, map[string]int32{"minReadySeconds": d.Spec.MinReadySeconds})
 		switch d.Spec.UpdateStrategy.Type {
 		case appsv1.RollingUpdateDaemonSetStrategyType:
 			if ru := d.Spec.UpdateStrategy.RollingUpdate; ru != nil && isZero(ru.MaxUnavailable) && isZero(ru.MaxSurge) {
@@ -73,17 +73,17 @@ var daemonSets = registry.Workload[*appsv1.DaemonSet]{
 	},
 	ValidateStatus: func(d *appsv1.DaemonSet) field.ErrorList {
 		s := d.Status
-		return nonNegative(field.NewPath("status"), map[string]int32{"currentNumberScheduled": s.CurrentNumberScheduled,
+		return registry.NonNegative(field.NewPath("status"), map[string]int32{"currentNumberScheduled": s.CurrentNumberScheduled,
 			"numberMisscheduled": s.NumberMisscheduled, "desiredNumberScheduled": s.DesiredNumberScheduled, "numberReady": s.NumberReady,
 			"updatedNumberScheduled": s.UpdatedNumberScheduled, "numberAvailable": s.NumberAvailable, "numberUnavailable": s.NumberUnavailable})
 	},
 	Columns: append([]registry.Column{
-		column("Desired", "integer", "The total number of nodes that should be running the daemon pod.", 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.DesiredNumberScheduled) }),
-		column("Current", "integer", "The number of nodes that are running at least 1 daemon pod.", 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.CurrentNumberScheduled) }),
-		column("Ready", "integer", "The number of nodes that should be running the daemon pod and have one or more running and ready.", 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.NumberReady) }),
-		column("Up-to-date", "integer", "The total number of nodes that are running updated daemon pod", 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.UpdatedNumberScheduled) }),
-		column("Available", "integer", "The number of nodes that should be running the daemon pod and have one or more available.", 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.NumberAvailable) }),
-		column("Node Selector", "string", "NodeSelector is a selector which must be true for the pod to fit on a node.", 0, func(d *appsv1.DaemonSet) any {
+		registry.ColumnOf("Desired", "integer", "The total number of nodes that should be running the daemon pod.", 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.DesiredNumberScheduled) }),
+		registry.ColumnOf("Current", "integer", "The number of nodes that are running at least 1 daemon pod.", 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.CurrentNumberScheduled) }),
+		registry.ColumnOf("Ready", "integer", "The number of nodes that should be running the daemon pod and have one or more running and ready.", 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.NumberReady) }),
+		registry.ColumnOf("Up-to-date", "integer", "The total number of nodes that are running updated daemon pod", 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.UpdatedNumberScheduled) }),
+		registry.ColumnOf("Available", "integer", "The number of nodes that should be running the daemon pod and have one or more available.", 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.NumberAvailable) }),
+		registry.ColumnOf("Node Selector", "string", "NodeSelector is a selector which must be true for the pod to fit on a node.", 0, func(d *appsv1.DaemonSet) any {
 			sel := labels.SelectorFromSet(d.Spec.Template.Spec.NodeSelector).String()
 			if sel == "" {
 				return "<none>"

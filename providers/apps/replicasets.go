@@ -36,7 +36,7 @@ var replicaSets = registry.Workload[*appsv1.ReplicaSet]{
 	ResetSpec: func(rs, old *appsv1.ReplicaSet) { rs.Spec = old.Spec },
 	Validate: func(rs *appsv1.ReplicaSet) field.ErrorList {
 		p := field.NewPath("spec")
-		errs := nonNegative(p, map[string]int32{"replicas": ptrOr(rs.Spec.Replicas, 0), "minReadySeconds": rs.Spec.MinReadySeconds})
+		errs := registry.NonNegative(p, map[string]int32{"replicas": ptrOr(rs.Spec.Replicas, 0), "minReadySeconds": rs.Spec.MinReadySeconds})
 		return append(errs, validateSelectorAndTemplate(rs.Spec.Selector, &rs.Spec.Template, "deployment", p)...)
 	},
 	ValidateUpdate: func(rs, old *appsv1.ReplicaSet) field.ErrorList {
@@ -44,13 +44,13 @@ var replicaSets = registry.Workload[*appsv1.ReplicaSet]{
 	},
 	ValidateStatus: func(rs *appsv1.ReplicaSet) field.ErrorList {
 		s := rs.Status
-		return nonNegative(field.NewPath("status"), map[string]int32{"replicas": s.Replicas, "fullyLabeledReplicas": s.FullyLabeledReplicas,
+		return registry.NonNegative(field.NewPath("status"), map[string]int32{"replicas": s.Replicas, "fullyLabeledReplicas": s.FullyLabeledReplicas,
 			"readyReplicas": s.ReadyReplicas, "availableReplicas": s.AvailableReplicas})
 	},
 	Columns: append([]registry.Column{
-		column("Desired", "integer", "Number of desired pods.", 0, func(rs *appsv1.ReplicaSet) any { return int64(ptrOr(rs.Spec.Replicas, 0)) }),
-		column("Current", "integer", "Number of actual replicas.", 0, func(rs *appsv1.ReplicaSet) any { return int64(rs.Status.Replicas) }),
-		column("Ready", "integer", "Number of ready replicas.", 0, func(rs *appsv1.ReplicaSet) any { return int64(rs.Status.ReadyReplicas) }),
+		registry.ColumnOf("Desired", "integer", "Number of desired pods.", 0, func(rs *appsv1.ReplicaSet) any { return int64(ptrOr(rs.Spec.Replicas, 0)) }),
+		registry.ColumnOf("Current", "integer", "Number of actual replicas.", 0, func(rs *appsv1.ReplicaSet) any { return int64(rs.Status.Replicas) }),
+		registry.ColumnOf("Ready", "integer", "Number of ready replicas.", 0, func(rs *appsv1.ReplicaSet) any { return int64(rs.Status.ReadyReplicas) }),
 		registry.AgeColumn(),
 	}, append(containersColumns(func(rs *appsv1.ReplicaSet) *corev1.PodTemplateSpec { return &rs.Spec.Template }),
 		selectorColumn(func(rs *appsv1.ReplicaSet) *metav1.LabelSelector { return rs.Spec.Selector }))...),

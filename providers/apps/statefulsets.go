@@ -79,7 +79,7 @@ var statefulSets = registry.Workload[*appsv1.StatefulSet]{
 	ResetSpec: func(s, old *appsv1.StatefulSet) { s.Spec = old.Spec },
 	Validate: func(s *appsv1.StatefulSet) field.ErrorList {
 		p := field.NewPath("spec")
-		errs := nonNegative(p, map[string]int32{"replicas": ptrOr(s.Spec.Replicas, 0), "minReadySeconds": s.Spec.MinReadySeconds})
+		errs := registry.NonNegative(p, map[string]int32{"replicas": ptrOr(s.Spec.Replicas, 0), "minReadySeconds": s.Spec.MinReadySeconds})
 		switch s.Spec.PodManagementPolicy {
 		case appsv1.OrderedReadyPodManagement, appsv1.ParallelPodManagement:
 		default:
@@ -114,11 +114,11 @@ var statefulSets = registry.Workload[*appsv1.StatefulSet]{
 	},
 	ValidateStatus: func(s *appsv1.StatefulSet) field.ErrorList {
 		st := s.Status
-		return nonNegative(field.NewPath("status"), map[string]int32{"replicas": st.Replicas, "readyReplicas": st.ReadyReplicas,
+		return registry.NonNegative(field.NewPath("status"), map[string]int32{"replicas": st.Replicas, "readyReplicas": st.ReadyReplicas,
 			"currentReplicas": st.CurrentReplicas, "updatedReplicas": st.UpdatedReplicas, "availableReplicas": st.AvailableReplicas})
 	},
 	Columns: append([]registry.Column{
-		column("Ready", "string", "Number of the pod with ready state", 0, func(s *appsv1.StatefulSet) any {
+		registry.ColumnOf("Ready", "string", "Number of the pod with ready state", 0, func(s *appsv1.StatefulSet) any {
 			return fmt.Sprintf("%d/%d", s.Status.ReadyReplicas, ptrOr(s.Spec.Replicas, 0))
 		}),
 		registry.AgeColumn(),

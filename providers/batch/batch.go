@@ -160,11 +160,11 @@ var jobs = registry.Workload[*batchv1.Job]{
 	},
 	ValidateStatus: func(j *batchv1.Job) field.ErrorList {
 		s := j.Status
-		return nonNegative(field.NewPath("status"), map[string]int32{"active": s.Active, "succeeded": s.Succeeded, "failed": s.Failed})
+		return registry.NonNegative(field.NewPath("status"), map[string]int32{"active": s.Active, "succeeded": s.Succeeded, "failed": s.Failed})
 	},
 	Columns: []registry.Column{
-		column("Status", "string", "Status of the job.", 0, jobStatus),
-		column("Completions", "string", "The completion status of the job.", 0, func(j *batchv1.Job) any {
+		registry.ColumnOf("Status", "string", "Status of the job.", 0, jobStatus),
+		registry.ColumnOf("Completions", "string", "The completion status of the job.", 0, func(j *batchv1.Job) any {
 			switch {
 			case j.Spec.Completions != nil:
 				return fmt.Sprintf("%d/%d", j.Status.Succeeded, *j.Spec.Completions)
@@ -173,7 +173,7 @@ var jobs = registry.Workload[*batchv1.Job]{
 			}
 			return fmt.Sprintf("%d/1", j.Status.Succeeded)
 		}),
-		column("Duration", "string", "Time required to complete the job.", 0, func(j *batchv1.Job) any {
+		registry.ColumnOf("Duration", "string", "Time required to complete the job.", 0, func(j *batchv1.Job) any {
 			switch {
 			case j.Status.StartTime == nil:
 				return ""
@@ -257,22 +257,5 @@ func generateSelector(j *batchv1.Job) {
 	}
 	if j.Spec.Selector == nil {
 		j.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{batchv1.ControllerUidLabel: uid}}
-	}
-}
-
-func nonNegative(p *field.Path, fields map[string]int32) field.ErrorList {
-	var errs field.ErrorList
-	for _, name := range []string{"active", "succeeded", "failed"} {
-		if v, ok := fields[name]; ok {
-			errs = append(errs, apivalidation.ValidateNonnegativeField(int64(v), p.Child(name))...)
-		}
-	}
-	return errs
-}
-
-func column[T any](name, typ, desc string, priority int32, f func(T) any) registry.Column {
-	return registry.Column{
-		TableColumnDefinition: metav1.TableColumnDefinition{Name: name, Type: typ, Description: desc, Priority: priority},
-		Value:                 func(o runtime.Object) any { return f(any(o).(T)) },
 	}
 }

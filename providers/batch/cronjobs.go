@@ -31,18 +31,18 @@ var cronJobs = registry.Workload[*batchv1.CronJob]{
 	ResetSpec: func(c, old *batchv1.CronJob) { c.Spec = old.Spec },
 	Validate:  validateCronJob,
 	Columns: []registry.Column{
-		column("Schedule", "string", "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron.", 0, func(c *batchv1.CronJob) any { return c.Spec.Schedule }),
-		column("Timezone", "string", "The time zone name for the given schedule.", 0, func(c *batchv1.CronJob) any {
+		registry.ColumnOf("Schedule", "string", "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron.", 0, func(c *batchv1.CronJob) any { return c.Spec.Schedule }),
+		registry.ColumnOf("Timezone", "string", "The time zone name for the given schedule.", 0, func(c *batchv1.CronJob) any {
 			if c.Spec.TimeZone == nil {
 				return "<none>"
 			}
 			return *c.Spec.TimeZone
 		}),
-		column("Suspend", "boolean", "This flag tells the controller to suspend subsequent executions.", 0, func(c *batchv1.CronJob) any {
+		registry.ColumnOf("Suspend", "boolean", "This flag tells the controller to suspend subsequent executions.", 0, func(c *batchv1.CronJob) any {
 			return c.Spec.Suspend != nil && *c.Spec.Suspend
 		}),
-		column("Active", "integer", "A list of pointers to currently running jobs.", 0, func(c *batchv1.CronJob) any { return int64(len(c.Status.Active)) }),
-		column("Last Schedule", "string", "Information when was the last time the job was successfully scheduled.", 0, func(c *batchv1.CronJob) any {
+		registry.ColumnOf("Active", "integer", "A list of pointers to currently running jobs.", 0, func(c *batchv1.CronJob) any { return int64(len(c.Status.Active)) }),
+		registry.ColumnOf("Last Schedule", "string", "Information when was the last time the job was successfully scheduled.", 0, func(c *batchv1.CronJob) any {
 			if c.Status.LastScheduleTime == nil {
 				return "<none>"
 			}

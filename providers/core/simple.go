@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,7 +76,7 @@ var endpoints = simple[*corev1.Endpoints]{
 		}
 		return errs
 	},
-	columns: []registry.Column{column("Endpoints", "string", "Endpoints of the service", func(e *corev1.Endpoints) any {
+	columns: []registry.Column{registry.ColumnOf("Endpoints", "string", "Endpoints of the service", 0, func(e *corev1.Endpoints) any {
 		var list []string
 		for _, s := range e.Subsets {
 			for _, a := range s.Addresses {
@@ -116,7 +117,7 @@ var limitRanges = simple[*corev1.LimitRange]{
 		var errs field.ErrorList
 		types := []string{string(corev1.LimitTypePod), string(corev1.LimitTypeContainer), string(corev1.LimitTypePersistentVolumeClaim)}
 		for i, item := range l.Spec.Limits {
-			if !contains(types, string(item.Type)) {
+			if !slices.Contains(types, string(item.Type)) {
 				errs = append(errs, field.NotSupported(field.NewPath("spec", "limits").Index(i).Child("type"), item.Type, types))
 			}
 		}
@@ -144,15 +145,15 @@ var persistentVolumes = simple[*corev1.PersistentVolume]{
 		return errs
 	},
 	columns: []registry.Column{
-		column("Capacity", "string", "The capacity of the volume.", func(p *corev1.PersistentVolume) any {
+		registry.ColumnOf("Capacity", "string", "The capacity of the volume.", 0, func(p *corev1.PersistentVolume) any {
 			q := p.Spec.Capacity[corev1.ResourceStorage]
 			return q.String()
 		}),
-		column("Access Modes", "string", "The access modes of the volume.", func(p *corev1.PersistentVolume) any { return accessModesString(p.Spec.AccessModes) }),
-		column("Reclaim Policy", "string", "The reclaim policy of the volume.", func(p *corev1.PersistentVolume) any {
+		registry.ColumnOf("Access Modes", "string", "The access modes of the volume.", 0, func(p *corev1.PersistentVolume) any { return accessModesString(p.Spec.AccessModes) }),
+		registry.ColumnOf("Reclaim Policy", "string", "The reclaim policy of the volume.", 0, func(p *corev1.PersistentVolume) any {
 			return string(p.Spec.PersistentVolumeReclaimPolicy)
 		}),
-		column("Status", "string", "The phase of the volume.", func(p *corev1.PersistentVolume) any { return string(p.Status.Phase) }),
+		registry.ColumnOf("Status", "string", "The phase of the volume.", 0, func(p *corev1.PersistentVolume) any { return string(p.Status.Phase) }),
 	},
 }
 

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -31,7 +32,7 @@ func validatePVCSpec(s *corev1.PersistentVolumeClaimSpec, p *field.Path) field.E
 		errs = append(errs, field.Required(p.Child("accessModes"), "at least 1 access mode is required"))
 	}
 	for _, m := range s.AccessModes {
-		if !contains(accessModes, string(m)) {
+		if !slices.Contains(accessModes, string(m)) {
 			errs = append(errs, field.NotSupported(p.Child("accessModes"), m, accessModes))
 		}
 	}
@@ -44,15 +45,6 @@ func validatePVCSpec(s *corev1.PersistentVolumeClaimSpec, p *field.Path) field.E
 		errs = append(errs, field.NotSupported(p.Child("volumeMode"), *m, []string{string(corev1.PersistentVolumeBlock), string(corev1.PersistentVolumeFilesystem)}))
 	}
 	return errs
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // pvcStorage serves persistentvolumeclaims: a claim's spec is immutable
@@ -90,24 +82,24 @@ func pvcStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 			return nil
 		},
 		Columns: []registry.Column{
-			column("Status", "string", "The phase of the claim.", func(c *corev1.PersistentVolumeClaim) any { return string(c.Status.Phase) }),
-			column("Volume", "string", "The volume bound to the claim.", func(c *corev1.PersistentVolumeClaim) any { return c.Spec.VolumeName }),
-			column("Capacity", "string", "The capacity of the volume.", func(c *corev1.PersistentVolumeClaim) any {
+			registry.ColumnOf("Status", "string", "The phase of the claim.", 0, func(c *corev1.PersistentVolumeClaim) any { return string(c.Status.Phase) }),
+			registry.ColumnOf("Volume", "string", "The volume bound to the claim.", 0, func(c *corev1.PersistentVolumeClaim) any { return c.Spec.VolumeName }),
+			registry.ColumnOf("Capacity", "string", "The capacity of the volume.", 0, func(c *corev1.PersistentVolumeClaim) any {
 				if q, ok := c.Status.Capacity[corev1.ResourceStorage]; ok {
 					return q.String()
 				}
 				return ""
 			}),
-			column("Access Modes", "string", "The access modes of the volume.", func(c *corev1.PersistentVolumeClaim) any {
+			registry.ColumnOf("Access Modes", "string", "The access modes of the volume.", 0, func(c *corev1.PersistentVolumeClaim) any {
 				return accessModesString(c.Status.AccessModes)
 			}),
-			column("StorageClass", "string", "The storage class of the claim.", func(c *corev1.PersistentVolumeClaim) any {
+			registry.ColumnOf("StorageClass", "string", "The storage class of the claim.", 0, func(c *corev1.PersistentVolumeClaim) any {
 				if c.Spec.StorageClassName == nil {
 					return ""
 				}
 				return *c.Spec.StorageClassName
 			}),
-			column("VolumeAttributesClass", "string", "The volume attributes class of the claim.", func(c *corev1.PersistentVolumeClaim) any {
+			registry.ColumnOf("VolumeAttributesClass", "string", "The volume attributes class of the claim.", 0, func(c *corev1.PersistentVolumeClaim) any {
 				if c.Spec.VolumeAttributesClassName == nil {
 					return "<unset>"
 				}
@@ -163,10 +155,10 @@ func nodeStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 		NewList:  func() runtime.Object { return &corev1.NodeList{} },
 		Strategy: st, ShortNames: []string{"no"},
 		Table: registry.Table(registry.NameColumn(),
-			column("Status", "string", "The status of the node", func(n *corev1.Node) any { return nodeStatus(n) }),
-			column("Roles", "string", "The roles of the node", func(n *corev1.Node) any { return "<none>" }),
+			registry.ColumnOf("Status", "string", "The status of the node", 0, func(n *corev1.Node) any { return nodeStatus(n) }),
+			registry.ColumnOf("Roles", "string", "The roles of the node", 0, func(n *corev1.Node) any { return "<none>" }),
 			registry.AgeColumn(),
-			column("Version", "string", "Kubelet Version reported by the node.", func(n *corev1.Node) any { return n.Status.NodeInfo.KubeletVersion }),
+			registry.ColumnOf("Version", "string", "Kubelet Version reported by the node.", 0, func(n *corev1.Node) any { return n.Status.NodeInfo.KubeletVersion }),
 		),
 		AttrFunc: registry.AttrFunc(false, func(n *corev1.Node) fields.Set {
 			return fields.Set{"spec.unschedulable": boolString(n.Spec.Unschedulable)}
@@ -206,9 +198,4 @@ func boolString(b bool) string {
 		return "true"
 	}
 	return "false"
-}
-
-// column is a table column computed from a typed object.
-func column[T any](name, typ, desc string, f func(T) any) registry.Column {
-	return registry.Column{TableColumnDefinition: col(name, typ, desc), Value: func(o runtime.Object) any { return f(any(o).(T)) }}
 }

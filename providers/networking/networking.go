@@ -4,6 +4,7 @@ package networking
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -166,7 +167,7 @@ func validateIngress(obj runtime.Object) field.ErrorList {
 			pp := rp.Child("http", "paths").Index(j)
 			if path.PathType == nil {
 				errs = append(errs, field.Required(pp.Child("pathType"), "pathType must be specified"))
-			} else if !contains(pathTypes, string(*path.PathType)) {
+			} else if !slices.Contains(pathTypes, string(*path.PathType)) {
 				errs = append(errs, field.NotSupported(pp.Child("pathType"), *path.PathType, pathTypes))
 			} else if *path.PathType != networkingv1.PathTypeImplementationSpecific && !strings.HasPrefix(path.Path, "/") {
 				errs = append(errs, field.Invalid(pp.Child("path"), path.Path, "must be an absolute path"))
@@ -177,15 +178,6 @@ func validateIngress(obj runtime.Object) field.ErrorList {
 	return errs
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 func validateIngressClass(obj runtime.Object) field.ErrorList {
 	ic := obj.(*networkingv1.IngressClass)
 	p := field.NewPath("spec", "controller")
@@ -193,11 +185,6 @@ func validateIngressClass(obj runtime.Object) field.ErrorList {
 		return field.ErrorList{field.Required(p, "")}
 	}
 	return utilvalidation.IsDomainPrefixedPath(p, ic.Spec.Controller)
-}
-
-func col[T any](name string, f func(T) any) registry.Column {
-	return registry.Column{TableColumnDefinition: metav1.TableColumnDefinition{Name: name, Type: "string"},
-		Value: func(o runtime.Object) any { return f(any(o).(T)) }}
 }
 
 // Storage implements providers.Provider.
@@ -212,7 +199,7 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 		}),
 		ShortNames: []string{"netpol"},
 		Table: registry.Table(registry.NameColumn(),
-			col("Pod-Selector", func(n *networkingv1.NetworkPolicy) any {
+			registry.ColumnOf("Pod-Selector", "string", "", 0, func(n *networkingv1.NetworkPolicy) any {
 				s := metav1.FormatLabelSelector(&n.Spec.PodSelector)
 				if s == "<none>" {
 					return "<none>"
@@ -235,8 +222,8 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 			return &o.(*networkingv1.IngressClass).ObjectMeta
 		}),
 		Table: registry.Table(registry.NameColumn(),
-			col("Controller", func(c *networkingv1.IngressClass) any { return c.Spec.Controller }),
-			col("Parameters", func(c *networkingv1.IngressClass) any {
+			registry.ColumnOf("Controller", "string", "", 0, func(c *networkingv1.IngressClass) any { return c.Spec.Controller }),
+			registry.ColumnOf("Parameters", "string", "", 0, func(c *networkingv1.IngressClass) any {
 				if c.Spec.Parameters == nil {
 					return "<none>"
 				}
@@ -266,13 +253,13 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 		ResetSpec: func(i, old *networkingv1.Ingress) { i.Spec = old.Spec },
 		Validate:  func(i *networkingv1.Ingress) field.ErrorList { return validateIngress(i) },
 		Columns: []registry.Column{
-			col("Class", func(i *networkingv1.Ingress) any {
+			registry.ColumnOf("Class", "string", "", 0, func(i *networkingv1.Ingress) any {
 				if i.Spec.IngressClassName == nil {
 					return "<none>"
 				}
 				return *i.Spec.IngressClassName
 			}),
-			col("Hosts", func(i *networkingv1.Ingress) any {
+			registry.ColumnOf("Hosts", "string", "", 0, func(i *networkingv1.Ingress) any {
 				var hosts []string
 				for _, r := range i.Spec.Rules {
 					if r.Host != "" {
@@ -284,7 +271,7 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 				}
 				return strings.Join(hosts, ",")
 			}),
-			col("Address", func(i *networkingv1.Ingress) any {
+			registry.ColumnOf("Address", "string", "", 0, func(i *networkingv1.Ingress) any {
 				var addrs []string
 				for _, lb := range i.Status.LoadBalancer.Ingress {
 					if lb.IP != "" {
@@ -295,7 +282,7 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 				}
 				return strings.Join(addrs, ",")
 			}),
-			col("Ports", func(i *networkingv1.Ingress) any {
+			registry.ColumnOf("Ports", "string", "", 0, func(i *networkingv1.Ingress) any {
 				if len(i.Spec.TLS) > 0 {
 					return "80, 443"
 				}

@@ -83,9 +83,9 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 			return errs
 		},
 		Columns: []registry.Column{
-			col("Min Available", func(p *policyv1.PodDisruptionBudget) any { return orNA(p.Spec.MinAvailable) }),
-			col("Max Unavailable", func(p *policyv1.PodDisruptionBudget) any { return orNA(p.Spec.MaxUnavailable) }),
-			col("Allowed Disruptions", func(p *policyv1.PodDisruptionBudget) any { return int64(p.Status.DisruptionsAllowed) }),
+			registry.ColumnOf("Min Available", "string", "", 0, func(p *policyv1.PodDisruptionBudget) any { return orNA(p.Spec.MinAvailable) }),
+			registry.ColumnOf("Max Unavailable", "string", "", 0, func(p *policyv1.PodDisruptionBudget) any { return orNA(p.Spec.MaxUnavailable) }),
+			registry.ColumnOf("Allowed Disruptions", "string", "", 0, func(p *policyv1.PodDisruptionBudget) any { return int64(p.Status.DisruptionsAllowed) }),
 			registry.AgeColumn(),
 		},
 	}
@@ -94,11 +94,6 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 		return nil, err
 	}
 	return map[string]map[string]rest.Storage{"v1": s}, nil
-}
-
-func col(name string, f func(*policyv1.PodDisruptionBudget) any) registry.Column {
-	return registry.Column{TableColumnDefinition: metav1.TableColumnDefinition{Name: name, Type: "string"},
-		Value: func(o runtime.Object) any { return f(o.(*policyv1.PodDisruptionBudget)) }}
 }
 
 func orNA(v *intstr.IntOrString) string {

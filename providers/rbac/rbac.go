@@ -5,6 +5,7 @@ package rbac
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -107,7 +108,7 @@ func validateBinding(ref rbacv1.RoleRef, subjects []rbacv1.Subject, namespaced b
 	if namespaced {
 		kinds = []string{"Role", "ClusterRole"}
 	}
-	if !contains(kinds, ref.Kind) {
+	if !slices.Contains(kinds, ref.Kind) {
 		errs = append(errs, field.NotSupported(rp.Child("kind"), ref.Kind, kinds))
 	}
 	if ref.Name == "" {
@@ -149,15 +150,6 @@ func validateSubject(s rbacv1.Subject, namespaced bool, p *field.Path) field.Err
 		errs = append(errs, field.NotSupported(p.Child("kind"), s.Kind, []string{rbacv1.ServiceAccountKind, rbacv1.UserKind, rbacv1.GroupKind}))
 	}
 	return errs
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // kind describes one RBAC resource for storage.

@@ -6,9 +6,12 @@ package registry
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -130,6 +133,24 @@ func ResetSpec(gv schema.GroupVersion, extra ...string) map[fieldpath.APIVersion
 type Column struct {
 	metav1.TableColumnDefinition
 	Value func(obj runtime.Object) any
+}
+
+// ColumnOf is a column computed from objects of type T.
+func ColumnOf[T any](name, typ, desc string, priority int32, f func(T) any) Column {
+	return Column{
+		TableColumnDefinition: metav1.TableColumnDefinition{Name: name, Type: typ, Description: desc, Priority: priority},
+		Value:                 func(o runtime.Object) any { return f(any(o).(T)) },
+	}
+}
+
+// NonNegative checks that each named field under p is not negative, in name
+// order.
+func NonNegative(p *field.Path, fields map[string]int32) field.ErrorList {
+	var errs field.ErrorList
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		errs = append(errs, apivalidation.ValidateNonnegativeField(int64(fields[name]), p.Child(name))...)
+	}
+	return errs
 }
 
 // NameColumn is the NAME column every kubectl table starts with.
