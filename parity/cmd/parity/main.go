@@ -1,0 +1,132 @@
+// Command parity replays parity/scenarios against the real kube-apiserver
+// v1.37.2 and against kubeembed, prints "N identical, M different" and
+// writes PARITY.md. parity/run.sh builds the binaries it needs and runs it.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"regexp"
+	"runtime"
+	"time"
+
+	"github.com/kubeembed/apiserver/parity/runner"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "parity:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		etcd      = flag.String("etcd", "", "etcd binary")
+		apiserver = flag.String("kube-apiserver", "", "kube-apiserver binary")
+		scenarios = flag.String("scenarios", "scenarios", "directory of scenario files")
+		report    = flag.String("report", "PARITY.md", "report to write; empty for none")
+		runRE     = flag.String("run", "", "only scenarios whose area/name matches this regexp")
+		parallel  = flag.Int("parallel", 4, "scenarios run at once")
+		verbose   = flag.Bool("v", false, "print every scenario")
+		refURL    = flag.String("reference-url", "", "use this running kube-apiserver instead of starting one (development)")
+		refToken  = flag.String("reference-token", "", "admin token of -reference-url")
+	)
+	flag.Parse()
+	if (*etcd == "" || *apiserver == "") && *refURL == "" {
+		return errors.New("-etcd and -kube-apiserver are required (parity/run.sh builds them)")
+	}
+	var re *regexp.Regexp
+	if *runRE != "" {
+		var err error
+		if re, err = regexp.Compile(*runRE); err != nil {
+			return fmt.Errorf("-run: %w", err)
+		}
+	}
+	list, err := runner.Load(*scenarios, re)
+	if err != nil {
+		return err
+	}
+	if len(list) == 0 {
+		return fmt.Errorf("no scenario matches %q", *runRE)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	token := randomToken()
+	dir, err := os.MkdirTemp("", "parity-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	start := time.Now()
+	ref := &runner.Reference{Target: runner.Target{Name: "kube-apiserver", URL: *refURL, Token: *refToken}}
+	if *refURL == "" {
+		if ref, err = runner.StartReference(ctx, *etcd, *apiserver, dir, token); err != nil {
+			return fmt.Errorf("start kube-apiserver: %w", err)
+		}
+		defer ref.Stop()
+	}
+	cand, err := runner.StartCandidate(ctx, token)
+	if err != nil {
+		return fmt.Errorf("start kubeembed: %w", err)
+	}
+	defer cand.Stop()
+	fmt.Printf("servers ready in %s; running %d scenarios\n", time.Since(start).Round(time.Millisecond), len(list))
+
+	_, cidr, _ := net.ParseCIDR(runner.ServiceCIDR)
+	r := &runner.Runner{Reference: &ref.Target, Candidate: &cand.Target, ServiceCIDR: cidr, Parallel: *parallel}
+	results := r.Run(ctx, list)
+	for _, res := range results {
+		switch {
+		case res.SetupErr != "":
+			fmt.Printf("DIFF %s: setup: %s\n", res.Scenario.FullName(), res.SetupErr)
+		case !res.Identical():
+			fmt.Printf("DIFF %s\n", res.Scenario.FullName())
+			for i, s := range res.Steps {
+				if s.Diff != "" {
+					fmt.Printf("  step %d %s %s:\n%s\n", i+1, s.Step.Verb, s.Step.Path, s.Diff)
+				}
+			}
+		case *verbose:
+			fmt.Printf("ok   %s\n", res.Scenario.FullName())
+		}
+	}
+	all, _ := runner.Summarise(results)
+	fmt.Printf("%d identical, %d different (%.1f%%)\n", all.Identical, all.Different, all.Percent())
+	if *report != "" {
+		var b bytes.Buffer
+		header := fmt.Sprintf("Written by `parity/run.sh%s` on %s (%s/%s, %d CPUs); %d scenarios in %s.\n",
+			runFlag(*runRE), time.Now().UTC().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(),
+			len(list), time.Since(start).Round(time.Second))
+		if err := runner.WriteReport(&b, header, results); err != nil {
+			return err
+		}
+		if err := os.WriteFile(*report, b.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func runFlag(re string) string {
+	if re == "" {
+		return ""
+	}
+	return fmt.Sprintf(" -run '%s'", re)
+}
+
+func randomToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

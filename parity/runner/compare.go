@@ -1,0 +1,164 @@
+package runner
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// StepResult is the comparison of one step.
+type StepResult struct {
+	Step Step
+	// Diff is empty when the normalised responses are identical; otherwise
+	// a cmp.Diff with the real server as "-" and kubeembed as "+".
+	Diff string
+}
+
+// Result is the comparison of one scenario.
+type Result struct {
+	Scenario Scenario
+	Steps    []StepResult
+	// SetupErr is set when the scenario could not be prepared (its namespace
+	// was refused); such a scenario counts as different.
+	SetupErr string
+}
+
+// Identical reports whether every step matched.
+func (r Result) Identical() bool {
+	if r.SetupErr != "" {
+		return false
+	}
+	for _, s := range r.Steps {
+		if s.Diff != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// Runner runs scenarios against a reference server (the real
+// kube-apiserver) and a candidate (kubeembed).
+type Runner struct {
+	Reference, Candidate *Target
+	// ServiceCIDR is the service IP range both servers were given.
+	ServiceCIDR *net.IPNet
+	// Parallel scenarios at once (default 4): they never share objects.
+	Parallel int
+}
+
+// Run runs every scenario and returns the results in the same order.
+func (r *Runner) Run(ctx context.Context, scenarios []Scenario) []Result {
+	results := make([]Result, len(scenarios))
+	sem := make(chan struct{}, max(r.Parallel, 1))
+	if r.Parallel == 0 {
+		sem = make(chan struct{}, 4)
+	}
+	var wg sync.WaitGroup
+	for i, s := range scenarios {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			results[i] = r.RunOne(ctx, s)
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
+// RunOne runs one scenario on both servers and compares them step by step.
+func (r *Runner) RunOne(ctx context.Context, s Scenario) Result {
+	res := Result{Scenario: s}
+	var ref, cand []Response
+	for _, t := range []*Target{r.Reference, r.Candidate} {
+		if err := setup(ctx, t, s.ID()); err != "" {
+			res.SetupErr = t.Name + ": " + err
+			return res
+		}
+		resps := run(ctx, t, s)
+		if t == r.Reference {
+			ref = resps
+		} else {
+			cand = resps
+		}
+	}
+	ref, cand = NormaliseAll(r.ServiceCIDR, ref), NormaliseAll(r.ServiceCIDR, cand)
+	for i, st := range s.Steps {
+		res.Steps = append(res.Steps, StepResult{Step: st, Diff: diffStep(st, ref[i], cand[i])})
+	}
+	return res
+}
+
+// setup creates the scenario's namespace and its default service account,
+// as the service account controller of a real cluster would.
+func setup(ctx context.Context, t *Target, ns string) string {
+	steps := []Step{
+		{Verb: "POST", Path: "/api/v1/namespaces", Body: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}},
+		{Verb: "POST", Path: "/api/v1/namespaces/" + ns + "/serviceaccounts", Body: map[string]any{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": map[string]any{"name": "default"}}},
+	}
+	for _, st := range steps {
+		r := t.Do(ctx, st, ns, ns, nil)
+		if r.Code != 201 && r.Code != 409 {
+			return st.Path + ": " + compactJSON(r.Body) + r.Err
+		}
+	}
+	return ""
+}
+
+func run(ctx context.Context, t *Target, s Scenario) []Response {
+	earlier := map[string]Response{}
+	out := make([]Response, 0, len(s.Steps))
+	for _, st := range s.Steps {
+		resp := t.Do(ctx, st, s.ID(), s.ID(), earlier)
+		if st.Until != 0 {
+			deadline := time.Now().Add(st.timeout())
+			for resp.Code != st.Until && time.Now().Before(deadline) && ctx.Err() == nil {
+				time.Sleep(50 * time.Millisecond) // polling a server's asynchronous work
+				resp = t.Do(ctx, st, s.ID(), s.ID(), earlier)
+			}
+		}
+		if st.Name != "" {
+			earlier[st.Name] = resp
+		}
+		out = append(out, resp)
+	}
+	return out
+}
+
+// comparable is what a step compares.
+type comparable struct {
+	Code    int
+	Headers map[string][]string
+	Body    any
+	Events  []any
+	Err     string
+}
+
+func view(st Step, r Response) comparable {
+	c := comparable{Code: r.Code, Body: r.Body, Events: r.Events, Err: r.Err, Headers: r.Headers}
+	for _, p := range st.Ignore {
+		path := strings.Split(p, ".")
+		dropPath(c.Body, path)
+		for _, e := range c.Events {
+			if em, ok := e.(map[string]any); ok {
+				dropPath(em["object"], path)
+			}
+		}
+	}
+	if st.StatusOnly {
+		reason := ""
+		if m, ok := r.Body.(map[string]any); ok && m["kind"] == "Status" {
+			reason, _ = m["reason"].(string)
+		}
+		c = comparable{Code: r.Code, Body: reason, Headers: map[string][]string{"Content-Type": r.Headers["Content-Type"]}}
+	}
+	return c
+}
+
+func diffStep(st Step, ref, cand Response) string {
+	return cmp.Diff(view(st, ref), view(st, cand))
+}

@@ -1,0 +1,216 @@
+package runner
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Target is a running API server, reached over HTTPS like any client does.
+type Target struct {
+	Name  string
+	URL   string
+	Token string // admin bearer token (system:masters)
+	// Client defaults to one that skips certificate checks: both servers
+	// use certificates of their own making, and parity is about the API.
+	Client *http.Client
+}
+
+func (t *Target) client() *http.Client {
+	if t.Client == nil {
+		t.Client = &http.Client{Transport: &http.Transport{
+			TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback test servers
+			MaxIdleConnsPerHost: 16,
+		}}
+	}
+	return t.Client
+}
+
+// Response is what a step got back, before normalisation.
+type Response struct {
+	Code    int
+	Headers map[string][]string
+	// Body is the decoded JSON body, or the raw body as a string when it is
+	// not JSON; Events holds a watch's events instead.
+	Body   any
+	Events []any
+	Err    string // transport error, if any
+}
+
+var comparedHeaders = []string{"Content-Type", "Warning", "Location"}
+
+// MaxBody caps what is read of one response.
+const MaxBody = 16 << 20
+
+// Do runs one step against the target, with ns and id substituted, and
+// responses of the earlier steps (by step name) for {rv:...} and {uid:...}.
+func (t *Target) Do(ctx context.Context, st Step, ns, id string, earlier map[string]Response) Response {
+	sub := func(s string) string {
+		s = strings.NewReplacer("{ns}", ns, "{id}", id).Replace(s)
+		return refRE.ReplaceAllStringFunc(s, func(m string) string {
+			p := refRE.FindStringSubmatch(m)
+			obj, _ := earlier[p[2]].Body.(map[string]any)
+			meta, _ := obj["metadata"].(map[string]any)
+			key := map[string]string{"rv": "resourceVersion", "uid": "uid"}[p[1]]
+			v, _ := meta[key].(string)
+			return v
+		})
+	}
+	q := url.Values{}
+	for k, v := range st.Query {
+		q.Set(k, sub(v))
+	}
+	method := st.Verb
+	if method == "WATCH" {
+		method = http.MethodGet
+		q.Set("watch", "true")
+	}
+	u := t.URL + sub(st.Path)
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	var body io.Reader
+	ct := st.ContentType
+	switch {
+	case st.Raw != "":
+		body = strings.NewReader(sub(st.Raw))
+	case st.Body != nil:
+		b, err := json.Marshal(st.Body)
+		if err != nil {
+			return Response{Err: err.Error()}
+		}
+		body = strings.NewReader(sub(string(b)))
+	}
+	if body != nil && ct == "" {
+		ct = "application/json"
+		if method == http.MethodPatch {
+			ct = "application/merge-patch+json"
+		}
+	}
+	if st.Verb == "WATCH" {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, st.timeout())
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return Response{Err: err.Error()}
+	}
+	req.Header.Set("User-Agent", "parity")
+	if ct != "" {
+		req.Header.Set("Content-Type", ct)
+	}
+	if st.Accept != "" {
+		req.Header.Set("Accept", st.Accept)
+	}
+	for k, v := range st.Headers {
+		req.Header.Set(k, sub(v))
+	}
+	if st.User != "anonymous" {
+		req.Header.Set("Authorization", "Bearer "+t.Token)
+	}
+	if st.User != "" && st.User != "anonymous" {
+		req.Header.Set("Impersonate-User", st.User)
+		for _, g := range st.Groups {
+			req.Header.Add("Impersonate-Group", g)
+		}
+	}
+	resp, err := t.client().Do(req)
+	if err != nil {
+		return Response{Err: err.Error()}
+	}
+	defer resp.Body.Close()
+	out := Response{Code: resp.StatusCode, Headers: map[string][]string{}}
+	for _, h := range comparedHeaders {
+		if v := resp.Header.Values(h); len(v) > 0 {
+			out.Headers[h] = v
+		}
+	}
+	if st.Verb == "WATCH" && resp.StatusCode == http.StatusOK {
+		out.Events = readEvents(resp.Body, max(st.Events, 1))
+		return out
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
+	if err != nil {
+		out.Err = err.Error()
+	}
+	out.Body = decodeBody(resp.Header.Get("Content-Type"), data)
+	return out
+}
+
+// readEvents reads up to n newline-delimited JSON watch events; it stops
+// early when the stream ends or the step's deadline closes it.
+func readEvents(r io.Reader, n int) []any {
+	var events []any
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), MaxBody)
+	for len(events) < n && sc.Scan() {
+		var ev any
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			ev = sc.Text()
+		}
+		events = append(events, ev)
+	}
+	return events
+}
+
+func decodeBody(contentType string, data []byte) any {
+	if len(data) == 0 {
+		return nil
+	}
+	ct := strings.ToLower(contentType)
+	switch {
+	case strings.Contains(ct, "json"):
+		var v any
+		if err := json.Unmarshal(data, &v); err == nil {
+			return v
+		}
+	case strings.Contains(ct, "yaml"):
+		var v any
+		if err := yaml.Unmarshal(data, &v); err == nil {
+			return map[string]any{"yaml": v}
+		}
+	case strings.Contains(ct, "protobuf"):
+		// Protobuf bodies embed resource versions and uids as bytes; compare
+		// that one came back, and its content type (compared as a header).
+		return "<protobuf>"
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// WaitReady polls /readyz as the admin until it answers 200 or ctx ends.
+func (t *Target) WaitReady(ctx context.Context) error {
+	var last string
+	for {
+		r := t.Do(ctx, Step{Verb: "GET", Path: "/readyz"}, "", "", nil)
+		if r.Code == http.StatusOK {
+			return nil
+		}
+		last = fmt.Sprintf("code %d %v %s", r.Code, r.Body, r.Err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready: %s: %w", t.Name, last, errors.Join(ctx.Err()))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// compactJSON is used in reports.
+func compactJSON(v any) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	return strings.TrimSpace(b.String())
+}

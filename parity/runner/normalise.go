@@ -1,0 +1,240 @@
+package runner
+
+import (
+	"fmt"
+	"net"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Normaliser rewrites what legitimately differs between two servers that
+// answer the same requests, so that what remains is a real difference:
+//
+//   - uids become <uid-N>, numbered by first appearance, so that an owner
+//     reference still points at the same object;
+//   - resource versions become <rv-N>, ranked by value, so that their order
+//     is compared but not their numbers; they are also replaced inside
+//     messages;
+//   - timestamps (RFC 3339) become <time>, a table's Age cells <age>;
+//   - a name made from generateName becomes generateName+<gen-N>;
+//   - continue tokens become <continue>;
+//   - service IPs inside ServiceCIDR become <service-ip>, node ports in
+//     30000-32767 become <node-port> (an address outside stays as it is);
+//   - host:port of the server itself becomes <server>;
+//   - the random suffix of a pod's kube-api-access-xxxxx volume becomes
+//     <rand>.
+//
+// A Normaliser is for one scenario on one server.
+type Normaliser struct {
+	ServiceCIDR *net.IPNet
+
+	uids  map[string]string
+	gens  map[string]string
+	rvs   map[string]string
+	order []string // uids, then generated names, in order of appearance
+}
+
+var (
+	timeRE   = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$`)
+	uidRE    = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	serverRE = regexp.MustCompile(`(127\.0\.0\.1|localhost|\[::1\]):\d{2,5}`)
+	digitsRE = regexp.MustCompile(`\d+`)
+	// The ServiceAccount admission plugin names the token volume it adds
+	// with a random suffix.
+	tokenVolRE = regexp.MustCompile(`\bkube-api-access-[a-z0-9]{5}\b`)
+)
+
+// NormaliseAll normalises the responses of one scenario on one server.
+func NormaliseAll(cidr *net.IPNet, resps []Response) []Response {
+	n := &Normaliser{ServiceCIDR: cidr, uids: map[string]string{}, gens: map[string]string{}, rvs: map[string]string{}}
+	var rvs []uint64
+	seen := map[uint64]bool{}
+	for _, r := range resps {
+		n.collect(r.Body, "", &rvs, seen)
+		for _, e := range r.Events {
+			n.collect(e, "", &rvs, seen)
+		}
+	}
+	sort.Slice(rvs, func(i, j int) bool { return rvs[i] < rvs[j] })
+	for i, v := range rvs {
+		n.rvs[strconv.FormatUint(v, 10)] = fmt.Sprintf("<rv-%d>", i+1)
+	}
+	out := make([]Response, len(resps))
+	for i, r := range resps {
+		o := Response{Code: r.Code, Err: n.str(r.Err), Headers: map[string][]string{}}
+		for k, vs := range r.Headers {
+			for _, v := range vs {
+				o.Headers[k] = append(o.Headers[k], n.str(v))
+			}
+		}
+		o.Body = n.rewrite(r.Body, "")
+		for _, e := range r.Events {
+			o.Events = append(o.Events, n.rewrite(e, ""))
+		}
+		out[i] = o
+	}
+	return out
+}
+
+// collect records uids, generated names and resource versions.
+func (n *Normaliser) collect(v any, key string, rvs *[]uint64, seen map[uint64]bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		if gn, ok := v["generateName"].(string); ok && gn != "" {
+			if name, ok := v["name"].(string); ok && strings.HasPrefix(name, gn) && n.gens[name] == "" {
+				n.gens[name] = fmt.Sprintf("%s<gen-%d>", gn, len(n.gens)+1)
+				n.order = append(n.order, name)
+			}
+		}
+		for k, e := range v {
+			n.collect(e, k, rvs, seen)
+		}
+	case []any:
+		for _, e := range v {
+			n.collect(e, key, rvs, seen)
+		}
+	case string:
+		switch {
+		case key == "resourceVersion":
+			if u, err := strconv.ParseUint(v, 10, 64); err == nil && !seen[u] {
+				seen[u] = true
+				*rvs = append(*rvs, u)
+			}
+		case uidRE.MatchString(v) && n.uids[v] == "":
+			n.uids[v] = fmt.Sprintf("<uid-%d>", len(n.uids)+1)
+			n.order = append(n.order, v)
+		}
+	}
+}
+
+func (n *Normaliser) rewrite(v any, key string) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			// Keys too: managed fields name list items by key, such as a
+			// generated volume name.
+			out[n.names(k)] = n.rewrite(e, k)
+		}
+		n.table(out)
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = n.rewrite(e, key)
+		}
+		return out
+	case float64:
+		if (key == "nodePort" || key == "healthCheckNodePort") && v >= 30000 && v <= 32767 {
+			return "<node-port>"
+		}
+		return v
+	case string:
+		switch key {
+		case "resourceVersion":
+			if p, ok := n.rvs[v]; ok {
+				return p
+			}
+		case "continue":
+			if v != "" {
+				return "<continue>"
+			}
+		case "clusterIP", "clusterIPs", "ip":
+			if ip := net.ParseIP(v); ip != nil && n.ServiceCIDR != nil && n.ServiceCIDR.Contains(ip) {
+				return "<service-ip>"
+			}
+		}
+		if timeRE.MatchString(v) {
+			return "<time>"
+		}
+		return n.str(v)
+	}
+	return v
+}
+
+// str replaces uids, generated names, resource versions and the server's
+// address inside a string such as a message.
+func (n *Normaliser) str(s string) string {
+	if s == "" {
+		return s
+	}
+	s = n.names(s)
+	if len(n.rvs) > 0 {
+		s = digitsRE.ReplaceAllStringFunc(s, func(d string) string {
+			if p, ok := n.rvs[d]; ok && len(d) > 1 {
+				return p
+			}
+			return d
+		})
+	}
+	return s
+}
+
+// names replaces uids, generated names and the server's address.
+func (n *Normaliser) names(s string) string {
+	for _, old := range n.order {
+		if p, ok := n.uids[old]; ok {
+			s = strings.ReplaceAll(s, old, p)
+		} else if p, ok := n.gens[old]; ok {
+			s = strings.ReplaceAll(s, old, p)
+		}
+	}
+	s = serverRE.ReplaceAllString(s, "<server>")
+	return tokenVolRE.ReplaceAllString(s, "kube-api-access-<rand>")
+}
+
+// table replaces the cells of a Table's Age column, which depend on when
+// the request ran.
+func (n *Normaliser) table(m map[string]any) {
+	if m["kind"] != "Table" {
+		return
+	}
+	cols, _ := m["columnDefinitions"].([]any)
+	age := -1
+	for i, c := range cols {
+		if cm, ok := c.(map[string]any); ok && cm["name"] == "Age" {
+			age = i
+		}
+	}
+	if age < 0 {
+		return
+	}
+	rows, _ := m["rows"].([]any)
+	for _, r := range rows {
+		rm, _ := r.(map[string]any)
+		cells, _ := rm["cells"].([]any)
+		if age < len(cells) {
+			cells[age] = "<age>"
+		}
+	}
+}
+
+// dropPath removes a dotted path from v; "*" matches every element of a
+// list or every key of a map.
+func dropPath(v any, path []string) {
+	if len(path) == 0 {
+		return
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		if path[0] == "*" {
+			for _, e := range v {
+				dropPath(e, path[1:])
+			}
+			return
+		}
+		if len(path) == 1 {
+			delete(v, path[0])
+			return
+		}
+		dropPath(v[path[0]], path[1:])
+	case []any:
+		for _, e := range v {
+			if path[0] == "*" {
+				dropPath(e, path[1:])
+			}
+		}
+	}
+}

@@ -1,0 +1,163 @@
+package runner
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func jsonValue(t *testing.T, s string) any {
+	t.Helper()
+	var v any
+	require.NoError(t, json.Unmarshal([]byte(s), &v), s)
+	return v
+}
+
+func cidr(t *testing.T) *net.IPNet {
+	_, n, err := net.ParseCIDR(ServiceCIDR)
+	require.NoError(t, err)
+	return n
+}
+
+// Two servers answering the same requests with different uids, resource
+// versions, times, generated names and allocations normalise to the same.
+func TestNormaliseMakesEquivalentResponsesEqual(t *testing.T) {
+	real := []Response{
+		{Code: 201, Body: jsonValue(t, `{"metadata":{"name":"web-x7k2p","generateName":"web-","uid":"0b6c5e2a-1111-4c2b-9d2e-1a2b3c4d5e6f","resourceVersion":"1200","creationTimestamp":"2026-11-29T10:00:00Z"},
+			"spec":{"clusterIP":"10.0.0.17","clusterIPs":["10.0.0.17"],"ports":[{"port":80,"nodePort":31000}]}}`)},
+		{Code: 200, Body: jsonValue(t, `{"metadata":{"name":"child","resourceVersion":"1350","ownerReferences":[{"name":"web-x7k2p","uid":"0b6c5e2a-1111-4c2b-9d2e-1a2b3c4d5e6f"}]}}`)},
+		{Code: 409, Body: jsonValue(t, `{"kind":"Status","message":"Operation cannot be fulfilled on x \"web-x7k2p\": precondition uid 0b6c5e2a-1111-4c2b-9d2e-1a2b3c4d5e6f, rv 1350"}`)},
+	}
+	ours := []Response{
+		{Code: 201, Body: jsonValue(t, `{"metadata":{"name":"web-ab12c","generateName":"web-","uid":"9f9f9f9f-2222-4c2b-9d2e-1a2b3c4d5e6f","resourceVersion":"307","creationTimestamp":"2026-11-29T11:22:33Z"},
+			"spec":{"clusterIP":"10.0.0.201","clusterIPs":["10.0.0.201"],"ports":[{"port":80,"nodePort":32111}]}}`)},
+		{Code: 200, Body: jsonValue(t, `{"metadata":{"name":"child","resourceVersion":"309","ownerReferences":[{"name":"web-ab12c","uid":"9f9f9f9f-2222-4c2b-9d2e-1a2b3c4d5e6f"}]}}`)},
+		{Code: 409, Body: jsonValue(t, `{"kind":"Status","message":"Operation cannot be fulfilled on x \"web-ab12c\": precondition uid 9f9f9f9f-2222-4c2b-9d2e-1a2b3c4d5e6f, rv 309"}`)},
+	}
+	a, b := NormaliseAll(cidr(t), real), NormaliseAll(cidr(t), ours)
+	assert.Empty(t, cmp.Diff(a, b))
+	meta := a[0].Body.(map[string]any)["metadata"].(map[string]any)
+	assert.Equal(t, "web-<gen-1>", meta["name"])
+	assert.Equal(t, "<uid-1>", meta["uid"])
+	assert.Equal(t, "<rv-1>", meta["resourceVersion"])
+	assert.Equal(t, "<time>", meta["creationTimestamp"])
+	assert.Contains(t, a[2].Body.(map[string]any)["message"], "rv <rv-2>")
+}
+
+// Normalisation must not hide real differences.
+func TestNormaliseKeepsDifferences(t *testing.T) {
+	for name, pair := range map[string][2]string{
+		"order of resource versions": {
+			`[{"metadata":{"resourceVersion":"5"}},{"metadata":{"resourceVersion":"309"}}]`,
+			`[{"metadata":{"resourceVersion":"309"}},{"metadata":{"resourceVersion":"5"}}]`},
+		"same uid vs two uids": {
+			`[{"metadata":{"uid":"0b6c5e2a-1111-4c2b-9d2e-1a2b3c4d5e6f"}},{"metadata":{"uid":"0b6c5e2a-1111-4c2b-9d2e-1a2b3c4d5e6f"}}]`,
+			`[{"metadata":{"uid":"0b6c5e2a-1111-4c2b-9d2e-1a2b3c4d5e6f"}},{"metadata":{"uid":"1b6c5e2a-1111-4c2b-9d2e-1a2b3c4d5e6f"}}]`},
+		"IP outside the service range": {
+			`[{"spec":{"clusterIP":"10.0.0.5"}}]`, `[{"spec":{"clusterIP":"10.1.0.5"}}]`},
+		"node port outside the range": {
+			`[{"spec":{"ports":[{"nodePort":30001}]}}]`, `[{"spec":{"ports":[{"nodePort":80}]}}]`},
+		"a name that is not generated": {
+			`[{"metadata":{"name":"a"}}]`, `[{"metadata":{"name":"b"}}]`},
+		"a missing timestamp": {
+			`[{"metadata":{"creationTimestamp":"2026-11-29T10:00:00Z"}}]`, `[{"metadata":{}}]`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var ra, rb []Response
+			for _, v := range jsonValue(t, pair[0]).([]any) {
+				ra = append(ra, Response{Code: 200, Body: v})
+			}
+			for _, v := range jsonValue(t, pair[1]).([]any) {
+				rb = append(rb, Response{Code: 200, Body: v})
+			}
+			assert.NotEmpty(t, cmp.Diff(NormaliseAll(cidr(t), ra), NormaliseAll(cidr(t), rb)))
+		})
+	}
+}
+
+func TestNormaliseTableAgeAndTokenVolume(t *testing.T) {
+	table := func(age, vol string) []Response {
+		return []Response{{Code: 200, Body: jsonValue(t, `{"kind":"Table","columnDefinitions":[{"name":"Name"},{"name":"Age"}],
+			"rows":[{"cells":["a","`+age+`"]}]}`)},
+			{Code: 200, Body: jsonValue(t, `{"spec":{"volumes":[{"name":"`+vol+`"}]},"metadata":{"managedFields":[{"fieldsV1":{"f:spec":{"f:volumes":{"k:{\"name\":\"`+vol+`\"}":{}}}}}]}}`)}}
+	}
+	a := NormaliseAll(cidr(t), table("3s", "kube-api-access-abcde"))
+	b := NormaliseAll(cidr(t), table("1m", "kube-api-access-zz9x2"))
+	assert.Empty(t, cmp.Diff(a, b))
+}
+
+func TestDiffStepIgnoreAndStatusOnly(t *testing.T) {
+	ref := Response{Code: 422, Headers: map[string][]string{"Content-Type": {"application/json"}},
+		Body: jsonValue(t, `{"kind":"Status","reason":"Invalid","message":"one","status":{"x":1}}`)}
+	cand := Response{Code: 422, Headers: map[string][]string{"Content-Type": {"application/json"}},
+		Body: jsonValue(t, `{"kind":"Status","reason":"Invalid","message":"two","status":{"x":2}}`)}
+	assert.NotEmpty(t, diffStep(Step{}, ref, cand))
+	assert.Empty(t, diffStep(Step{StatusOnly: true}, ref, cand))
+	assert.Empty(t, diffStep(Step{Ignore: []string{"message", "status.x"}}, ref, cand))
+	cand.Code = 400
+	assert.NotEmpty(t, diffStep(Step{StatusOnly: true}, ref, cand))
+}
+
+func TestKindExpandsToEveryOperation(t *testing.T) {
+	k := Kind{Name: "configmaps", Path: "/api/v1/namespaces/{ns}/configmaps",
+		Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}, Skip: map[string]string{"watch": "why"}}
+	got, err := k.Scenarios()
+	require.NoError(t, err)
+	require.Len(t, got, len(Ops)-1)
+	for _, s := range got {
+		s.Area = "a"
+		require.NoError(t, s.validate(), s.Name)
+	}
+	// The object given is never changed by the expansion.
+	assert.Nil(t, k.Object["metadata"])
+
+	_, err = Kind{Name: "x", Path: "/x", Object: map[string]any{}, Skip: map[string]string{"nope": ""}}.Scenarios()
+	assert.ErrorContains(t, err, `skip "nope" is not an operation`)
+}
+
+func TestLoadReportsEveryProblem(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600))
+	}
+	write("a.yaml", `
+scenarios:
+- name: ok
+  steps: [{verb: GET, path: /api}]
+- name: bad-verb
+  steps: [{verb: FETCH, path: /api}]
+- name: bad-ref
+  steps: [{verb: GET, path: "/api/{rv:later}"}, {name: later, verb: GET, path: /api}]
+- name: ok
+  steps: [{verb: GET, path: /apis}]
+`)
+	write("b.yaml", "scenarios: [{name: x, unknownField: 1}]")
+	_, err := Load(dir, nil)
+	require.Error(t, err)
+	for _, want := range []string{`verb "FETCH"`, `no earlier step named "later"`, `"a/ok" already defined`, "unknown field"} {
+		assert.ErrorContains(t, err, want)
+	}
+
+	write("b.yaml", "area: b\nscenarios: [{name: x, steps: [{verb: GET, path: /version}]}]")
+	write("a.yaml", "scenarios: [{name: y, steps: [{verb: GET, path: /version}]}]")
+	got, err := Load(dir, regexp.MustCompile(`^b/`))
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, "b/x", got[0].FullName())
+	assert.True(t, strings.HasPrefix(got[0].ID(), "p-"))
+}
+
+// The committed scenarios load, and there are at least 300 of them.
+func TestScenariosLoad(t *testing.T) {
+	all, err := Load("../scenarios", nil)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, len(all), 300)
+}

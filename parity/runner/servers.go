@@ -1,0 +1,174 @@
+package runner
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	kubeembed "github.com/kubeembed/apiserver"
+)
+
+// ServiceCIDR is the service range both servers are given.
+const ServiceCIDR = "10.0.0.0/24"
+
+// Reference is etcd and kube-apiserver run as child processes.
+type Reference struct {
+	Target
+	procs []*exec.Cmd
+	dir   string
+}
+
+// StartReference starts etcd and kube-apiserver from the given binaries,
+// with their data and logs under dir, and waits until kube-apiserver is
+// ready. The admin is in system:masters; authorization is RBAC, as on a
+// cluster built by kubeadm.
+func StartReference(ctx context.Context, etcdBin, apiserverBin, dir, token string) (_ *Reference, err error) {
+	r := &Reference{dir: dir}
+	defer func() {
+		if err != nil {
+			r.Stop()
+		}
+	}()
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	if err := r.start(ctx, "etcd", etcdBin,
+		"--name=parity", "--data-dir="+filepath.Join(dir, "etcd"),
+		"--listen-client-urls="+client, "--advertise-client-urls="+client,
+		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
+		"--initial-cluster=parity="+peer, "--unsafe-no-fsync", "--log-level=warn",
+	); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tokens.csv"),
+		[]byte(token+","+kubeembed.AdminUser+",admin-uid,\"system:masters\"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	keyFile := filepath.Join(dir, "sa.key")
+	if err := writeKey(keyFile); err != nil {
+		return nil, err
+	}
+	if err := r.start(ctx, "kube-apiserver", apiserverBin,
+		"--etcd-servers="+client,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		// A loopback address cannot be published in the kubernetes Endpoints.
+		"--endpoint-reconciler-type=none",
+		"--secure-port="+strconv.Itoa(ports[2]),
+		"--cert-dir="+filepath.Join(dir, "certs"),
+		"--token-auth-file="+filepath.Join(dir, "tokens.csv"),
+		"--authorization-mode=RBAC",
+		"--service-cluster-ip-range="+ServiceCIDR,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file="+keyFile,
+		"--service-account-signing-key-file="+keyFile,
+	); err != nil {
+		return nil, err
+	}
+	r.Target = Target{Name: "kube-apiserver", URL: fmt.Sprintf("https://127.0.0.1:%d", ports[2]), Token: token}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := r.WaitReady(ctx); err != nil {
+		return nil, fmt.Errorf("%w (logs in %s)", err, dir)
+	}
+	return r, nil
+}
+
+func (r *Reference) start(ctx context.Context, name, bin string, args ...string) error {
+	log, err := os.Create(filepath.Join(r.dir, name+".log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	r.procs = append(r.procs, cmd)
+	return nil
+}
+
+// Stop ends kube-apiserver, then etcd.
+func (r *Reference) Stop() {
+	for i := len(r.procs) - 1; i >= 0; i-- {
+		p := r.procs[i]
+		_ = p.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = p.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = p.Process.Kill()
+			<-done
+		}
+	}
+	r.procs = nil
+}
+
+// Candidate is kubeembed, in this process.
+type Candidate struct {
+	Target
+	srv *kubeembed.Server
+}
+
+// StartCandidate starts kubeembed with the built-in groups.
+func StartCandidate(ctx context.Context, token string) (*Candidate, error) {
+	srv, err := kubeembed.New(kubeembed.Options{AdminToken: token})
+	if err != nil {
+		return nil, err
+	}
+	if err := srv.Start(ctx); err != nil {
+		return nil, errors.Join(err, srv.Close())
+	}
+	return &Candidate{Target: Target{Name: "kubeembed", URL: srv.URL(), Token: token}, srv: srv}, nil
+}
+
+// Stop closes the server.
+func (c *Candidate) Stop() error { return c.srv.Close() }
+
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func writeKey(path string) error {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	der, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600)
+}
