@@ -73,7 +73,6 @@ func TestDeploymentDefaults(t *testing.T) {
 				DNSPolicy:                     corev1.DNSClusterFirst,
 				SecurityContext:               &corev1.PodSecurityContext{},
 				SchedulerName:                 "default-scheduler",
-				EnableServiceLinks:            ptr(true),
 			},
 		},
 	}

@@ -27,6 +27,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	basecompatibility "k8s.io/component-base/compatibility"
+
+	kubeadmission "github.com/kubeembed/apiserver/internal/admission"
 )
 
 func (s *Server) authenticator() authenticator.Request {
@@ -85,7 +87,8 @@ func authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision,
 }
 
 // newAdmission returns the admission chain: namespace lifecycle (no objects
-// in missing or terminating namespaces, no deleting the system namespaces).
+// in missing or terminating namespaces, no deleting the system namespaces),
+// then the pod plugins (service account, priority, default tolerations).
 func newAdmission(client kubernetes.Interface, dyn dynamic.Interface, factory informers.SharedInformerFactory,
 	authz authorizer.Authorizer, version basecompatibility.EffectiveVersion) (admission.Interface, error) {
 	nsLifecycle, err := lifecycle.NewLifecycle(sets.New(metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic))
@@ -97,5 +100,5 @@ func newAdmission(client kubernetes.Interface, dyn dynamic.Interface, factory in
 	if err := admission.ValidateInitialization(nsLifecycle); err != nil {
 		return nil, fmt.Errorf("namespace lifecycle admission: %w", err)
 	}
-	return admission.NewChainHandler(nsLifecycle), nil
+	return admission.NewChainHandler(nsLifecycle, kubeadmission.NewPods(client)), nil
 }

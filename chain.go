@@ -257,12 +257,17 @@ func (sh *shared) genericConfig(codecs serializer.CodecFactory, getter generic.R
 type restOptionsGetter struct {
 	factory   serverstorage.StorageFactory
 	decorator generic.StorageDecorator
+	// untyped clears apiVersion and kind of the objects storage decodes.
+	untyped bool
 }
 
 func (g restOptionsGetter) GetRESTOptions(resource schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
 	cfg, err := g.factory.NewConfig(resource, example)
 	if err != nil {
 		return generic.RESTOptions{}, fmt.Errorf("storage for %v: %w", resource, err)
+	}
+	if g.untyped {
+		cfg.Codec = untypedCodec{cfg.Codec}
 	}
 	return generic.RESTOptions{
 		StorageConfig:           cfg,
@@ -271,6 +276,24 @@ func (g restOptionsGetter) GetRESTOptions(resource schema.GroupResource, example
 		DeleteCollectionWorkers: 1,
 		ResourcePrefix:          g.factory.ResourcePrefix(resource),
 	}, nil
+}
+
+// untypedCodec makes the built-in objects read from storage look like
+// kube-apiserver's. It decodes storage into internal types, which have no
+// apiVersion and kind, so that the items of a list it serves carry none
+// (only the list itself is typed when encoded). The providers use the
+// k8s.io/api types as their internal version too, which the codec leaves
+// typed. Custom resources (unstructured) keep theirs, as on kube-apiserver.
+type untypedCodec struct{ runtime.Codec }
+
+func (c untypedCodec) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	obj, gvk, err := c.Codec.Decode(data, defaults, into)
+	if obj != nil {
+		if _, ok := obj.(runtime.Unstructured); !ok {
+			obj.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+		}
+	}
+	return obj, gvk, err
 }
 
 // simpleGetter stores every resource with one codec, under group/resource,
@@ -318,7 +341,7 @@ func (s *Server) coreTier(sh *shared, delegate genericapiserver.DelegationTarget
 		serverstorage.NewDefaultResourceEncodingConfig(scheme), resources, nil)
 	// events.k8s.io events are core events, stored once.
 	factory.AddCohabitatingResources(corev1.Resource("events"), eventsv1.Resource("events"))
-	getter := restOptionsGetter{factory: factory, decorator: sh.decorator}
+	getter := restOptionsGetter{factory: factory, decorator: sh.decorator, untyped: true}
 
 	gc := sh.genericConfig(codecs, getter, resources)
 	server, err := gc.Complete().New("kube-apiserver", delegate)

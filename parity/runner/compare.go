@@ -48,6 +48,9 @@ type Runner struct {
 	ServiceCIDR *net.IPNet
 	// Parallel scenarios at once (default 4): they never share objects.
 	Parallel int
+	// Salt makes scenario IDs (namespaces, names) unique to this run, for a
+	// reference server reused across runs.
+	Salt string
 }
 
 // Run runs every scenario and returns the results in the same order.
@@ -75,11 +78,11 @@ func (r *Runner) RunOne(ctx context.Context, s Scenario) Result {
 	res := Result{Scenario: s}
 	var ref, cand []Response
 	for _, t := range []*Target{r.Reference, r.Candidate} {
-		if err := setup(ctx, t, s.ID()); err != "" {
+		if err := setup(ctx, t, s.ID(r.Salt)); err != "" {
 			res.SetupErr = t.Name + ": " + err
 			return res
 		}
-		resps := run(ctx, t, s)
+		resps := run(ctx, t, s, s.ID(r.Salt))
 		if t == r.Reference {
 			ref = resps
 		} else {
@@ -109,16 +112,16 @@ func setup(ctx context.Context, t *Target, ns string) string {
 	return ""
 }
 
-func run(ctx context.Context, t *Target, s Scenario) []Response {
+func run(ctx context.Context, t *Target, s Scenario, id string) []Response {
 	earlier := map[string]Response{}
 	out := make([]Response, 0, len(s.Steps))
 	for _, st := range s.Steps {
-		resp := t.Do(ctx, st, s.ID(), s.ID(), earlier)
+		resp := t.Do(ctx, st, id, id, earlier)
 		if st.Until != 0 {
 			deadline := time.Now().Add(st.timeout())
 			for resp.Code != st.Until && time.Now().Before(deadline) && ctx.Err() == nil {
 				time.Sleep(50 * time.Millisecond) // polling a server's asynchronous work
-				resp = t.Do(ctx, st, s.ID(), s.ID(), earlier)
+				resp = t.Do(ctx, st, id, id, earlier)
 			}
 		}
 		if st.Name != "" {

@@ -86,7 +86,7 @@ func (k Kind) Scenarios() ([]Scenario, error) {
 			{Verb: "PATCH", Path: item, Query: map[string]string{"fieldManager": "parity"}, ContentType: "application/apply-patch+yaml", Body: obj(a, nil)},
 			{Verb: "PATCH", Path: item, Query: map[string]string{"fieldManager": "parity"}, ContentType: "application/apply-patch+yaml", Body: obj(a, map[string]any{"x": "y"})},
 		},
-		"invalid-name":  {{Verb: "POST", Path: k.Path, Body: obj("Bad_Name", nil)}},
+		"invalid-name":  {{Verb: "POST", Path: k.Path, Body: obj("{id}_Bad", nil)}},
 		"generate-name": {{Verb: "POST", Path: k.Path, Body: obj("{id}-", nil)}},
 		"watch": {create(a, "ca"), create(b, "cb"),
 			{Verb: "PATCH", Path: item, Body: map[string]any{"metadata": map[string]any{"labels": map[string]any{"x": "y"}}}},

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"regexp"
 	"sort"
@@ -16,7 +17,7 @@ import (
 //     reference still points at the same object;
 //   - resource versions become <rv-N>, ranked by value, so that their order
 //     is compared but not their numbers; they are also replaced inside
-//     messages;
+//     messages; a list's own resource version becomes <list-rv>;
 //   - timestamps (RFC 3339) become <time>, a table's Age cells <age>;
 //   - a name made from generateName becomes generateName+<gen-N>;
 //   - continue tokens become <continue>;
@@ -40,7 +41,7 @@ var (
 	timeRE   = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$`)
 	uidRE    = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 	serverRE = regexp.MustCompile(`(127\.0\.0\.1|localhost|\[::1\]):\d{2,5}`)
-	digitsRE = regexp.MustCompile(`\d+`)
+	digitsRE = regexp.MustCompile(`\b\d+\b`)
 	// The ServiceAccount admission plugin names the token volume it adds
 	// with a random suffix.
 	tokenVolRE = regexp.MustCompile(`\bkube-api-access-[a-z0-9]{5}\b`)
@@ -78,10 +79,24 @@ func NormaliseAll(cidr *net.IPNet, resps []Response) []Response {
 	return out
 }
 
+func isList(m map[string]any) bool {
+	_, items := m["items"]
+	return items || m["kind"] == "Table"
+}
+
 // collect records uids, generated names and resource versions.
 func (n *Normaliser) collect(v any, key string, rvs *[]uint64, seen map[uint64]bool) {
 	switch v := v.(type) {
 	case map[string]any:
+		if isList(v) {
+			// Not ranked: see rewrite.
+			for k, e := range v {
+				if k != "metadata" {
+					n.collect(e, k, rvs, seen)
+				}
+			}
+			return
+		}
 		if gn, ok := v["generateName"].(string); ok && gn != "" {
 			if name, ok := v["name"].(string); ok && strings.HasPrefix(name, gn) && n.gens[name] == "" {
 				n.gens[name] = fmt.Sprintf("%s<gen-%d>", gn, len(n.gens)+1)
@@ -113,6 +128,17 @@ func (n *Normaliser) rewrite(v any, key string) any {
 	switch v := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(v))
+		if isList(v) {
+			// A list's resource version is the server's latest revision,
+			// which background writes (leases, events) move on the real
+			// server; only its presence is compared.
+			if meta, ok := v["metadata"].(map[string]any); ok && meta["resourceVersion"] != nil {
+				meta = maps.Clone(meta)
+				meta["resourceVersion"] = "<list-rv>"
+				v = maps.Clone(v)
+				v["metadata"] = meta
+			}
+		}
 		for k, e := range v {
 			// Keys too: managed fields name list items by key, such as a
 			// generated volume name.
@@ -149,7 +175,10 @@ func (n *Normaliser) rewrite(v any, key string) any {
 		if timeRE.MatchString(v) {
 			return "<time>"
 		}
-		return n.str(v)
+		if key == "message" {
+			return n.str(v)
+		}
+		return n.names(v)
 	}
 	return v
 }

@@ -152,7 +152,7 @@ scenarios:
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	assert.Equal(t, "b/x", got[0].FullName())
-	assert.True(t, strings.HasPrefix(got[0].ID(), "p-"))
+	assert.True(t, strings.HasPrefix(got[0].ID(""), "p-"))
 }
 
 // The committed scenarios load, and there are at least 300 of them.

@@ -88,10 +88,11 @@ func (s Step) timeout() time.Duration {
 	return 5 * time.Second
 }
 
-// ID is the scenario's stable short identifier: a DNS label derived from its
-// area and name, used as its namespace and as {id}.
-func (s Scenario) ID() string {
-	sum := sha256.Sum256([]byte(s.Area + "/" + s.Name))
+// ID is the scenario's short identifier: a DNS label derived from its area,
+// name and a salt (empty for a fresh server), used as its namespace and as
+// {id}.
+func (s Scenario) ID(salt string) string {
+	sum := sha256.Sum256([]byte(salt + s.Area + "/" + s.Name))
 	return "p-" + hex.EncodeToString(sum[:])[:10]
 }
 

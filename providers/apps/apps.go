@@ -116,7 +116,9 @@ var deployments = registry.Workload[*appsv1.Deployment]{
 	NewObj:  func() runtime.Object { return &appsv1.Deployment{} },
 	NewList: func() runtime.Object { return &appsv1.DeploymentList{} },
 	Meta:    func(d *appsv1.Deployment) *metav1.ObjectMeta { return &d.ObjectMeta },
-	Spec:    func(d *appsv1.Deployment) any { return d.Spec },
+	// A change of annotations is a new generation too (kube-apiserver's
+	// deployment strategy; rollbacks were requested by annotation).
+	Spec: func(d *appsv1.Deployment) any { return []any{d.Spec, d.Annotations} },
 	ResetStatus: func(d, old *appsv1.Deployment) {
 		d.Status = appsv1.DeploymentStatus{}
 		if old != nil {

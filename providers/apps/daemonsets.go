@@ -1,8 +1,11 @@
 package apps
 
 import (
+	"strconv"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -14,7 +17,20 @@ import (
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
+// templateGeneration is the annotation in which apps/v1 keeps a DaemonSet's
+// template generation: 1 on create, counted by the server on template
+// changes whatever the client sends.
+const templateGeneration = "deprecated.daemonset.template.generation"
+
 func defaultDaemonSet(d *appsv1.DaemonSet) {
+	// Set when decoded, so that on create the annotation is among the
+	// fields the request's manager owns, as on kube-apiserver.
+	if _, ok := d.Annotations[templateGeneration]; !ok {
+		if d.Annotations == nil {
+			d.Annotations = map[string]string{}
+		}
+		d.Annotations[templateGeneration] = "1"
+	}
 	u := &d.Spec.UpdateStrategy
 	if u.Type == "" {
 		u.Type = appsv1.RollingUpdateDaemonSetStrategyType
@@ -53,6 +69,22 @@ var daemonSets = registry.Workload[*appsv1.DaemonSet]{
 		}
 	},
 	ResetSpec: func(d, old *appsv1.DaemonSet) { d.Spec = old.Spec },
+	PrepareCreate: func(d *appsv1.DaemonSet) {
+		if d.Annotations == nil {
+			d.Annotations = map[string]string{}
+		}
+		d.Annotations[templateGeneration] = "1"
+	},
+	PrepareUpdate: func(d, old *appsv1.DaemonSet) {
+		gen, _ := strconv.ParseInt(old.Annotations[templateGeneration], 10, 64)
+		if !apiequality.Semantic.DeepEqual(d.Spec.Template, old.Spec.Template) {
+			gen++
+		}
+		if d.Annotations == nil {
+			d.Annotations = map[string]string{}
+		}
+		d.Annotations[templateGeneration] = strconv.FormatInt(gen, 10)
+	},
 	Validate: func(d *appsv1.DaemonSet) field.ErrorList {
 		p := field.NewPath("spec")
 		errs := registry.NonNegative(p, map[string]int32{"minReadySeconds": d.Spec.MinReadySeconds})

@@ -46,6 +46,10 @@ func (Provider) Install(scheme *runtime.Scheme) error {
 
 func defaultJob(j *batchv1.Job) {
 	defaultJobSpec(&j.Spec)
+	if j.Spec.ManualSelector == nil {
+		f := false
+		j.Spec.ManualSelector = &f
+	}
 	// A Job without labels takes its pod template's.
 	if len(j.Labels) == 0 && j.Spec.Template.Labels != nil {
 		j.Labels = j.Spec.Template.Labels
@@ -111,7 +115,9 @@ func defaultCronJob(c *batchv1.CronJob) {
 		v := int32(1)
 		c.Spec.FailedJobsHistoryLimit = &v
 	}
-	defaultJobSpec(&c.Spec.JobTemplate.Spec)
+	// Only the pod template: kube-apiserver leaves the job spec inside a
+	// CronJob to be defaulted when the Job is created.
+	core.DefaultPodTemplateSpec(&c.Spec.JobTemplate.Spec.Template)
 }
 
 // Storage implements providers.Provider.
@@ -132,10 +138,13 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 var jobs = registry.Workload[*batchv1.Job]{
 	GroupVersion: batchv1.SchemeGroupVersion, Categories: []string{"all"},
 	Resource: "jobs", Singular: "job",
-	NewObj:  func() runtime.Object { return &batchv1.Job{} },
-	NewList: func() runtime.Object { return &batchv1.JobList{} },
-	Meta:    func(j *batchv1.Job) *metav1.ObjectMeta { return &j.ObjectMeta },
-	Spec:    func(j *batchv1.Job) any { return j.Spec },
+	// batch/v1 keeps a deleted Job's pods unless asked otherwise.
+	OrphanByDefault: true,
+	DeleteWarning:   "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning",
+	NewObj:          func() runtime.Object { return &batchv1.Job{} },
+	NewList:         func() runtime.Object { return &batchv1.JobList{} },
+	Meta:            func(j *batchv1.Job) *metav1.ObjectMeta { return &j.ObjectMeta },
+	Spec:            func(j *batchv1.Job) any { return j.Spec },
 	ResetStatus: func(j, old *batchv1.Job) {
 		j.Status = batchv1.JobStatus{}
 		if old != nil {

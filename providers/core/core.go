@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage/names"
 
@@ -38,6 +40,15 @@ func (Provider) Install(scheme *runtime.Scheme) error {
 	scheme.AddTypeDefaultingFunc(&corev1.Service{}, func(obj any) { defaultService(obj.(*corev1.Service)) })
 	scheme.AddTypeDefaultingFunc(&corev1.PersistentVolumeClaim{}, func(obj any) { defaultPVC(obj.(*corev1.PersistentVolumeClaim)) })
 	scheme.AddTypeDefaultingFunc(&corev1.PersistentVolume{}, func(obj any) { defaultPV(obj.(*corev1.PersistentVolume)) })
+	// The name label is a default too (so the writer owns it in managed
+	// fields), and set again once a generated name is known.
+	scheme.AddTypeDefaultingFunc(&corev1.Namespace{}, func(obj any) {
+		if ns := obj.(*corev1.Namespace); ns.Name != "" {
+			setNameLabel(ns)
+		}
+	})
+	scheme.AddTypeDefaultingFunc(&corev1.Endpoints{}, func(obj any) { defaultEndpoints(obj.(*corev1.Endpoints)) })
+	scheme.AddTypeDefaultingFunc(&corev1.LimitRange{}, func(obj any) { defaultLimitRange(obj.(*corev1.LimitRange)) })
 	scheme.AddTypeDefaultingFunc(&corev1.PodTemplate{}, func(obj any) { DefaultPodTemplateSpec(&obj.(*corev1.PodTemplate).Template) })
 	gv := corev1.SchemeGroupVersion
 	for _, fl := range []struct {
@@ -95,13 +106,33 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 		{"endpoints", endpoints.storage},
 		{"podtemplates", podTemplates.storage},
 		{"limitranges", limitRanges.storage},
-		{"persistentvolumes", persistentVolumes.storage},
+		{"persistentvolumes", pvStorage},
 	} {
 		if err := add(b.name, b.build); err != nil {
 			return nil, err
 		}
 	}
+	defaultServiceAccounts(s["namespaces"].(*namespaceREST).Store.Store, s["serviceaccounts"].(*registry.Store).Store)
 	return map[string]map[string]rest.Storage{"v1": s}, nil
+}
+
+// defaultServiceAccounts gives every new namespace its "default" service
+// account before the namespace's create returns, as the service account
+// controller of a cluster does soon after: the ServiceAccount admission
+// plugin refuses pods whose service account is missing, and a test should
+// not race a controller to create its first pod.
+func defaultServiceAccounts(namespaces, serviceAccounts *genericregistry.Store) {
+	namespaces.AfterCreate = func(obj runtime.Object, opts *metav1.CreateOptions) {
+		ns, ok := obj.(*corev1.Namespace)
+		if !ok || len(opts.DryRun) > 0 {
+			return
+		}
+		ctx := genericapirequest.WithNamespace(context.Background(), ns.Name)
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns.Name}}
+		// An error leaves the namespace without one, as a cluster whose
+		// controller failed; AlreadyExists is the common case on restart.
+		_, _ = serviceAccounts.Create(ctx, sa, nil, &metav1.CreateOptions{})
+	}
 }
 
 func strategy(scheme *runtime.Scheme, namespaced bool) *registry.Strategy {

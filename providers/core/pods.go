@@ -38,10 +38,15 @@ func podFieldSet(p *corev1.Pod) fields.Set {
 	}
 }
 
-// defaultPod applies the pod defaults: the spec's, and requests from limits
-// where requests are not set.
+// defaultPod applies the pod defaults: the spec's, enableServiceLinks (which
+// kube-apiserver 1.37 defaults on pods only, not in workload templates), and
+// requests from limits where requests are not set.
 func defaultPod(p *corev1.Pod) {
 	DefaultPodSpec(&p.Spec)
+	if p.Spec.EnableServiceLinks == nil {
+		v := corev1.DefaultEnableServiceLinks
+		p.Spec.EnableServiceLinks = &v
+	}
 	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 		for i := range list {
 			r := &list[i].Resources

@@ -43,10 +43,6 @@ func DefaultPodSpec(s *corev1.PodSpec) {
 	if s.SchedulerName == "" {
 		s.SchedulerName = defaultSchedulerName
 	}
-	if s.EnableServiceLinks == nil {
-		v := corev1.DefaultEnableServiceLinks
-		s.EnableServiceLinks = &v
-	}
 	for i := range s.InitContainers {
 		defaultContainer(&s.InitContainers[i], s.HostNetwork)
 	}

@@ -23,6 +23,10 @@ type metaTableColumn = metav1.TableColumnDefinition
 var isConfigMapKey = utilvalidation.IsConfigMapKey
 
 func defaultSecret(s *corev1.Secret) {
+	// kube-apiserver folds stringData into data when it converts a request
+	// to its internal version, before it records managed fields: the writer
+	// owns data's keys.
+	mergeStringData(s)
 	if s.Type == "" {
 		s.Type = corev1.SecretTypeOpaque
 	}

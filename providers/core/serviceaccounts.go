@@ -29,10 +29,7 @@ func serviceAccountStorage(ctx providers.Context) (map[string]rest.Storage, erro
 		NewFunc:  func() runtime.Object { return &corev1.ServiceAccount{} },
 		NewList:  func() runtime.Object { return &corev1.ServiceAccountList{} },
 		Strategy: st, ShortNames: []string{"sa"},
-		Table: registry.Table(registry.NameColumn(),
-			registry.Column{TableColumnDefinition: col("Secrets", "string", "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use."),
-				Value: func(o runtime.Object) any { return int64(len(o.(*corev1.ServiceAccount).Secrets)) }},
-			registry.AgeColumn()),
+		Table:    registry.Table(registry.NameColumn(), registry.AgeColumn()),
 		AttrFunc: registry.AttrFunc[*corev1.ServiceAccount](true, nil),
 	})
 	if err != nil {

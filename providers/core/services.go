@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeembed/apiserver/providers"
@@ -176,9 +177,7 @@ func (a *allocator) allocate(s *corev1.Service) error {
 			s.Spec.ClusterIP, s.Spec.ClusterIPs = ip, []string{ip}
 		}
 	}
-	needPorts := s.Spec.Type == corev1.ServiceTypeNodePort ||
-		(s.Spec.Type == corev1.ServiceTypeLoadBalancer && (s.Spec.AllocateLoadBalancerNodePorts == nil || *s.Spec.AllocateLoadBalancerNodePorts))
-	if needPorts {
+	if needsNodePorts(s) {
 		for i := range s.Spec.Ports {
 			p, err := a.allocatePort(s.Spec.Ports[i].NodePort)
 			if err != nil {
@@ -191,10 +190,48 @@ func (a *allocator) allocate(s *corev1.Service) error {
 	return nil
 }
 
+// fillMissing allocates what an update of s needs and lacks (a cluster IP
+// or node ports, after a change of type), and returns a Service holding
+// only what it allocated.
+func (a *allocator) fillMissing(s *corev1.Service) (*corev1.Service, error) {
+	added := &corev1.Service{}
+	if s.Spec.Type != corev1.ServiceTypeExternalName && s.Spec.ClusterIP == "" && len(s.Spec.ClusterIPs) == 0 {
+		fresh := &corev1.Service{ObjectMeta: s.ObjectMeta, Spec: corev1.ServiceSpec{Type: s.Spec.Type,
+			IPFamilies: s.Spec.IPFamilies, IPFamilyPolicy: s.Spec.IPFamilyPolicy}}
+		if err := a.allocate(fresh); err != nil {
+			return nil, err
+		}
+		s.Spec.ClusterIP, s.Spec.ClusterIPs = fresh.Spec.ClusterIP, fresh.Spec.ClusterIPs
+		s.Spec.IPFamilies, s.Spec.IPFamilyPolicy = fresh.Spec.IPFamilies, fresh.Spec.IPFamilyPolicy
+		added.Spec.ClusterIPs = fresh.Spec.ClusterIPs
+	}
+	if needsNodePorts(s) {
+		for i := range s.Spec.Ports {
+			if s.Spec.Ports[i].NodePort != 0 {
+				continue
+			}
+			p, err := a.allocatePort(0)
+			if err != nil {
+				a.release(added)
+				return nil, apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Service").GroupKind(), s.Name,
+					field.ErrorList{field.Invalid(field.NewPath("spec", "ports").Index(i).Child("nodePort"), 0, err.Error())})
+			}
+			s.Spec.Ports[i].NodePort = p
+			added.Spec.Ports = append(added.Spec.Ports, corev1.ServicePort{NodePort: p})
+		}
+	}
+	return added, nil
+}
+
+func needsNodePorts(s *corev1.Service) bool {
+	return s.Spec.Type == corev1.ServiceTypeNodePort ||
+		(s.Spec.Type == corev1.ServiceTypeLoadBalancer && (s.Spec.AllocateLoadBalancerNodePorts == nil || *s.Spec.AllocateLoadBalancerNodePorts))
+}
+
 var serviceTypes = []string{string(corev1.ServiceTypeClusterIP), string(corev1.ServiceTypeNodePort), string(corev1.ServiceTypeLoadBalancer), string(corev1.ServiceTypeExternalName)}
 
 func validateService(s *corev1.Service) field.ErrorList {
-	errs := validateMeta(&s.ObjectMeta, true, apivalidation.NameIsDNS1035Label)
+	errs := validateMeta(&s.ObjectMeta, true, apivalidation.NameIsDNSLabel)
 	p := field.NewPath("spec")
 	if !sets.New(serviceTypes...).Has(string(s.Spec.Type)) {
 		errs = append(errs, field.NotSupported(p.Child("type"), s.Spec.Type, serviceTypes))
@@ -279,6 +316,30 @@ func serviceStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 	// DELETE returns the deleted Service, as kube-apiserver's; Delete below
 	// needs it to release what was allocated.
 	store.Store.ReturnDeletedObject = true
+	// Allocation is a transaction around the write, on every path that
+	// creates (POST, and PUT or apply of a missing service) or changes the
+	// type: released if the write fails or is a dry run.
+	finish := func(s *corev1.Service, dryRun bool) genericregistry.FinishFunc {
+		return func(_ context.Context, success bool) {
+			if !success || dryRun {
+				alloc.release(s)
+			}
+		}
+	}
+	store.Store.BeginCreate = func(_ context.Context, obj runtime.Object, opts *metav1.CreateOptions) (genericregistry.FinishFunc, error) {
+		s := obj.(*corev1.Service)
+		if err := alloc.allocate(s); err != nil {
+			return nil, err
+		}
+		return finish(s, len(opts.DryRun) > 0), nil
+	}
+	store.Store.BeginUpdate = func(_ context.Context, obj, _ runtime.Object, opts *metav1.UpdateOptions) (genericregistry.FinishFunc, error) {
+		added, err := alloc.fillMissing(obj.(*corev1.Service))
+		if err != nil {
+			return nil, err
+		}
+		return finish(added, len(opts.DryRun) > 0), nil
+	}
 	status := strategy(ctx.Scheme, true)
 	status.ResetFields = registry.ResetSpec(corev1.SchemeGroupVersion)
 	status.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
@@ -298,19 +359,6 @@ func serviceStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 type serviceREST struct {
 	*registry.Store
 	alloc *allocator
-}
-
-// Create implements rest.Creater.
-func (r *serviceREST) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
-	s := obj.(*corev1.Service)
-	if err := r.alloc.allocate(s); err != nil {
-		return nil, err
-	}
-	out, err := r.Store.Create(ctx, obj, createValidation, options)
-	if err != nil || (len(options.DryRun) > 0) {
-		r.alloc.release(s)
-	}
-	return out, err
 }
 
 // Delete implements rest.GracefulDeleter.

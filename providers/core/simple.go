@@ -27,10 +27,12 @@ type simple[T runtime.Object] struct {
 	meta               func(T) *metav1.ObjectMeta
 	validate           func(T) field.ErrorList
 	columns            []registry.Column
+	generation         bool // see registry.Strategy.Generation
 }
 
 func (k simple[T]) storage(ctx providers.Context) (map[string]rest.Storage, error) {
 	st := strategy(ctx.Scheme, k.namespaced)
+	st.Generation = k.generation
 	check := func(o T) field.ErrorList {
 		errs := validateMeta(k.meta(o), k.namespaced, apivalidation.NameIsDNSSubdomain)
 		if k.validate != nil {
@@ -99,7 +101,7 @@ var endpoints = simple[*corev1.Endpoints]{
 }
 
 var podTemplates = simple[*corev1.PodTemplate]{
-	resource: "podtemplates", singular: "podtemplate", namespaced: true,
+	resource: "podtemplates", singular: "podtemplate", namespaced: true, generation: true,
 	newObj:  func() runtime.Object { return &corev1.PodTemplate{} },
 	newList: func() runtime.Object { return &corev1.PodTemplateList{} },
 	meta:    func(t *corev1.PodTemplate) *metav1.ObjectMeta { return &t.ObjectMeta },
@@ -125,38 +127,6 @@ var limitRanges = simple[*corev1.LimitRange]{
 	},
 }
 
-// persistentVolumes are cluster-scoped; their status is written through the
-// main resource here (kube-apiserver has /status; binding controllers are
-// not part of this server).
-var persistentVolumes = simple[*corev1.PersistentVolume]{
-	resource: "persistentvolumes", singular: "persistentvolume", shortNames: []string{"pv"},
-	newObj:  func() runtime.Object { return &corev1.PersistentVolume{} },
-	newList: func() runtime.Object { return &corev1.PersistentVolumeList{} },
-	meta:    func(p *corev1.PersistentVolume) *metav1.ObjectMeta { return &p.ObjectMeta },
-	validate: func(p *corev1.PersistentVolume) field.ErrorList {
-		var errs field.ErrorList
-		sp := field.NewPath("spec")
-		if len(p.Spec.AccessModes) == 0 {
-			errs = append(errs, field.Required(sp.Child("accessModes"), ""))
-		}
-		if _, ok := p.Spec.Capacity[corev1.ResourceStorage]; !ok {
-			errs = append(errs, field.Required(sp.Child("capacity"), ""))
-		}
-		return errs
-	},
-	columns: []registry.Column{
-		registry.ColumnOf("Capacity", "string", "The capacity of the volume.", 0, func(p *corev1.PersistentVolume) any {
-			q := p.Spec.Capacity[corev1.ResourceStorage]
-			return q.String()
-		}),
-		registry.ColumnOf("Access Modes", "string", "The access modes of the volume.", 0, func(p *corev1.PersistentVolume) any { return accessModesString(p.Spec.AccessModes) }),
-		registry.ColumnOf("Reclaim Policy", "string", "The reclaim policy of the volume.", 0, func(p *corev1.PersistentVolume) any {
-			return string(p.Spec.PersistentVolumeReclaimPolicy)
-		}),
-		registry.ColumnOf("Status", "string", "The phase of the volume.", 0, func(p *corev1.PersistentVolume) any { return string(p.Status.Phase) }),
-	},
-}
-
 func defaultPV(p *corev1.PersistentVolume) {
 	if p.Spec.PersistentVolumeReclaimPolicy == "" {
 		p.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
@@ -171,5 +141,39 @@ func defaultPV(p *corev1.PersistentVolume) {
 	if h := p.Spec.HostPath; h != nil && h.Type == nil {
 		t := corev1.HostPathUnset
 		h.Type = &t
+	}
+}
+
+func defaultEndpoints(e *corev1.Endpoints) {
+	for i := range e.Subsets {
+		for j := range e.Subsets[i].Ports {
+			if p := &e.Subsets[i].Ports[j]; p.Protocol == "" {
+				p.Protocol = corev1.ProtocolTCP
+			}
+		}
+	}
+}
+
+// defaultLimitRange fills a container limit's default from its max, and its
+// default request from the default, then from the min.
+func defaultLimitRange(l *corev1.LimitRange) {
+	for i := range l.Spec.Limits {
+		item := &l.Spec.Limits[i]
+		if item.Type != corev1.LimitTypeContainer {
+			continue
+		}
+		fill := func(dst *corev1.ResourceList, src corev1.ResourceList) {
+			for name, v := range src {
+				if _, ok := (*dst)[name]; !ok {
+					if *dst == nil {
+						*dst = corev1.ResourceList{}
+					}
+					(*dst)[name] = v.DeepCopy()
+				}
+			}
+		}
+		fill(&item.Default, item.Max)
+		fill(&item.DefaultRequest, item.Default)
+		fill(&item.DefaultRequest, item.Min)
 	}
 }

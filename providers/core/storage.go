@@ -66,6 +66,9 @@ func pvcStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 			}
 		},
 		ResetSpec: func(c, old *corev1.PersistentVolumeClaim) { c.Spec = old.Spec },
+		PrepareCreate: func(c *corev1.PersistentVolumeClaim) {
+			addFinalizer(&c.ObjectMeta, "kubernetes.io/pvc-protection")
+		},
 		Validate: func(c *corev1.PersistentVolumeClaim) field.ErrorList {
 			return validatePVCSpec(&c.Spec, field.NewPath("spec"))
 		},
@@ -130,6 +133,12 @@ func nodeStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 	st.PrepareCreate = func(_ context.Context, obj runtime.Object) {
 		n := obj.(*corev1.Node)
 		n.Status = corev1.NodeStatus{}
+		// The TaintNodesByCondition admission plugin: a new node is not
+		// ready until its kubelet says so.
+		notReady := corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}
+		if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&notReady) }) {
+			n.Spec.Taints = append(n.Spec.Taints, notReady)
+		}
 	}
 	st.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
 		obj.(*corev1.Node).Status = old.(*corev1.Node).Status
@@ -198,4 +207,90 @@ func boolString(b bool) string {
 		return "true"
 	}
 	return "false"
+}
+
+// pvStorage serves persistentvolumes (cluster-scoped) with /status. A new
+// volume is Pending since its creation; the phase's transition time moves
+// when /status changes the phase, as kube-apiserver records it.
+func pvStorage(ctx providers.Context) (map[string]rest.Storage, error) {
+	doc := corev1.PersistentVolumeSpec{}.SwaggerDoc()
+	w := registry.Workload[*corev1.PersistentVolume]{
+		GroupVersion: corev1.SchemeGroupVersion, Cluster: true,
+		Resource: "persistentvolumes", Singular: "persistentvolume", ShortNames: []string{"pv"},
+		NoGeneration: true,
+		NewObj:       func() runtime.Object { return &corev1.PersistentVolume{} },
+		NewList:      func() runtime.Object { return &corev1.PersistentVolumeList{} },
+		Meta:         func(p *corev1.PersistentVolume) *metav1.ObjectMeta { return &p.ObjectMeta },
+		Spec:         func(p *corev1.PersistentVolume) any { return p.Spec },
+		ResetStatus: func(p, old *corev1.PersistentVolume) {
+			if old != nil {
+				p.Status = old.Status
+				return
+			}
+			now := metav1.Now()
+			p.Status = corev1.PersistentVolumeStatus{Phase: corev1.VolumePending, LastPhaseTransitionTime: &now}
+		},
+		ResetSpec: func(p, old *corev1.PersistentVolume) { p.Spec = old.Spec },
+		PrepareCreate: func(p *corev1.PersistentVolume) {
+			addFinalizer(&p.ObjectMeta, "kubernetes.io/pv-protection")
+		},
+		PrepareStatusUpdate: func(p, old *corev1.PersistentVolume) {
+			if p.Status.Phase != old.Status.Phase {
+				now := metav1.Now()
+				p.Status.LastPhaseTransitionTime = &now
+			}
+		},
+		Validate: func(p *corev1.PersistentVolume) field.ErrorList {
+			var errs field.ErrorList
+			sp := field.NewPath("spec")
+			if len(p.Spec.AccessModes) == 0 {
+				errs = append(errs, field.Required(sp.Child("accessModes"), ""))
+			}
+			if _, ok := p.Spec.Capacity[corev1.ResourceStorage]; !ok {
+				errs = append(errs, field.Required(sp.Child("capacity"), ""))
+			}
+			return errs
+		},
+		Columns: []registry.Column{
+			registry.ColumnOf("Capacity", "string", doc["capacity"], 0, func(p *corev1.PersistentVolume) any {
+				q := p.Spec.Capacity[corev1.ResourceStorage]
+				return q.String()
+			}),
+			registry.ColumnOf("Access Modes", "string", corev1.PersistentVolumeSource{}.SwaggerDoc()["accessModes"], 0, func(p *corev1.PersistentVolume) any { return accessModesString(p.Spec.AccessModes) }),
+			registry.ColumnOf("Reclaim Policy", "string", doc["persistentVolumeReclaimPolicy"], 0, func(p *corev1.PersistentVolume) any {
+				return string(p.Spec.PersistentVolumeReclaimPolicy)
+			}),
+			registry.ColumnOf("Status", "string", corev1.PersistentVolumeStatus{}.SwaggerDoc()["phase"], 0, func(p *corev1.PersistentVolume) any { return string(p.Status.Phase) }),
+			registry.ColumnOf("Claim", "string", doc["claimRef"], 0, func(p *corev1.PersistentVolume) any {
+				if c := p.Spec.ClaimRef; c != nil {
+					return c.Namespace + "/" + c.Name
+				}
+				return ""
+			}),
+			registry.ColumnOf("StorageClass", "string", "StorageClass of the pv", 0, func(p *corev1.PersistentVolume) any { return p.Spec.StorageClassName }),
+			registry.ColumnOf("VolumeAttributesClass", "string", "VolumeAttributesClass of the pv", 0, func(p *corev1.PersistentVolume) any {
+				if p.Spec.VolumeAttributesClassName == nil {
+					return "<unset>"
+				}
+				return *p.Spec.VolumeAttributesClassName
+			}),
+			registry.ColumnOf("Reason", "string", corev1.PersistentVolumeStatus{}.SwaggerDoc()["reason"], 0, func(p *corev1.PersistentVolume) any { return p.Status.Reason }),
+			registry.AgeColumn(),
+			registry.ColumnOf("VolumeMode", "string", doc["volumeMode"], 1, func(p *corev1.PersistentVolume) any {
+				if p.Spec.VolumeMode == nil {
+					return "<unset>"
+				}
+				return string(*p.Spec.VolumeMode)
+			}),
+		},
+	}
+	return w.Storage(ctx)
+}
+
+// addFinalizer adds f once. The StorageObjectInUseProtection admission
+// plugin of kube-apiserver protects volumes and claims this way.
+func addFinalizer(m *metav1.ObjectMeta, f string) {
+	if !slices.Contains(m.Finalizers, f) {
+		m.Finalizers = append(m.Finalizers, f)
+	}
 }

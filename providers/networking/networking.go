@@ -70,6 +70,13 @@ func defaultNetworkPolicy(np *networkingv1.NetworkPolicy) {
 	}
 }
 
+// withGeneration counts metadata.generation, as kube-apiserver does for
+// network policies and ingress classes.
+func withGeneration(st *registry.Strategy) *registry.Strategy {
+	st.Generation = true
+	return st
+}
+
 func strategy(ctx providers.Context, namespaced bool, validate func(runtime.Object) field.ErrorList, meta func(runtime.Object) *metav1.ObjectMeta) *registry.Strategy {
 	st := &registry.Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: namespaced}
 	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
@@ -194,9 +201,9 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 		Resource: networkingv1.Resource("networkpolicies"), Singular: "networkpolicy",
 		NewFunc: func() runtime.Object { return &networkingv1.NetworkPolicy{} },
 		NewList: func() runtime.Object { return &networkingv1.NetworkPolicyList{} },
-		Strategy: strategy(ctx, true, validateNetworkPolicy, func(o runtime.Object) *metav1.ObjectMeta {
+		Strategy: withGeneration(strategy(ctx, true, validateNetworkPolicy, func(o runtime.Object) *metav1.ObjectMeta {
 			return &o.(*networkingv1.NetworkPolicy).ObjectMeta
-		}),
+		})),
 		ShortNames: []string{"netpol"},
 		Table: registry.Table(registry.NameColumn(),
 			registry.ColumnOf("Pod-Selector", "string", "", 0, func(n *networkingv1.NetworkPolicy) any {
@@ -218,9 +225,9 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 		Resource: networkingv1.Resource("ingressclasses"), Singular: "ingressclass",
 		NewFunc: func() runtime.Object { return &networkingv1.IngressClass{} },
 		NewList: func() runtime.Object { return &networkingv1.IngressClassList{} },
-		Strategy: strategy(ctx, false, validateIngressClass, func(o runtime.Object) *metav1.ObjectMeta {
+		Strategy: withGeneration(strategy(ctx, false, validateIngressClass, func(o runtime.Object) *metav1.ObjectMeta {
 			return &o.(*networkingv1.IngressClass).ObjectMeta
-		}),
+		})),
 		Table: registry.Table(registry.NameColumn(),
 			registry.ColumnOf("Controller", "string", "", 0, func(c *networkingv1.IngressClass) any { return c.Spec.Controller }),
 			registry.ColumnOf("Parameters", "string", "", 0, func(c *networkingv1.IngressClass) any {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,6 +41,14 @@ type Strategy struct {
 	CreateOnUpdate bool
 	// UnconditionalUpdate lets PUT omit resourceVersion.
 	UnconditionalUpdate bool
+	// Generation sets metadata.generation to 1 on create and bumps it when
+	// an update changes anything but metadata and status, as kube-apiserver
+	// does for kinds such as PodTemplate, PriorityClass and NetworkPolicy.
+	Generation bool
+	// GCPolicy is what DELETE does to dependents when the request does not
+	// say: the default is DeleteDependents (background); OrphanDependents
+	// adds the orphan finalizer, as for batch/v1 Jobs.
+	GCPolicy rest.GarbageCollectionPolicy
 
 	PrepareCreate    func(ctx context.Context, obj runtime.Object)
 	PrepareUpdate    func(ctx context.Context, obj, old runtime.Object)
@@ -51,17 +60,32 @@ type Strategy struct {
 }
 
 var (
-	_ rest.RESTCreateStrategy  = (*Strategy)(nil)
-	_ rest.RESTUpdateStrategy  = (*Strategy)(nil)
-	_ rest.RESTDeleteStrategy  = (*Strategy)(nil)
-	_ rest.ResetFieldsStrategy = (*Strategy)(nil)
+	_ rest.GarbageCollectionDeleteStrategy = (*Strategy)(nil)
+	_ rest.RESTCreateStrategy              = (*Strategy)(nil)
+	_ rest.RESTUpdateStrategy              = (*Strategy)(nil)
+	_ rest.RESTDeleteStrategy              = (*Strategy)(nil)
+	_ rest.ResetFieldsStrategy             = (*Strategy)(nil)
 )
+
+// DefaultGarbageCollectionPolicy implements
+// rest.GarbageCollectionDeleteStrategy.
+func (s *Strategy) DefaultGarbageCollectionPolicy(context.Context) rest.GarbageCollectionPolicy {
+	if s.GCPolicy == "" {
+		return rest.DeleteDependents
+	}
+	return s.GCPolicy
+}
 
 // NamespaceScoped implements rest.RESTCreateStrategy.
 func (s *Strategy) NamespaceScoped() bool { return s.Namespaced }
 
 // PrepareForCreate implements rest.RESTCreateStrategy.
 func (s *Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
+	if s.Generation {
+		if m, err := meta.Accessor(obj); err == nil {
+			m.SetGeneration(1)
+		}
+	}
 	if s.PrepareCreate != nil {
 		s.PrepareCreate(ctx, obj)
 	}
@@ -92,6 +116,29 @@ func (s *Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object
 	if s.PrepareUpdate != nil {
 		s.PrepareUpdate(ctx, obj, old)
 	}
+	if s.Generation {
+		m, err1 := meta.Accessor(obj)
+		o, err2 := meta.Accessor(old)
+		if err1 == nil && err2 == nil {
+			m.SetGeneration(o.GetGeneration())
+			if !equality.Semantic.DeepEqual(withoutMeta(obj), withoutMeta(old)) {
+				m.SetGeneration(o.GetGeneration() + 1)
+			}
+		}
+	}
+}
+
+// withoutMeta is obj as a map without type, metadata and status: what a
+// generation counts.
+func withoutMeta(obj runtime.Object) map[string]any {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil
+	}
+	for _, k := range []string{"apiVersion", "kind", "metadata", "status"} {
+		delete(u, k)
+	}
+	return u
 }
 
 // ValidateUpdate implements rest.RESTUpdateStrategy.

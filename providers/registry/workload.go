@@ -3,6 +3,9 @@ package registry
 import (
 	"context"
 
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	"k8s.io/apiserver/pkg/warning"
+
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,7 +23,9 @@ import (
 // generation bumped on spec changes), /status (spec and labels kept) and,
 // for scalable kinds, /scale.
 type Workload[T runtime.Object] struct {
-	GroupVersion       schema.GroupVersion
+	GroupVersion schema.GroupVersion
+	// Cluster makes the kind cluster-scoped (PersistentVolumes).
+	Cluster            bool
 	Resource, Singular string
 	ShortNames         []string
 	Categories         []string
@@ -34,12 +39,22 @@ type Workload[T runtime.Object] struct {
 	// NoGeneration leaves metadata.generation alone, for kinds that do not
 	// track it (PersistentVolumeClaims).
 	NoGeneration bool
+	// OrphanByDefault orphans dependents on a DELETE that does not choose a
+	// propagation policy, with DeleteWarning as a warning (batch/v1 Jobs).
+	OrphanByDefault bool
+	DeleteWarning   string
 	// PrepareCreate, if set, runs on create after the status reset; the
 	// object has its UID by then.
-	PrepareCreate  func(T)
-	Validate       func(T) field.ErrorList
-	ValidateUpdate func(obj, old T) field.ErrorList
-	ValidateStatus func(T) field.ErrorList
+	PrepareCreate func(T)
+	// PrepareUpdate, if set, runs on update after the status reset and the
+	// generation.
+	PrepareUpdate func(obj, old T)
+	// PrepareStatusUpdate, if set, runs on writes to /status after the spec
+	// reset.
+	PrepareStatusUpdate func(obj, old T)
+	Validate            func(T) field.ErrorList
+	ValidateUpdate      func(obj, old T) field.ErrorList
+	ValidateStatus      func(T) field.ErrorList
 	// Columns follow NAME in tables.
 	Columns []Column
 	Scale   *ScaleAccess
@@ -48,8 +63,12 @@ type Workload[T runtime.Object] struct {
 // Storage builds the stores of the kind and its subresources.
 func (w Workload[T]) Storage(ctx providers.Context) (map[string]rest.Storage, error) {
 	gv := w.GroupVersion
-	st := &Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: true}
+	namespaced := !w.Cluster
+	st := &Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: namespaced}
 	st.ResetFields = ResetStatus(gv)
+	if w.OrphanByDefault {
+		st.GCPolicy = rest.OrphanDependents
+	}
 	st.PrepareCreate = func(_ context.Context, obj runtime.Object) {
 		o := obj.(T)
 		var zero T
@@ -64,18 +83,19 @@ func (w Workload[T]) Storage(ctx providers.Context) (map[string]rest.Storage, er
 	st.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
 		o, prev := obj.(T), old.(T)
 		w.ResetStatus(o, prev)
-		if w.NoGeneration {
-			return
-		}
-		if !apiequality.Semantic.DeepEqual(w.Spec(o), w.Spec(prev)) {
-			w.Meta(o).Generation = w.Meta(prev).Generation + 1
-		} else {
+		if !w.NoGeneration {
 			w.Meta(o).Generation = w.Meta(prev).Generation
+			if !apiequality.Semantic.DeepEqual(w.Spec(o), w.Spec(prev)) {
+				w.Meta(o).Generation++
+			}
+		}
+		if w.PrepareUpdate != nil {
+			w.PrepareUpdate(o, prev)
 		}
 	}
 	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
 		o := obj.(T)
-		errs := apivalidation.ValidateObjectMeta(w.Meta(o), true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+		errs := apivalidation.ValidateObjectMeta(w.Meta(o), namespaced, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
 		return append(errs, w.Validate(o)...)
 	}
 	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
@@ -93,18 +113,21 @@ func (w Workload[T]) Storage(ctx providers.Context) (map[string]rest.Storage, er
 		NewFunc: w.NewObj, NewList: w.NewList,
 		Strategy: st, ShortNames: w.ShortNames, Categories: w.Categories,
 		Table:    Table(table...),
-		AttrFunc: AttrFunc[T](true, nil),
+		AttrFunc: AttrFunc[T](namespaced, nil),
 	})
 	if err != nil {
 		return nil, err
 	}
 
-	status := &Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: true}
+	status := &Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: namespaced}
 	status.ResetFields = ResetSpec(gv, "metadata.labels")
 	status.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
 		o, prev := obj.(T), old.(T)
 		w.ResetSpec(o, prev)
 		w.Meta(o).Labels = w.Meta(prev).Labels
+		if w.PrepareStatusUpdate != nil {
+			w.PrepareStatusUpdate(o, prev)
+		}
 	}
 	status.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
 		o, prev := obj.(T), old.(T)
@@ -114,12 +137,41 @@ func (w Workload[T]) Storage(ctx providers.Context) (map[string]rest.Storage, er
 		}
 		return errs
 	}
+	var main rest.Storage = store
+	if w.DeleteWarning != "" {
+		main = &warnOnDelete{Store: store, warning: w.DeleteWarning}
+	}
 	out := map[string]rest.Storage{
-		w.Resource:             store,
+		w.Resource:             main,
 		w.Resource + "/status": Subresource(store, status, status),
 	}
 	if w.Scale != nil {
 		out[w.Resource+"/scale"] = Scale(store, *w.Scale)
 	}
 	return out, nil
+}
+
+// warnOnDelete warns on deletes that leave the propagation policy to the
+// server.
+type warnOnDelete struct {
+	*Store
+	warning string
+}
+
+func (s *warnOnDelete) warn(ctx context.Context, opts *metav1.DeleteOptions) {
+	if opts == nil || (opts.PropagationPolicy == nil && opts.OrphanDependents == nil) {
+		warning.AddWarning(ctx, "", s.warning)
+	}
+}
+
+// Delete implements rest.GracefulDeleter.
+func (s *warnOnDelete) Delete(ctx context.Context, name string, validate rest.ValidateObjectFunc, opts *metav1.DeleteOptions) (runtime.Object, bool, error) {
+	s.warn(ctx, opts)
+	return s.Store.Delete(ctx, name, validate, opts)
+}
+
+// DeleteCollection implements rest.CollectionDeleter.
+func (s *warnOnDelete) DeleteCollection(ctx context.Context, validate rest.ValidateObjectFunc, opts *metav1.DeleteOptions, list *metainternalversion.ListOptions) (runtime.Object, error) {
+	s.warn(ctx, opts)
+	return s.Store.DeleteCollection(ctx, validate, opts, list)
 }

@@ -85,7 +85,7 @@ func validate(pc *schedulingv1.PriorityClass) field.ErrorList {
 
 // Storage implements providers.Provider.
 func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
-	st := &registry.Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator}
+	st := &registry.Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Generation: true}
 	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
 		return validate(obj.(*schedulingv1.PriorityClass))
 	}

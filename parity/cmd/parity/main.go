@@ -85,6 +85,9 @@ func run() error {
 
 	_, cidr, _ := net.ParseCIDR(runner.ServiceCIDR)
 	r := &runner.Runner{Reference: &ref.Target, Candidate: &cand.Target, ServiceCIDR: cidr, Parallel: *parallel}
+	if *refURL != "" {
+		r.Salt = token // the reused server keeps the objects of earlier runs
+	}
 	results := r.Run(ctx, list)
 	for _, res := range results {
 		switch {

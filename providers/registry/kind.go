@@ -1,0 +1,178 @@
+package registry
+
+import (
+	"context"
+	"reflect"
+
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/storage/names"
+
+	"github.com/kubeembed/apiserver/providers"
+)
+
+// Kind describes a resource with the behaviour most built-in kinds share,
+// for kinds without special REST logic: metadata validation, optional
+// generation counting, optional status (reset on create, kept by writes to
+// the main resource, written through /status, which keeps everything else),
+// a table and field selectors. The status is the struct field named Status,
+// found by reflection.
+type Kind[T runtime.Object] struct {
+	GroupVersion       schema.GroupVersion
+	Resource, Singular string
+	ShortNames         []string
+	Categories         []string
+	Namespaced         bool
+	NewObj, NewList    func() runtime.Object
+	// NameValidation checks metadata.name; default DNS subdomain.
+	NameValidation apivalidation.ValidateNameFunc
+	// Generation counts metadata.generation (see Strategy.Generation).
+	Generation bool
+	// Status serves /status and keeps the main resource from writing it.
+	Status bool
+	// PrepareCreate runs on create after the status reset.
+	PrepareCreate func(T)
+	// PrepareUpdate runs on update after the status is carried over.
+	PrepareUpdate  func(obj, old T)
+	Validate       func(T) field.ErrorList
+	ValidateUpdate func(obj, old T) field.ErrorList
+	ValidateStatus func(obj, old T) field.ErrorList
+	// Columns follow NAME and come before AGE unless AgeAt says where AGE
+	// goes (its index among Columns).
+	Columns []Column
+	AgeAt   *int
+	// Fields are extra field selectors beside metadata.name/namespace.
+	Fields func(T) fields.Set
+}
+
+// Storage builds the kind's store, and its /status when it has one.
+func (k Kind[T]) Storage(ctx providers.Context) (map[string]rest.Storage, error) {
+	nameFn := k.NameValidation
+	if nameFn == nil {
+		nameFn = apivalidation.NameIsDNSSubdomain
+	}
+	st := &Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: k.Namespaced, Generation: k.Generation}
+	if k.Status {
+		st.ResetFields = ResetStatus(k.GroupVersion)
+	}
+	st.PrepareCreate = func(_ context.Context, obj runtime.Object) {
+		if k.Status {
+			setStatus(obj, nil)
+		}
+		if k.PrepareCreate != nil {
+			k.PrepareCreate(obj.(T))
+		}
+	}
+	st.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
+		if k.Status {
+			setStatus(obj, old)
+		}
+		if k.PrepareUpdate != nil {
+			k.PrepareUpdate(obj.(T), old.(T))
+		}
+	}
+	validate := func(obj runtime.Object) field.ErrorList {
+		var errs field.ErrorList
+		if k.Validate != nil {
+			errs = k.Validate(obj.(T))
+		}
+		return errs
+	}
+	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
+		m, _ := meta.Accessor(obj)
+		errs := apivalidation.ValidateObjectMetaAccessor(m, k.Namespaced, nameFn, field.NewPath("metadata"))
+		return append(errs, validate(obj)...)
+	}
+	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+		m, _ := meta.Accessor(obj)
+		o, _ := meta.Accessor(old)
+		errs := apivalidation.ValidateObjectMetaAccessorUpdate(m, o, field.NewPath("metadata"))
+		errs = append(errs, validate(obj)...)
+		if k.ValidateUpdate != nil {
+			errs = append(errs, k.ValidateUpdate(obj.(T), old.(T))...)
+		}
+		return errs
+	}
+	columns := append([]Column{NameColumn()}, k.Columns...)
+	if k.AgeAt == nil {
+		columns = append(columns, AgeColumn())
+	} else {
+		at := *k.AgeAt + 1
+		columns = append(columns[:at], append([]Column{AgeColumn()}, columns[at:]...)...)
+	}
+	store, err := NewStore(ctx, StoreConfig{
+		Resource: schema.GroupResource{Group: k.GroupVersion.Group, Resource: k.Resource}, Singular: k.Singular,
+		NewFunc: k.NewObj, NewList: k.NewList,
+		Strategy: st, ShortNames: k.ShortNames, Categories: k.Categories,
+		Table:    Table(columns...),
+		AttrFunc: AttrFunc[T](k.Namespaced, k.Fields),
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]rest.Storage{k.Resource: store}
+	if !k.Status {
+		return out, nil
+	}
+	status := &Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: k.Namespaced}
+	status.ResetFields = ResetSpec(k.GroupVersion, "metadata.labels")
+	status.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
+		keepAllButStatus(obj, old)
+	}
+	status.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+		m, _ := meta.Accessor(obj)
+		o, _ := meta.Accessor(old)
+		errs := apivalidation.ValidateObjectMetaAccessorUpdate(m, o, field.NewPath("metadata"))
+		if k.ValidateStatus != nil {
+			errs = append(errs, k.ValidateStatus(obj.(T), old.(T))...)
+		}
+		return errs
+	}
+	out[k.Resource+"/status"] = Subresource(store, status, status)
+	return out, nil
+}
+
+// setStatus sets obj's Status field to old's, or to its zero value.
+func setStatus(obj, old runtime.Object) {
+	v := reflect.ValueOf(obj).Elem().FieldByName("Status")
+	if !v.IsValid() {
+		return
+	}
+	if old == nil {
+		v.Set(reflect.Zero(v.Type()))
+		return
+	}
+	v.Set(reflect.ValueOf(old).Elem().FieldByName("Status"))
+}
+
+// keepAllButStatus copies every field of old but TypeMeta, ObjectMeta and
+// Status into obj, and old's labels: a write to /status changes the status
+// and the rest of metadata only.
+func keepAllButStatus(obj, old runtime.Object) {
+	v, o := reflect.ValueOf(obj).Elem(), reflect.ValueOf(old).Elem()
+	for i := range v.NumField() {
+		switch v.Type().Field(i).Name {
+		case "TypeMeta", "ObjectMeta", "Status":
+		default:
+			v.Field(i).Set(o.Field(i))
+		}
+	}
+	m, _ := meta.Accessor(obj)
+	om, _ := meta.Accessor(old)
+	m.SetLabels(om.GetLabels())
+}
+
+// Ptr returns a pointer to v, for column values and defaults.
+func Ptr[V any](v V) *V { return &v }
+
+// ObjectMetaOf returns obj's metadata.
+func ObjectMetaOf(obj runtime.Object) metav1.Object {
+	m, _ := meta.Accessor(obj)
+	return m
+}
