@@ -162,7 +162,7 @@ func TestStatefulSetDaemonSetReplicaSetDefaults(t *testing.T) {
 	assert.EqualValues(t, 1, *sts.Spec.Replicas)
 	assert.Equal(t, appsv1.OrderedReadyPodManagement, sts.Spec.PodManagementPolicy)
 	assert.Equal(t, appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
-		RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr(int32(0))}}, sts.Spec.UpdateStrategy)
+		RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr(int32(0)), MaxUnavailable: ptr(intstr.FromInt32(1))}}, sts.Spec.UpdateStrategy)
 	assert.EqualValues(t, 10, *sts.Spec.RevisionHistoryLimit)
 	assert.Equal(t, &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
 		WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType, WhenScaled: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,

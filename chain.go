@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 
@@ -46,15 +47,23 @@ import (
 	"github.com/kubeembed/apiserver/internal/inproc"
 	"github.com/kubeembed/apiserver/internal/openapi"
 	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/admissionregistration"
 	"github.com/kubeembed/apiserver/providers/apps"
+	"github.com/kubeembed/apiserver/providers/autoscaling"
 	"github.com/kubeembed/apiserver/providers/batch"
+	"github.com/kubeembed/apiserver/providers/certificates"
 	"github.com/kubeembed/apiserver/providers/coordination"
 	"github.com/kubeembed/apiserver/providers/core"
+	"github.com/kubeembed/apiserver/providers/discovery"
 	"github.com/kubeembed/apiserver/providers/events"
+	"github.com/kubeembed/apiserver/providers/flowcontrol"
 	"github.com/kubeembed/apiserver/providers/networking"
+	"github.com/kubeembed/apiserver/providers/node"
 	"github.com/kubeembed/apiserver/providers/policy"
 	"github.com/kubeembed/apiserver/providers/rbac"
+	"github.com/kubeembed/apiserver/providers/resource"
 	"github.com/kubeembed/apiserver/providers/scheduling"
+	"github.com/kubeembed/apiserver/providers/storage"
 )
 
 // KubernetesVersion is the version of kube-apiserver whose API this server
@@ -67,7 +76,30 @@ const etcdPrefix = "/registry"
 
 func builtinProviders() []providers.Provider {
 	return []providers.Provider{core.Provider{}, apps.Provider{}, batch.Provider{}, coordination.Provider{}, events.Provider{},
-		networking.Provider{}, policy.Provider{}, rbac.Provider{}, scheduling.Provider{}}
+		networking.Provider{}, policy.Provider{}, rbac.Provider{}, scheduling.Provider{},
+		admissionregistration.Provider{}, autoscaling.Provider{}, certificates.Provider{}, discovery.Provider{},
+		flowcontrol.Provider{}, node.Provider{}, resource.Provider{}, storage.Provider{}}
+}
+
+// withProviderDefinitions adds the OpenAPI definitions of the user's
+// providers that have some to the built-in ones.
+func withProviderDefinitions(ps []providers.Provider) openapicommon.GetOpenAPIDefinitions {
+	var extra []providers.OpenAPIProvider
+	for _, p := range ps {
+		if o, ok := p.(providers.OpenAPIProvider); ok {
+			extra = append(extra, o)
+		}
+	}
+	if len(extra) == 0 {
+		return openapi.AllDefinitions
+	}
+	return func(ref openapicommon.ReferenceCallback) map[string]openapicommon.OpenAPIDefinition {
+		defs := openapi.AllDefinitions(ref)
+		for _, o := range extra {
+			maps.Copy(defs, o.OpenAPIDefinitions(ref))
+		}
+		return defs
+	}
 }
 
 // chain is the three delegating tiers kube-apiserver's CreateServerChain
@@ -181,7 +213,7 @@ func (s *Server) buildChain(host string, port int) (*chain, error) {
 	}
 	// One OpenAPI configuration for the three tiers, as kube-apiserver
 	// shares it: building its definitions is 8.7 MB of allocation.
-	sh.openAPI = genericapiserver.DefaultOpenAPIV3Config(openapi.AllDefinitions,
+	sh.openAPI = genericapiserver.DefaultOpenAPIV3Config(withProviderDefinitions(s.opts.Providers),
 		openapinamer.NewDefinitionNamer(sh.scheme, apiextensionsapiserver.Scheme, aggregatorscheme.Scheme))
 	sh.openAPI.Info.Title = "Kubernetes"
 	if sh.admission, err = newAdmission(kubeClient, dynClient, s.kubeInformers, sh.authz, sh.version); err != nil {

@@ -1,21 +1,19 @@
 package apiserver_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	nodev1 "k8s.io/api/node/v1"
+	apiserverinternalv1alpha1 "k8s.io/api/apiserverinternal/v1alpha1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/rest"
-	"k8s.io/apiserver/pkg/storage/names"
+	"k8s.io/kube-openapi/pkg/common"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/providers"
@@ -24,42 +22,49 @@ import (
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
 
-// runtimeClasses is a provider as a user would write one, with the
-// providers/registry helpers: node.k8s.io/v1 runtimeclasses.
-type runtimeClasses struct{}
+// storageVersions is a provider as a user would write one, with the
+// providers/registry helpers, for a group kube-apiserver does not serve by
+// default: internal.apiserver.k8s.io/v1alpha1 storageversions.
+type storageVersions struct{}
 
-func (runtimeClasses) GroupName() string { return nodev1.GroupName }
-
-func (runtimeClasses) Install(scheme *runtime.Scheme) error {
-	if err := nodev1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := providers.AddInternalVersion(scheme, nodev1.SchemeGroupVersion); err != nil {
-		return err
-	}
-	return scheme.SetVersionPriority(nodev1.SchemeGroupVersion)
+var storageVersionGroup = registry.Group{
+	GroupVersion: apiserverinternalv1alpha1.SchemeGroupVersion, AddToScheme: apiserverinternalv1alpha1.AddToScheme,
+	Served: []registry.Served{registry.Kind[*apiserverinternalv1alpha1.StorageVersion]{
+		GroupVersion: apiserverinternalv1alpha1.SchemeGroupVersion, Resource: "storageversions", Singular: "storageversion",
+		Status:  true,
+		NewObj:  func() runtime.Object { return &apiserverinternalv1alpha1.StorageVersion{} },
+		NewList: func() runtime.Object { return &apiserverinternalv1alpha1.StorageVersionList{} },
+	}},
 }
 
-func (runtimeClasses) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
-	st := &registry.Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator}
-	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		rc := obj.(*nodev1.RuntimeClass)
-		errs := apivalidation.ValidateObjectMeta(&rc.ObjectMeta, false, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
-		for _, msg := range apivalidation.NameIsDNSLabel(rc.Handler, false) {
-			errs = append(errs, field.Invalid(field.NewPath("handler"), rc.Handler, msg))
-		}
-		return errs
+func (storageVersions) GroupName() string { return storageVersionGroup.GroupName() }
+func (storageVersions) Install(scheme *runtime.Scheme) error {
+	return storageVersionGroup.Install(scheme)
+}
+func (storageVersions) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+	return storageVersionGroup.Storage(ctx)
+}
+
+// OpenAPIDefinitions implements providers.OpenAPIProvider: these types are
+// not among kubeembed's generated definitions. Written by hand here; a real
+// provider would run openapi-gen.
+func (storageVersions) OpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
+	const pkg = "io.k8s.api.apiserverinternal.v1alpha1."
+	object := func(props map[string]spec.Schema, deps ...string) common.OpenAPIDefinition {
+		return common.OpenAPIDefinition{Schema: spec.Schema{SchemaProps: spec.SchemaProps{Type: []string{"object"}, Properties: props}}, Dependencies: deps}
 	}
-	store, err := registry.NewStore(ctx, registry.StoreConfig{
-		Resource: nodev1.Resource("runtimeclasses"), Singular: "runtimeclass",
-		NewFunc:  func() runtime.Object { return &nodev1.RuntimeClass{} },
-		NewList:  func() runtime.Object { return &nodev1.RuntimeClassList{} },
-		Strategy: st,
-	})
-	if err != nil {
-		return nil, err
+	refTo := func(name string) spec.Schema { return spec.Schema{SchemaProps: spec.SchemaProps{Ref: ref(name)}} }
+	str := spec.Schema{SchemaProps: spec.SchemaProps{Type: []string{"string"}}}
+	const meta, listMeta = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta"
+	return map[string]common.OpenAPIDefinition{
+		pkg + "StorageVersion": object(map[string]spec.Schema{"apiVersion": str, "kind": str, "metadata": refTo(meta),
+			"spec": refTo(pkg + "StorageVersionSpec"), "status": refTo(pkg + "StorageVersionStatus")}, meta, pkg+"StorageVersionSpec", pkg+"StorageVersionStatus"),
+		pkg + "StorageVersionList": object(map[string]spec.Schema{"apiVersion": str, "kind": str, "metadata": refTo(listMeta),
+			"items": {SchemaProps: spec.SchemaProps{Type: []string{"array"}, Items: &spec.SchemaOrArray{Schema: &spec.Schema{SchemaProps: spec.SchemaProps{Ref: ref(pkg + "StorageVersion")}}}}}},
+			listMeta, pkg+"StorageVersion"),
+		pkg + "StorageVersionSpec":   object(nil),
+		pkg + "StorageVersionStatus": object(map[string]spec.Schema{"commonEncodingVersion": str}),
 	}
-	return map[string]map[string]rest.Storage{"v1": {"runtimeclasses": store}}, nil
 }
 
 func TestUserProviderAndCRDObjects(t *testing.T) {
@@ -76,17 +81,19 @@ func TestUserProviderAndCRDObjects(t *testing.T) {
 		},
 	}
 	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{
-		Providers: []providers.Provider{runtimeClasses{}},
+		Providers: []providers.Provider{storageVersions{}},
 		CRDs:      []*apiextensionsv1.CustomResourceDefinition{crd},
 	}))
 	c := clientset(t, srv)
-	rc, err := c.NodeV1().RuntimeClasses().Create(t.Context(), &nodev1.RuntimeClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "gvisor"}, Handler: "runsc"}, metav1.CreateOptions{})
+	sv, err := c.InternalV1alpha1().StorageVersions().Create(t.Context(), &apiserverinternalv1alpha1.StorageVersion{
+		ObjectMeta: metav1.ObjectMeta{Name: "apps.deployments"},
+		Status:     apiserverinternalv1alpha1.StorageVersionStatus{CommonEncodingVersion: ptrTo("apps/v1")},
+	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, "runsc", rc.Handler)
-	_, err = c.NodeV1().RuntimeClasses().Create(t.Context(), &nodev1.RuntimeClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "bad"}, Handler: "Not_A_Label"}, metav1.CreateOptions{})
-	assert.True(t, apierrors.IsInvalid(err), "invalid handler: %v", err)
+	assert.Nil(t, sv.Status.CommonEncodingVersion, "status is written through /status only")
+	_, err = c.InternalV1alpha1().StorageVersions().Create(t.Context(), &apiserverinternalv1alpha1.StorageVersion{
+		ObjectMeta: metav1.ObjectMeta{Name: "Not_A_Name"}}, metav1.CreateOptions{})
+	assert.True(t, apierrors.IsInvalid(err), "invalid name: %v", err)
 
 	dyn, err := srv.DynamicClient()
 	require.NoError(t, err)
@@ -96,10 +103,10 @@ func TestUserProviderAndCRDObjects(t *testing.T) {
 }
 
 func TestDuplicateProviderGroup(t *testing.T) {
-	_, err := apiserver.New(apiserver.Options{Providers: []providers.Provider{core.Provider{}, runtimeClasses{}, runtimeClasses{}}})
+	_, err := apiserver.New(apiserver.Options{Providers: []providers.Provider{core.Provider{}, storageVersions{}, storageVersions{}}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `Providers[0] serves group "", which is already served`)
-	assert.Contains(t, err.Error(), `Providers[2] serves group "node.k8s.io", which is already served`)
+	assert.Contains(t, err.Error(), `Providers[2] serves group "internal.apiserver.k8s.io", which is already served`)
 }
 
 func ptrTo[T any](v T) *T { return &v }

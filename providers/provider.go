@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/kube-openapi/pkg/common"
 )
 
 // Provider serves one API group from the core tier.
@@ -28,6 +29,14 @@ type Provider interface {
 	// Storage returns the REST storage of every served resource by version
 	// then resource ("configmaps", "namespaces/status").
 	Storage(ctx Context) (map[string]map[string]rest.Storage, error)
+}
+
+// OpenAPIProvider is implemented by a Provider whose types are not in
+// k8s.io/api: its OpenAPI definitions (as openapi-gen writes them) are
+// merged with the built-in ones. The generic server needs a definition for
+// every served type, for server-side apply and field validation.
+type OpenAPIProvider interface {
+	OpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition
 }
 
 // Context is what the core tier hands a provider to build its storage.

@@ -56,7 +56,7 @@ func StartReference(ctx context.Context, etcdBin, apiserverBin, dir, token strin
 		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "tokens.csv"),
-		[]byte(token+","+kubeembed.AdminUser+",admin-uid,\"system:masters\"\n"), 0o600); err != nil {
+		[]byte(token+","+kubeembed.AdminUser+","+kubeembed.AdminUser+",\"system:masters\"\n"), 0o600); err != nil {
 		return nil, err
 	}
 	keyFile := filepath.Join(dir, "sa.key")

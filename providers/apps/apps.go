@@ -7,12 +7,10 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -32,17 +30,15 @@ func (Provider) GroupName() string { return appsv1.GroupName }
 
 // Install implements providers.Provider.
 func (Provider) Install(scheme *runtime.Scheme) error {
-	for _, add := range []func(*runtime.Scheme) error{appsv1.AddToScheme, autoscalingv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return err
-		}
+	if err := appsv1.AddToScheme(scheme); err != nil {
+		return err
 	}
-	// The scale subresource speaks autoscaling/v1 Scale.
-	for _, gv := range []schema.GroupVersion{appsv1.SchemeGroupVersion, autoscalingv1.SchemeGroupVersion} {
-		if err := providers.AddInternalVersion(scheme, gv); err != nil {
-			return err
-		}
+	if err := providers.AddInternalVersion(scheme, appsv1.SchemeGroupVersion); err != nil {
+		return err
 	}
+	// The scale subresource speaks autoscaling/v1 Scale; only Scale, so that
+	// the autoscaling provider owns the group's other kinds.
+	registry.AddScale(scheme)
 	scheme.AddTypeDefaultingFunc(&appsv1.Deployment{}, func(obj any) { defaultDeployment(obj.(*appsv1.Deployment)) })
 	scheme.AddTypeDefaultingFunc(&appsv1.ReplicaSet{}, func(obj any) { defaultReplicaSet(obj.(*appsv1.ReplicaSet)) })
 	scheme.AddTypeDefaultingFunc(&appsv1.StatefulSet{}, func(obj any) { defaultStatefulSet(obj.(*appsv1.StatefulSet)) })

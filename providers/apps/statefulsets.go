@@ -6,8 +6,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kubeembed/apiserver/providers/core"
@@ -28,6 +30,10 @@ func defaultStatefulSet(s *appsv1.StatefulSet) {
 		if s.Spec.UpdateStrategy.RollingUpdate.Partition == nil {
 			zero := int32(0)
 			s.Spec.UpdateStrategy.RollingUpdate.Partition = &zero
+		}
+		if s.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable == nil {
+			one := intstr.FromInt32(1)
+			s.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = &one
 		}
 	}
 	if s.Spec.PersistentVolumeClaimRetentionPolicy == nil {
@@ -64,7 +70,9 @@ func defaultStatefulSet(s *appsv1.StatefulSet) {
 }
 
 var statefulSets = registry.Workload[*appsv1.StatefulSet]{
-	GroupVersion: appsv1.SchemeGroupVersion, Categories: []string{"all"},
+	// A StatefulSet's name is in its pods' hostnames: a DNS label.
+	NameValidation: apivalidation.NameIsDNSLabel,
+	GroupVersion:   appsv1.SchemeGroupVersion, Categories: []string{"all"},
 	Resource: "statefulsets", Singular: "statefulset", ShortNames: []string{"sts"},
 	NewObj:  func() runtime.Object { return &appsv1.StatefulSet{} },
 	NewList: func() runtime.Object { return &appsv1.StatefulSetList{} },

@@ -35,6 +35,7 @@ func (Provider) Install(scheme *runtime.Scheme) error {
 	if err := providers.InstallGroupVersion(scheme, corev1.SchemeGroupVersion, corev1.AddToScheme); err != nil {
 		return err
 	}
+	registry.AddScale(scheme) // replicationcontrollers/scale
 	scheme.AddTypeDefaultingFunc(&corev1.Secret{}, func(obj any) { defaultSecret(obj.(*corev1.Secret)) })
 	scheme.AddTypeDefaultingFunc(&corev1.Pod{}, func(obj any) { defaultPod(obj.(*corev1.Pod)) })
 	scheme.AddTypeDefaultingFunc(&corev1.Service{}, func(obj any) { defaultService(obj.(*corev1.Service)) })
@@ -49,6 +50,9 @@ func (Provider) Install(scheme *runtime.Scheme) error {
 	})
 	scheme.AddTypeDefaultingFunc(&corev1.Endpoints{}, func(obj any) { defaultEndpoints(obj.(*corev1.Endpoints)) })
 	scheme.AddTypeDefaultingFunc(&corev1.LimitRange{}, func(obj any) { defaultLimitRange(obj.(*corev1.LimitRange)) })
+	scheme.AddTypeDefaultingFunc(&corev1.ReplicationController{}, func(obj any) {
+		defaultReplicationController(obj.(*corev1.ReplicationController))
+	})
 	scheme.AddTypeDefaultingFunc(&corev1.PodTemplate{}, func(obj any) { DefaultPodTemplateSpec(&obj.(*corev1.PodTemplate).Template) })
 	gv := corev1.SchemeGroupVersion
 	for _, fl := range []struct {
@@ -69,6 +73,8 @@ func (Provider) Install(scheme *runtime.Scheme) error {
 		{"PodTemplate", true, nil},
 		{"LimitRange", true, nil},
 		{"PersistentVolume", false, nil},
+		{"ReplicationController", true, []string{"status.replicas"}},
+		{"ResourceQuota", true, nil},
 	} {
 		if err := registry.FieldLabelConversion(scheme, gv.WithKind(fl.kind), fl.namespaced, fl.extra...); err != nil {
 			return err
@@ -107,6 +113,8 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 		{"podtemplates", podTemplates.storage},
 		{"limitranges", limitRanges.storage},
 		{"persistentvolumes", pvStorage},
+		{"replicationcontrollers", replicationControllers},
+		{"resourcequotas", resourceQuotas.Storage},
 	} {
 		if err := add(b.name, b.build); err != nil {
 			return nil, err

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -176,4 +177,155 @@ func defaultLimitRange(l *corev1.LimitRange) {
 		fill(&item.DefaultRequest, item.Default)
 		fill(&item.DefaultRequest, item.Min)
 	}
+}
+
+func defaultReplicationController(rc *corev1.ReplicationController) {
+	var labels map[string]string
+	if rc.Spec.Template != nil {
+		labels = rc.Spec.Template.Labels
+		DefaultPodTemplateSpec(rc.Spec.Template)
+	}
+	if labels != nil {
+		if len(rc.Spec.Selector) == 0 {
+			rc.Spec.Selector = labels
+		}
+		if len(rc.Labels) == 0 {
+			rc.Labels = labels
+		}
+	}
+	if rc.Spec.Replicas == nil {
+		one := int32(1)
+		rc.Spec.Replicas = &one
+	}
+}
+
+// replicationControllers serves replicationcontrollers with /status and
+// /scale.
+func replicationControllers(ctx providers.Context) (map[string]rest.Storage, error) {
+	w := registry.Workload[*corev1.ReplicationController]{
+		GroupVersion: corev1.SchemeGroupVersion, Categories: []string{"all"},
+		Resource: "replicationcontrollers", Singular: "replicationcontroller", ShortNames: []string{"rc"},
+		NewObj:  func() runtime.Object { return &corev1.ReplicationController{} },
+		NewList: func() runtime.Object { return &corev1.ReplicationControllerList{} },
+		Meta:    func(rc *corev1.ReplicationController) *metav1.ObjectMeta { return &rc.ObjectMeta },
+		Spec:    func(rc *corev1.ReplicationController) any { return rc.Spec },
+		ResetStatus: func(rc, old *corev1.ReplicationController) {
+			rc.Status = corev1.ReplicationControllerStatus{}
+			if old != nil {
+				rc.Status = old.Status
+			}
+		},
+		ResetSpec: func(rc, old *corev1.ReplicationController) { rc.Spec = old.Spec },
+		Validate: func(rc *corev1.ReplicationController) field.ErrorList {
+			p := field.NewPath("spec")
+			errs := registry.NonNegative(p, map[string]int32{"replicas": ptrValue(rc.Spec.Replicas), "minReadySeconds": rc.Spec.MinReadySeconds})
+			if len(rc.Spec.Selector) == 0 {
+				errs = append(errs, field.Required(p.Child("selector"), ""))
+			}
+			if rc.Spec.Template == nil {
+				return append(errs, field.Required(p.Child("template"), ""))
+			}
+			for k, v := range rc.Spec.Selector {
+				if rc.Spec.Template.Labels[k] != v {
+					errs = append(errs, field.Invalid(p.Child("template", "metadata", "labels"), rc.Spec.Template.Labels, "`selector` does not match template `labels`"))
+					break
+				}
+			}
+			return append(errs, ValidatePodTemplateSpec(rc.Spec.Template, p.Child("template"))...)
+		},
+		Columns: []registry.Column{
+			registry.ColumnOf("Desired", "integer", corev1.ReplicationControllerSpec{}.SwaggerDoc()["replicas"], 0, func(rc *corev1.ReplicationController) any { return int64(ptrValue(rc.Spec.Replicas)) }),
+			registry.ColumnOf("Current", "integer", corev1.ReplicationControllerStatus{}.SwaggerDoc()["replicas"], 0, func(rc *corev1.ReplicationController) any { return int64(rc.Status.Replicas) }),
+			registry.ColumnOf("Ready", "integer", corev1.ReplicationControllerStatus{}.SwaggerDoc()["readyReplicas"], 0, func(rc *corev1.ReplicationController) any { return int64(rc.Status.ReadyReplicas) }),
+			registry.AgeColumn(),
+			registry.ColumnOf("Containers", "string", "Names of each container in the template.", 1, func(rc *corev1.ReplicationController) any { return containerNames(rc.Spec.Template) }),
+			registry.ColumnOf("Images", "string", "Images referenced by each container in the template.", 1, func(rc *corev1.ReplicationController) any { return containerImages(rc.Spec.Template) }),
+			registry.ColumnOf("Selector", "string", corev1.ReplicationControllerSpec{}.SwaggerDoc()["selector"], 1, func(rc *corev1.ReplicationController) any {
+				return labels.FormatLabels(rc.Spec.Selector)
+			}),
+		},
+		Scale: &registry.ScaleAccess{
+			Replicas:       func(o runtime.Object) int32 { return ptrValue(o.(*corev1.ReplicationController).Spec.Replicas) },
+			SetReplicas:    func(o runtime.Object, n int32) { o.(*corev1.ReplicationController).Spec.Replicas = &n },
+			StatusReplicas: func(o runtime.Object) int32 { return o.(*corev1.ReplicationController).Status.Replicas },
+			Selector: func(o runtime.Object) *metav1.LabelSelector {
+				return &metav1.LabelSelector{MatchLabels: o.(*corev1.ReplicationController).Spec.Selector}
+			},
+		},
+	}
+	return w.Storage(ctx)
+}
+
+func ptrValue(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func containerNames(t *corev1.PodTemplateSpec) string {
+	if t == nil {
+		return ""
+	}
+	var names []string
+	for _, c := range t.Spec.Containers {
+		names = append(names, c.Name)
+	}
+	return strings.Join(names, ",")
+}
+
+func containerImages(t *corev1.PodTemplateSpec) string {
+	if t == nil {
+		return ""
+	}
+	var images []string
+	for _, c := range t.Spec.Containers {
+		images = append(images, c.Image)
+	}
+	return strings.Join(images, ",")
+}
+
+var resourceQuotas = registry.Kind[*corev1.ResourceQuota]{
+	GroupVersion: corev1.SchemeGroupVersion, Resource: "resourcequotas", Singular: "resourcequota",
+	ShortNames: []string{"quota"}, Namespaced: true, Status: true,
+	NewObj:  func() runtime.Object { return &corev1.ResourceQuota{} },
+	NewList: func() runtime.Object { return &corev1.ResourceQuotaList{} },
+	Validate: func(q *corev1.ResourceQuota) field.ErrorList {
+		var errs field.ErrorList
+		p := field.NewPath("spec", "hard")
+		for name, v := range q.Spec.Hard {
+			if v.Sign() < 0 {
+				errs = append(errs, field.Invalid(p.Key(string(name)), v.String(), "must be greater than or equal to 0"))
+			}
+		}
+		return errs
+	},
+	Columns: []registry.Column{
+		registry.ColumnOf("Request", "string", "Request represents a minimum amount of cpu/memory that a container may consume.", 0, func(q *corev1.ResourceQuota) any {
+			return quotaSummary(q, func(n corev1.ResourceName) bool { return !strings.HasPrefix(string(n), "limits.") })
+		}),
+		registry.ColumnOf("Limit", "string", "Limits control the maximum amount of cpu/memory that a container may use independent of contention on the node.", 0, func(q *corev1.ResourceQuota) any {
+			return quotaSummary(q, func(n corev1.ResourceName) bool { return strings.HasPrefix(string(n), "limits.") })
+		}),
+	},
+	AgeAt: new(int),
+}
+
+// quotaSummary is "name: used/hard, ..." over the hard limits keep selects,
+// sorted by name.
+func quotaSummary(q *corev1.ResourceQuota, keep func(corev1.ResourceName) bool) string {
+	var names []string
+	for n := range q.Spec.Hard {
+		if keep(n) {
+			names = append(names, string(n))
+		}
+	}
+	slices.Sort(names)
+	var parts []string
+	for _, n := range names {
+		hard := q.Spec.Hard[corev1.ResourceName(n)]
+		used := q.Status.Used[corev1.ResourceName(n)]
+		parts = append(parts, fmt.Sprintf("%s: %s/%s", n, used.String(), hard.String()))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -2,10 +2,12 @@ package registry
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 
-	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage/names"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/kubeembed/apiserver/providers"
 )
@@ -32,23 +35,36 @@ type Kind[T runtime.Object] struct {
 	NewObj, NewList    func() runtime.Object
 	// NameValidation checks metadata.name; default DNS subdomain.
 	NameValidation apivalidation.ValidateNameFunc
-	// Generation counts metadata.generation (see Strategy.Generation).
-	Generation bool
+	// Generation counts metadata.generation (see Strategy.Generation);
+	// GenerationOf, if set, is what a new generation is counted on.
+	Generation   bool
+	GenerationOf func(T) any
+	// ResetPaths are top-level fields the main resource never writes (such
+	// as an immutable spec): nobody owns them in managed fields.
+	ResetPaths []string
 	// Status serves /status and keeps the main resource from writing it.
 	Status bool
-	// PrepareCreate runs on create after the status reset.
-	PrepareCreate func(T)
+	// PrepareCreate runs on create after the status reset; ctx carries the
+	// request's user.
+	PrepareCreate func(context.Context, T)
 	// PrepareUpdate runs on update after the status is carried over.
 	PrepareUpdate  func(obj, old T)
 	Validate       func(T) field.ErrorList
 	ValidateUpdate func(obj, old T) field.ErrorList
 	ValidateStatus func(obj, old T) field.ErrorList
+	// PrepareStatusUpdate runs on writes to /status after the rest of the
+	// object is carried over.
+	PrepareStatusUpdate func(obj, old T)
 	// Columns follow NAME and come before AGE unless AgeAt says where AGE
 	// goes (its index among Columns).
 	Columns []Column
 	AgeAt   *int
-	// Fields are extra field selectors beside metadata.name/namespace.
-	Fields func(T) fields.Set
+	// NoAge leaves the AGE column out.
+	NoAge bool
+	// Fields are extra field selectors beside metadata.name/namespace,
+	// named in FieldNames.
+	Fields     func(T) fields.Set
+	FieldNames []string
 }
 
 // Storage builds the kind's store, and its /status when it has one.
@@ -58,15 +74,29 @@ func (k Kind[T]) Storage(ctx providers.Context) (map[string]rest.Storage, error)
 		nameFn = apivalidation.NameIsDNSSubdomain
 	}
 	st := &Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: k.Namespaced, Generation: k.Generation}
+	var reset []string
 	if k.Status {
-		st.ResetFields = ResetStatus(k.GroupVersion)
+		reset = append(reset, "status")
 	}
-	st.PrepareCreate = func(_ context.Context, obj runtime.Object) {
+	if reset = append(reset, k.ResetPaths...); len(reset) > 0 {
+		set := fieldpath.NewSet()
+		for _, p := range reset {
+			set.Insert(fieldpath.MakePathOrDie(p))
+		}
+		st.ResetFields = map[fieldpath.APIVersion]*fieldpath.Set{fieldpath.APIVersion(k.GroupVersion.String()): set}
+	}
+	if k.GenerationOf != nil {
+		st.Generation = false
+	}
+	st.PrepareCreate = func(ctx context.Context, obj runtime.Object) {
 		if k.Status {
 			setStatus(obj, nil)
 		}
 		if k.PrepareCreate != nil {
-			k.PrepareCreate(obj.(T))
+			k.PrepareCreate(ctx, obj.(T))
+		}
+		if k.GenerationOf != nil {
+			ObjectMetaOf(obj).SetGeneration(1)
 		}
 	}
 	st.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
@@ -75,6 +105,13 @@ func (k Kind[T]) Storage(ctx providers.Context) (map[string]rest.Storage, error)
 		}
 		if k.PrepareUpdate != nil {
 			k.PrepareUpdate(obj.(T), old.(T))
+		}
+		if k.GenerationOf != nil {
+			m, o := ObjectMetaOf(obj), ObjectMetaOf(old)
+			m.SetGeneration(o.GetGeneration())
+			if !equality.Semantic.DeepEqual(k.GenerationOf(obj.(T)), k.GenerationOf(old.(T))) {
+				m.SetGeneration(o.GetGeneration() + 1)
+			}
 		}
 	}
 	validate := func(obj runtime.Object) field.ErrorList {
@@ -100,9 +137,11 @@ func (k Kind[T]) Storage(ctx providers.Context) (map[string]rest.Storage, error)
 		return errs
 	}
 	columns := append([]Column{NameColumn()}, k.Columns...)
-	if k.AgeAt == nil {
+	switch {
+	case k.NoAge:
+	case k.AgeAt == nil:
 		columns = append(columns, AgeColumn())
-	} else {
+	default:
 		at := *k.AgeAt + 1
 		columns = append(columns[:at], append([]Column{AgeColumn()}, columns[at:]...)...)
 	}
@@ -124,6 +163,9 @@ func (k Kind[T]) Storage(ctx providers.Context) (map[string]rest.Storage, error)
 	status.ResetFields = ResetSpec(k.GroupVersion, "metadata.labels")
 	status.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
 		keepAllButStatus(obj, old)
+		if k.PrepareStatusUpdate != nil {
+			k.PrepareStatusUpdate(obj.(T), old.(T))
+		}
 	}
 	status.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
 		m, _ := meta.Accessor(obj)
@@ -168,11 +210,11 @@ func keepAllButStatus(obj, old runtime.Object) {
 	m.SetLabels(om.GetLabels())
 }
 
-// Ptr returns a pointer to v, for column values and defaults.
-func Ptr[V any](v V) *V { return &v }
-
-// ObjectMetaOf returns obj's metadata.
+// ObjectMetaOf returns obj's metadata; every served object has some.
 func ObjectMetaOf(obj runtime.Object) metav1.Object {
-	m, _ := meta.Accessor(obj)
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		panic(fmt.Sprintf("%T has no metadata: %v", obj, err))
+	}
 	return m
 }

@@ -133,3 +133,15 @@ func (u *scaleUpdate) UpdatedObject(ctx context.Context, oldObj runtime.Object) 
 	u.r.access.SetReplicas(obj, scale.Spec.Replicas)
 	return obj, nil
 }
+
+// AddScale registers autoscaling/v1 Scale, external and internal, which
+// every scale subresource speaks. Idempotent.
+func AddScale(scheme *runtime.Scheme) {
+	gv := autoscalingv1.SchemeGroupVersion
+	if scheme.Recognizes(gv.WithKind("Scale")) {
+		return
+	}
+	scheme.AddKnownTypes(gv, &autoscalingv1.Scale{})
+	scheme.AddKnownTypeWithName(schema.GroupVersion{Group: gv.Group, Version: runtime.APIVersionInternal}.WithKind("Scale"), &autoscalingv1.Scale{})
+	metav1.AddToGroupVersion(scheme, gv)
+}

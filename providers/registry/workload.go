@@ -24,6 +24,8 @@ import (
 // for scalable kinds, /scale.
 type Workload[T runtime.Object] struct {
 	GroupVersion schema.GroupVersion
+	// NameValidation checks metadata.name; default DNS subdomain.
+	NameValidation apivalidation.ValidateNameFunc
 	// Cluster makes the kind cluster-scoped (PersistentVolumes).
 	Cluster            bool
 	Resource, Singular string
@@ -95,7 +97,11 @@ func (w Workload[T]) Storage(ctx providers.Context) (map[string]rest.Storage, er
 	}
 	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
 		o := obj.(T)
-		errs := apivalidation.ValidateObjectMeta(w.Meta(o), namespaced, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+		nameFn := w.NameValidation
+		if nameFn == nil {
+			nameFn = apivalidation.NameIsDNSSubdomain
+		}
+		errs := apivalidation.ValidateObjectMeta(w.Meta(o), namespaced, nameFn, field.NewPath("metadata"))
 		return append(errs, w.Validate(o)...)
 	}
 	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {

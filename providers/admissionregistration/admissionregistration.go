@@ -1,0 +1,344 @@
+// Package admissionregistration serves admissionregistration.k8s.io/v1:
+// validating and mutating webhook configurations, validating and mutating
+// admission policies and their bindings. They are stored and validated;
+// kubeembed does not call webhooks nor evaluate policies yet.
+package admissionregistration
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/registry"
+)
+
+// Provider serves admissionregistration.k8s.io.
+type Provider struct{}
+
+var _ providers.Provider = Provider{}
+
+var gv = admissionv1.SchemeGroupVersion
+
+var group = registry.Group{
+	GroupVersion: gv, AddToScheme: admissionv1.AddToScheme,
+	Defaults: map[runtime.Object]func(any){
+		&admissionv1.ValidatingWebhookConfiguration{}: func(obj any) {
+			for i := range obj.(*admissionv1.ValidatingWebhookConfiguration).Webhooks {
+				w := &obj.(*admissionv1.ValidatingWebhookConfiguration).Webhooks[i]
+				defaultWebhook(&w.FailurePolicy, &w.MatchPolicy, &w.NamespaceSelector, &w.ObjectSelector, &w.TimeoutSeconds, w.Rules)
+			}
+		},
+		&admissionv1.MutatingWebhookConfiguration{}: func(obj any) {
+			for i := range obj.(*admissionv1.MutatingWebhookConfiguration).Webhooks {
+				w := &obj.(*admissionv1.MutatingWebhookConfiguration).Webhooks[i]
+				defaultWebhook(&w.FailurePolicy, &w.MatchPolicy, &w.NamespaceSelector, &w.ObjectSelector, &w.TimeoutSeconds, w.Rules)
+				if w.ReinvocationPolicy == nil {
+					never := admissionv1.NeverReinvocationPolicy
+					w.ReinvocationPolicy = &never
+				}
+			}
+		},
+		&admissionv1.ValidatingAdmissionPolicy{}: func(obj any) {
+			s := &obj.(*admissionv1.ValidatingAdmissionPolicy).Spec
+			defaultFailurePolicy(&s.FailurePolicy)
+			defaultMatchResources(s.MatchConstraints)
+		},
+		&admissionv1.ValidatingAdmissionPolicyBinding{}: func(obj any) {
+			defaultMatchResources(obj.(*admissionv1.ValidatingAdmissionPolicyBinding).Spec.MatchResources)
+		},
+		&admissionv1.MutatingAdmissionPolicy{}: func(obj any) {
+			s := &obj.(*admissionv1.MutatingAdmissionPolicy).Spec
+			defaultFailurePolicy(&s.FailurePolicy)
+			defaultMatchResources(s.MatchConstraints)
+		},
+		&admissionv1.MutatingAdmissionPolicyBinding{}: func(obj any) {
+			defaultMatchResources(obj.(*admissionv1.MutatingAdmissionPolicyBinding).Spec.MatchResources)
+		},
+	},
+	Served: []registry.Served{validatingWebhooks, mutatingWebhooks, validatingPolicies, validatingBindings, mutatingPolicies, mutatingBindings},
+}
+
+func defaultFailurePolicy(p **admissionv1.FailurePolicyType) {
+	if *p == nil {
+		fail := admissionv1.Fail
+		*p = &fail
+	}
+}
+
+func defaultRules(rules []admissionv1.RuleWithOperations) {
+	for i := range rules {
+		if rules[i].Scope == nil {
+			all := admissionv1.AllScopes
+			rules[i].Scope = &all
+		}
+	}
+}
+
+func defaultWebhook(fp **admissionv1.FailurePolicyType, mp **admissionv1.MatchPolicyType, ns, objs **metav1.LabelSelector, timeout **int32, rules []admissionv1.RuleWithOperations) {
+	defaultFailurePolicy(fp)
+	if *mp == nil {
+		eq := admissionv1.Equivalent
+		*mp = &eq
+	}
+	if *ns == nil {
+		*ns = &metav1.LabelSelector{}
+	}
+	if *objs == nil {
+		*objs = &metav1.LabelSelector{}
+	}
+	if *timeout == nil {
+		ten := int32(10)
+		*timeout = &ten
+	}
+	defaultRules(rules)
+}
+
+func defaultMatchResources(m *admissionv1.MatchResources) {
+	if m == nil {
+		return
+	}
+	if m.MatchPolicy == nil {
+		eq := admissionv1.Equivalent
+		m.MatchPolicy = &eq
+	}
+	if m.NamespaceSelector == nil {
+		m.NamespaceSelector = &metav1.LabelSelector{}
+	}
+	if m.ObjectSelector == nil {
+		m.ObjectSelector = &metav1.LabelSelector{}
+	}
+	for _, list := range [][]admissionv1.NamedRuleWithOperations{m.ResourceRules, m.ExcludeResourceRules} {
+		for i := range list {
+			if list[i].Scope == nil {
+				all := admissionv1.AllScopes
+				list[i].Scope = &all
+			}
+		}
+	}
+}
+
+var sideEffects = []string{string(admissionv1.SideEffectClassNone), string(admissionv1.SideEffectClassNoneOnDryRun)}
+
+// validateWebhook checks what a webhook author most often gets wrong.
+func validateWebhook(p *field.Path, name string, cc admissionv1.WebhookClientConfig, se *admissionv1.SideEffectClass, versions []string, timeout *int32, seen map[string]bool) field.ErrorList {
+	var errs field.ErrorList
+	if len(strings.Split(name, ".")) < 3 {
+		errs = append(errs, field.Invalid(p.Child("name"), name, "should be a domain with at least three segments separated by dots"))
+	}
+	if seen[name] {
+		errs = append(errs, field.Duplicate(p.Child("name"), name))
+	}
+	seen[name] = true
+	switch {
+	case cc.URL == nil && cc.Service == nil:
+		errs = append(errs, field.Required(p.Child("clientConfig"), "exactly one of url or service is required"))
+	case cc.URL != nil && cc.Service != nil:
+		errs = append(errs, field.Required(p.Child("clientConfig"), "exactly one of url or service is required"))
+	case cc.URL != nil:
+		u, err := url.Parse(*cc.URL)
+		switch {
+		case err != nil:
+			errs = append(errs, field.Invalid(p.Child("clientConfig", "url"), *cc.URL, fmt.Sprintf("url must be a valid URL: %v", err)))
+		case u.Scheme != "https":
+			errs = append(errs, field.Invalid(p.Child("clientConfig", "url"), u.Scheme, "'https' is the only allowed URL scheme"))
+		}
+	}
+	if se == nil {
+		errs = append(errs, field.Required(p.Child("sideEffects"), fmt.Sprintf("must specify one of %v", strings.Join(sideEffects, ", "))))
+	} else if !slices.Contains(sideEffects, string(*se)) {
+		errs = append(errs, field.NotSupported(p.Child("sideEffects"), *se, sideEffects))
+	}
+	if len(versions) == 0 {
+		errs = append(errs, field.Required(p.Child("admissionReviewVersions"), "must specify one of v1, v1beta1"))
+	}
+	if timeout != nil && (*timeout < 1 || *timeout > 30) {
+		errs = append(errs, field.Invalid(p.Child("timeoutSeconds"), *timeout, "the timeout value must be between 1 and 30 seconds"))
+	}
+	return errs
+}
+
+func count[T any](name, desc string, f func(T) int) registry.Column {
+	return registry.ColumnOf(name, "integer", desc, 0, func(o T) any { return int64(f(o)) })
+}
+
+var validatingWebhooks = registry.Kind[*admissionv1.ValidatingWebhookConfiguration]{
+	GroupVersion: gv, Resource: "validatingwebhookconfigurations", Singular: "validatingwebhookconfiguration",
+	Generation: true, Categories: []string{"api-extensions"},
+	NewObj:  func() runtime.Object { return &admissionv1.ValidatingWebhookConfiguration{} },
+	NewList: func() runtime.Object { return &admissionv1.ValidatingWebhookConfigurationList{} },
+	Validate: func(c *admissionv1.ValidatingWebhookConfiguration) field.ErrorList {
+		var errs field.ErrorList
+		seen := map[string]bool{}
+		for i, w := range c.Webhooks {
+			errs = append(errs, validateWebhook(field.NewPath("webhooks").Index(i), w.Name, w.ClientConfig, w.SideEffects, w.AdmissionReviewVersions, w.TimeoutSeconds, seen)...)
+		}
+		return errs
+	},
+	Columns: []registry.Column{count("Webhooks", "Webhooks indicates the number of webhooks registered in this configuration",
+		func(c *admissionv1.ValidatingWebhookConfiguration) int { return len(c.Webhooks) })},
+}
+
+var mutatingWebhooks = registry.Kind[*admissionv1.MutatingWebhookConfiguration]{
+	GroupVersion: gv, Resource: "mutatingwebhookconfigurations", Singular: "mutatingwebhookconfiguration",
+	Generation: true, Categories: []string{"api-extensions"},
+	NewObj:  func() runtime.Object { return &admissionv1.MutatingWebhookConfiguration{} },
+	NewList: func() runtime.Object { return &admissionv1.MutatingWebhookConfigurationList{} },
+	Validate: func(c *admissionv1.MutatingWebhookConfiguration) field.ErrorList {
+		var errs field.ErrorList
+		seen := map[string]bool{}
+		for i, w := range c.Webhooks {
+			errs = append(errs, validateWebhook(field.NewPath("webhooks").Index(i), w.Name, w.ClientConfig, w.SideEffects, w.AdmissionReviewVersions, w.TimeoutSeconds, seen)...)
+		}
+		return errs
+	},
+	Columns: []registry.Column{count("Webhooks", "Webhooks indicates the number of webhooks registered in this configuration",
+		func(c *admissionv1.MutatingWebhookConfiguration) int { return len(c.Webhooks) })},
+}
+
+func paramKind(k *admissionv1.ParamKind) any {
+	if k == nil {
+		return "<unset>"
+	}
+	return k.APIVersion + "/" + k.Kind
+}
+
+func paramRef(r *admissionv1.ParamRef) any {
+	if r == nil {
+		return "<unset>"
+	}
+	if r.Namespace != "" {
+		return r.Namespace + "/" + r.Name
+	}
+	return "*/" + r.Name
+}
+
+var failurePolicies = []string{string(admissionv1.Ignore), string(admissionv1.Fail)}
+
+func validateFailurePolicy(p *admissionv1.FailurePolicyType) field.ErrorList {
+	if p != nil && !slices.Contains(failurePolicies, string(*p)) {
+		return field.ErrorList{field.NotSupported(field.NewPath("spec", "failurePolicy"), *p, failurePolicies)}
+	}
+	return nil
+}
+
+var validatingPolicies = registry.Kind[*admissionv1.ValidatingAdmissionPolicy]{
+	GroupVersion: gv, Resource: "validatingadmissionpolicies", Singular: "validatingadmissionpolicy",
+	Generation: true, Status: true, Categories: []string{"api-extensions"},
+	NewObj:  func() runtime.Object { return &admissionv1.ValidatingAdmissionPolicy{} },
+	NewList: func() runtime.Object { return &admissionv1.ValidatingAdmissionPolicyList{} },
+	Validate: func(p *admissionv1.ValidatingAdmissionPolicy) field.ErrorList {
+		errs := validateFailurePolicy(p.Spec.FailurePolicy)
+		if len(p.Spec.Validations) == 0 && len(p.Spec.AuditAnnotations) == 0 {
+			errs = append(errs, field.Required(field.NewPath("spec", "validations"), "validations or auditAnnotations must contain at least one item"))
+		}
+		for i, v := range p.Spec.Validations {
+			if strings.TrimSpace(v.Expression) == "" {
+				errs = append(errs, field.Required(field.NewPath("spec", "validations").Index(i).Child("expression"), "expression is not specified"))
+			}
+		}
+		if p.Spec.MatchConstraints == nil || len(p.Spec.MatchConstraints.ResourceRules) == 0 {
+			errs = append(errs, field.Required(field.NewPath("spec", "matchConstraints", "resourceRules"), ""))
+		}
+		return errs
+	},
+	Columns: []registry.Column{
+		count("Validations", "Validations indicates the number of validation rules defined in this configuration",
+			func(p *admissionv1.ValidatingAdmissionPolicy) int { return len(p.Spec.Validations) }),
+		registry.ColumnOf("ParamKind", "string", "ParamKind specifies the kind of resources used to parameterize this policy", 0,
+			func(p *admissionv1.ValidatingAdmissionPolicy) any { return paramKind(p.Spec.ParamKind) }),
+	},
+}
+
+var validationActions = []string{string(admissionv1.Deny), string(admissionv1.Warn), string(admissionv1.Audit)}
+
+var validatingBindings = registry.Kind[*admissionv1.ValidatingAdmissionPolicyBinding]{
+	GroupVersion: gv, Resource: "validatingadmissionpolicybindings", Singular: "validatingadmissionpolicybinding",
+	Generation: true, Categories: []string{"api-extensions"},
+	NewObj:  func() runtime.Object { return &admissionv1.ValidatingAdmissionPolicyBinding{} },
+	NewList: func() runtime.Object { return &admissionv1.ValidatingAdmissionPolicyBindingList{} },
+	Validate: func(b *admissionv1.ValidatingAdmissionPolicyBinding) field.ErrorList {
+		p := field.NewPath("spec")
+		var errs field.ErrorList
+		if b.Spec.PolicyName == "" {
+			errs = append(errs, field.Required(p.Child("policyName"), ""))
+		}
+		if len(b.Spec.ValidationActions) == 0 {
+			errs = append(errs, field.Required(p.Child("validationActions"), "at least one validation action is required"))
+		}
+		seen := map[admissionv1.ValidationAction]bool{}
+		for i, a := range b.Spec.ValidationActions {
+			switch {
+			case !slices.Contains(validationActions, string(a)):
+				errs = append(errs, field.NotSupported(p.Child("validationActions").Index(i), a, validationActions))
+			case seen[a]:
+				errs = append(errs, field.Duplicate(p.Child("validationActions").Index(i), a))
+			}
+			seen[a] = true
+		}
+		return errs
+	},
+	Columns: []registry.Column{
+		registry.ColumnOf("PolicyName", "string", "PolicyName indicates the policy definition which the policy binding binded to", 0,
+			func(b *admissionv1.ValidatingAdmissionPolicyBinding) any { return b.Spec.PolicyName }),
+		registry.ColumnOf("ParamRef", "string", "ParamRef indicates the param resource which sets the configuration param", 0,
+			func(b *admissionv1.ValidatingAdmissionPolicyBinding) any { return paramRef(b.Spec.ParamRef) }),
+	},
+}
+
+var mutatingPolicies = registry.Kind[*admissionv1.MutatingAdmissionPolicy]{
+	GroupVersion: gv, Resource: "mutatingadmissionpolicies", Singular: "mutatingadmissionpolicy",
+	Generation: true, Categories: []string{"api-extensions"},
+	NewObj:  func() runtime.Object { return &admissionv1.MutatingAdmissionPolicy{} },
+	NewList: func() runtime.Object { return &admissionv1.MutatingAdmissionPolicyList{} },
+	Validate: func(p *admissionv1.MutatingAdmissionPolicy) field.ErrorList {
+		errs := validateFailurePolicy(p.Spec.FailurePolicy)
+		if len(p.Spec.Mutations) == 0 {
+			errs = append(errs, field.Required(field.NewPath("spec", "mutations"), "mutations must contain at least one item"))
+		}
+		return errs
+	},
+	Columns: []registry.Column{
+		count("Mutations", "Mutation indicates the number of mutations rules defined in this configuration",
+			func(p *admissionv1.MutatingAdmissionPolicy) int { return len(p.Spec.Mutations) }),
+		registry.ColumnOf("ParamKind", "string", "ParamKind specifies the kind of resources used to parameterize this policy", 0,
+			func(p *admissionv1.MutatingAdmissionPolicy) any { return paramKind(p.Spec.ParamKind) }),
+	},
+}
+
+var mutatingBindings = registry.Kind[*admissionv1.MutatingAdmissionPolicyBinding]{
+	GroupVersion: gv, Resource: "mutatingadmissionpolicybindings", Singular: "mutatingadmissionpolicybinding",
+	Generation: true, Categories: []string{"api-extensions"},
+	NewObj:  func() runtime.Object { return &admissionv1.MutatingAdmissionPolicyBinding{} },
+	NewList: func() runtime.Object { return &admissionv1.MutatingAdmissionPolicyBindingList{} },
+	Validate: func(b *admissionv1.MutatingAdmissionPolicyBinding) field.ErrorList {
+		if b.Spec.PolicyName == "" {
+			return field.ErrorList{field.Required(field.NewPath("spec", "policyName"), "")}
+		}
+		return nil
+	},
+	Columns: []registry.Column{
+		registry.ColumnOf("PolicyName", "string", "PolicyName indicates the policy definition which the policy binding binded to", 0,
+			func(b *admissionv1.MutatingAdmissionPolicyBinding) any { return b.Spec.PolicyName }),
+		registry.ColumnOf("ParamRef", "string", "ParamRef indicates the param resource which sets the configuration param", 0,
+			func(b *admissionv1.MutatingAdmissionPolicyBinding) any { return paramRef(b.Spec.ParamRef) }),
+	},
+}
+
+// GroupName implements providers.Provider.
+func (Provider) GroupName() string { return group.GroupName() }
+
+// Install implements providers.Provider.
+func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
+
+// Storage implements providers.Provider.
+func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+	return group.Storage(ctx)
+}

@@ -1,0 +1,115 @@
+// Package autoscaling serves autoscaling/v2 horizontal pod autoscalers,
+// with status. autoscaling/v1 is not served yet (it needs conversions to
+// v2 through annotations).
+package autoscaling
+
+import (
+	"fmt"
+	"strings"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/registry"
+)
+
+// Provider serves autoscaling.
+type Provider struct{}
+
+var _ providers.Provider = Provider{}
+
+var gv = autoscalingv2.SchemeGroupVersion
+
+var group = registry.Group{
+	GroupVersion: gv, AddToScheme: autoscalingv2.AddToScheme,
+	Defaults: map[runtime.Object]func(any){&autoscalingv2.HorizontalPodAutoscaler{}: func(obj any) {
+		h := obj.(*autoscalingv2.HorizontalPodAutoscaler)
+		if h.Spec.MinReplicas == nil {
+			one := int32(1)
+			h.Spec.MinReplicas = &one
+		}
+		if len(h.Spec.Metrics) == 0 {
+			eighty := int32(80)
+			h.Spec.Metrics = []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType,
+				Resource: &autoscalingv2.ResourceMetricSource{Name: corev1.ResourceCPU,
+					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: &eighty}}}}
+		}
+	}},
+	Served: []registry.Served{registry.Kind[*autoscalingv2.HorizontalPodAutoscaler]{
+		GroupVersion: gv, Resource: "horizontalpodautoscalers", Singular: "horizontalpodautoscaler",
+		ShortNames: []string{"hpa"}, Categories: []string{"all"}, Namespaced: true, Status: true, Generation: true,
+		NewObj:   func() runtime.Object { return &autoscalingv2.HorizontalPodAutoscaler{} },
+		NewList:  func() runtime.Object { return &autoscalingv2.HorizontalPodAutoscalerList{} },
+		Validate: validate,
+		Columns: []registry.Column{
+			registry.ColumnOf("Reference", "string", autoscalingv2.HorizontalPodAutoscalerSpec{}.SwaggerDoc()["scaleTargetRef"], 0, func(h *autoscalingv2.HorizontalPodAutoscaler) any {
+				return h.Spec.ScaleTargetRef.Kind + "/" + h.Spec.ScaleTargetRef.Name
+			}),
+			registry.ColumnOf("Targets", "string", autoscalingv2.HorizontalPodAutoscalerSpec{}.SwaggerDoc()["metrics"], 0, targets),
+			registry.ColumnOf("MinPods", "string", autoscalingv2.HorizontalPodAutoscalerSpec{}.SwaggerDoc()["minReplicas"], 0, func(h *autoscalingv2.HorizontalPodAutoscaler) any {
+				if h.Spec.MinReplicas == nil {
+					return "<unset>"
+				}
+				return int64(*h.Spec.MinReplicas)
+			}),
+			registry.ColumnOf("MaxPods", "string", autoscalingv2.HorizontalPodAutoscalerSpec{}.SwaggerDoc()["maxReplicas"], 0, func(h *autoscalingv2.HorizontalPodAutoscaler) any { return int64(h.Spec.MaxReplicas) }),
+			registry.ColumnOf("Replicas", "string", autoscalingv2.HorizontalPodAutoscalerStatus{}.SwaggerDoc()["currentReplicas"], 0, func(h *autoscalingv2.HorizontalPodAutoscaler) any { return int64(h.Status.CurrentReplicas) }),
+		},
+	}},
+}
+
+func validate(h *autoscalingv2.HorizontalPodAutoscaler) field.ErrorList {
+	p := field.NewPath("spec")
+	var errs field.ErrorList
+	if h.Spec.ScaleTargetRef.Kind == "" {
+		errs = append(errs, field.Required(p.Child("scaleTargetRef", "kind"), ""))
+	}
+	if h.Spec.ScaleTargetRef.Name == "" {
+		errs = append(errs, field.Required(p.Child("scaleTargetRef", "name"), ""))
+	}
+	if m := h.Spec.MinReplicas; m != nil && *m < 1 {
+		errs = append(errs, field.Invalid(p.Child("minReplicas"), *m, "must be greater than or equal to 1"))
+	}
+	if h.Spec.MaxReplicas < 1 {
+		errs = append(errs, field.Invalid(p.Child("maxReplicas"), h.Spec.MaxReplicas, "must be greater than 0"))
+	}
+	if m := h.Spec.MinReplicas; m != nil && h.Spec.MaxReplicas < *m {
+		errs = append(errs, field.Invalid(p.Child("maxReplicas"), h.Spec.MaxReplicas, "must be greater than or equal to `minReplicas`"))
+	}
+	return errs
+}
+
+// targets is the Targets column: "<current>/<target>" per metric, the
+// current value <unknown> until the controller reports one.
+func targets(h *autoscalingv2.HorizontalPodAutoscaler) any {
+	if len(h.Spec.Metrics) == 0 {
+		return "<none>"
+	}
+	var out []string
+	for _, m := range h.Spec.Metrics {
+		switch {
+		case m.Resource != nil && m.Resource.Target.AverageUtilization != nil:
+			out = append(out, fmt.Sprintf("%s: <unknown>/%d%%", m.Resource.Name, *m.Resource.Target.AverageUtilization))
+		case m.Resource != nil && m.Resource.Target.AverageValue != nil:
+			out = append(out, fmt.Sprintf("%s: <unknown>/%s", m.Resource.Name, m.Resource.Target.AverageValue.String()))
+		default:
+			out = append(out, "<unknown>/<unknown>")
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// GroupName implements providers.Provider.
+func (Provider) GroupName() string { return group.GroupName() }
+
+// Install implements providers.Provider.
+func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
+
+// Storage implements providers.Provider.
+func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+	return group.Storage(ctx)
+}

@@ -1,0 +1,239 @@
+// Package certificates serves certificates.k8s.io/v1 certificate signing
+// requests, with /status and /approval. The requestor's identity is taken
+// from the request; nothing signs: approval and the certificate are written
+// by whoever plays the signer in a test.
+package certificates
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"slices"
+	"strings"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/registry"
+)
+
+// Provider serves certificates.k8s.io.
+type Provider struct{}
+
+var _ providers.Provider = Provider{}
+
+var gv = certificatesv1.SchemeGroupVersion
+
+var group = registry.Group{
+	GroupVersion: gv, AddToScheme: certificatesv1.AddToScheme,
+	Served: []registry.Served{csrs{}},
+}
+
+var usages = func() []string {
+	var out []string
+	for _, u := range []certificatesv1.KeyUsage{
+		certificatesv1.UsageSigning, certificatesv1.UsageDigitalSignature, certificatesv1.UsageContentCommitment,
+		certificatesv1.UsageKeyEncipherment, certificatesv1.UsageKeyAgreement, certificatesv1.UsageDataEncipherment,
+		certificatesv1.UsageCertSign, certificatesv1.UsageCRLSign, certificatesv1.UsageEncipherOnly,
+		certificatesv1.UsageDecipherOnly, certificatesv1.UsageAny, certificatesv1.UsageServerAuth,
+		certificatesv1.UsageClientAuth, certificatesv1.UsageCodeSigning, certificatesv1.UsageEmailProtection,
+		certificatesv1.UsageSMIME, certificatesv1.UsageIPsecEndSystem, certificatesv1.UsageIPsecTunnel,
+		certificatesv1.UsageIPsecUser, certificatesv1.UsageTimestamping, certificatesv1.UsageOCSPSigning,
+		certificatesv1.UsageMicrosoftSGC, certificatesv1.UsageNetscapeSGC,
+	} {
+		out = append(out, string(u))
+	}
+	return out
+}()
+
+func validateCSR(c *certificatesv1.CertificateSigningRequest) field.ErrorList {
+	p := field.NewPath("spec")
+	var errs field.ErrorList
+	block, _ := pem.Decode(c.Spec.Request)
+	switch {
+	case block == nil:
+		errs = append(errs, field.Invalid(p.Child("request"), c.Spec.Request, "PEM block type must be CERTIFICATE REQUEST"))
+	case block.Type != "CERTIFICATE REQUEST":
+		errs = append(errs, field.Invalid(p.Child("request"), c.Spec.Request, "PEM block type must be CERTIFICATE REQUEST"))
+	default:
+		if _, err := x509.ParseCertificateRequest(block.Bytes); err != nil {
+			errs = append(errs, field.Invalid(p.Child("request"), c.Spec.Request, err.Error()))
+		}
+	}
+	if c.Spec.SignerName == "" {
+		errs = append(errs, field.Required(p.Child("signerName"), ""))
+	} else {
+		parts := strings.SplitN(c.Spec.SignerName, "/", 2)
+		if len(parts) != 2 || parts[1] == "" {
+			errs = append(errs, field.Invalid(p.Child("signerName"), c.Spec.SignerName, "must be a fully qualified domain and path of the form 'example.com/signer-name'"))
+		} else {
+			for _, msg := range validation.IsDNS1123Subdomain(parts[0]) {
+				errs = append(errs, field.Invalid(p.Child("signerName"), c.Spec.SignerName, msg))
+			}
+		}
+	}
+	if len(c.Spec.Usages) == 0 {
+		errs = append(errs, field.Required(p.Child("usages"), "usages must be provided"))
+	}
+	for i, u := range c.Spec.Usages {
+		if !slices.Contains(usages, string(u)) {
+			errs = append(errs, field.NotSupported(p.Child("usages").Index(i), u, usages))
+		}
+	}
+	if e := c.Spec.ExpirationSeconds; e != nil && *e < 600 {
+		errs = append(errs, field.Invalid(p.Child("expirationSeconds"), *e, "may not specify a duration less than 600 seconds (10 minutes)"))
+	}
+	return errs
+}
+
+// csrs is the CSR kind: its main resource ignores writes to spec and
+// status, /status writes the status but not approval conditions, and
+// /approval writes only the Approved and Denied conditions.
+type csrs struct{}
+
+var kind = registry.Kind[*certificatesv1.CertificateSigningRequest]{
+	GroupVersion: gv, Resource: "certificatesigningrequests", Singular: "certificatesigningrequest",
+	ShortNames: []string{"csr"}, Status: true,
+	// The spec is the requestor's and immutable: updates keep the old one.
+	ResetPaths: []string{"spec"},
+	NewObj:     func() runtime.Object { return &certificatesv1.CertificateSigningRequest{} },
+	NewList:    func() runtime.Object { return &certificatesv1.CertificateSigningRequestList{} },
+	PrepareCreate: func(ctx context.Context, c *certificatesv1.CertificateSigningRequest) {
+		c.Spec.Username, c.Spec.UID, c.Spec.Groups, c.Spec.Extra = "", "", nil, nil
+		if u, ok := genericapirequest.UserFrom(ctx); ok {
+			c.Spec.Username, c.Spec.UID, c.Spec.Groups = u.GetName(), u.GetUID(), u.GetGroups()
+			for k, v := range u.GetExtra() {
+				if c.Spec.Extra == nil {
+					c.Spec.Extra = map[string]certificatesv1.ExtraValue{}
+				}
+				c.Spec.Extra[k] = v
+			}
+		}
+	},
+	PrepareUpdate: func(c, old *certificatesv1.CertificateSigningRequest) { c.Spec = old.Spec },
+	Validate:      validateCSR,
+	PrepareStatusUpdate: func(c, old *certificatesv1.CertificateSigningRequest) {
+		// Approval is /approval's; the status subresource keeps it.
+		c.Status.Conditions = mergeConditions(c.Status.Conditions, old.Status.Conditions, false)
+	},
+	Columns: []registry.Column{
+		registry.ColumnOf("SignerName", "string", certificatesv1.CertificateSigningRequestSpec{}.SwaggerDoc()["signerName"], 0, func(c *certificatesv1.CertificateSigningRequest) any { return c.Spec.SignerName }),
+		registry.ColumnOf("Requestor", "string", certificatesv1.CertificateSigningRequestSpec{}.SwaggerDoc()["request"], 0, func(c *certificatesv1.CertificateSigningRequest) any { return c.Spec.Username }),
+		registry.ColumnOf("RequestedDuration", "string", certificatesv1.CertificateSigningRequestSpec{}.SwaggerDoc()["expirationSeconds"], 0, func(c *certificatesv1.CertificateSigningRequest) any {
+			if c.Spec.ExpirationSeconds == nil {
+				return "<none>"
+			}
+			return duration.HumanDuration(time.Duration(*c.Spec.ExpirationSeconds) * time.Second)
+		}),
+		registry.ColumnOf("Condition", "string", certificatesv1.CertificateSigningRequestStatus{}.SwaggerDoc()["conditions"], 0, conditionSummary),
+	},
+	AgeAt: new(int),
+	Fields: func(c *certificatesv1.CertificateSigningRequest) fields.Set {
+		return fields.Set{"spec.signerName": c.Spec.SignerName}
+	},
+	FieldNames: []string{"spec.signerName"},
+}
+
+func isApproval(t certificatesv1.RequestConditionType) bool {
+	return t == certificatesv1.CertificateApproved || t == certificatesv1.CertificateDenied
+}
+
+// mergeConditions keeps the new conditions of one family (approval or not)
+// and the old ones of the other.
+func mergeConditions(next, old []certificatesv1.CertificateSigningRequestCondition, approval bool) []certificatesv1.CertificateSigningRequestCondition {
+	var out []certificatesv1.CertificateSigningRequestCondition
+	for _, c := range old {
+		if isApproval(c.Type) != approval {
+			out = append(out, c)
+		}
+	}
+	for _, c := range next {
+		if isApproval(c.Type) == approval {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func conditionSummary(c *certificatesv1.CertificateSigningRequest) any {
+	var approved, denied bool
+	var rest []string
+	for _, cond := range c.Status.Conditions {
+		switch cond.Type {
+		case certificatesv1.CertificateApproved:
+			approved = cond.Status != corev1.ConditionFalse
+		case certificatesv1.CertificateDenied:
+			denied = cond.Status != corev1.ConditionFalse
+		default:
+			rest = append(rest, string(cond.Type))
+		}
+	}
+	var parts []string
+	switch {
+	case denied:
+		parts = append(parts, "Denied")
+	case approved:
+		parts = append(parts, "Approved")
+	default:
+		parts = append(parts, "Pending")
+	}
+	if len(c.Status.Certificate) > 0 {
+		parts = append(parts, "Issued")
+	}
+	return strings.Join(append(parts, rest...), ",")
+}
+
+// FieldLabels implements registry.Served.
+func (csrs) FieldLabels(scheme *runtime.Scheme) error { return kind.FieldLabels(scheme) }
+
+// Storage implements registry.Served.
+func (csrs) Storage(ctx providers.Context) (map[string]rest.Storage, error) {
+	out, err := kind.Storage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	approval := kind
+	approval.PrepareStatusUpdate = func(c, old *certificatesv1.CertificateSigningRequest) {
+		c.Status = certificatesv1.CertificateSigningRequestStatus{
+			Conditions:  mergeConditions(c.Status.Conditions, old.Status.Conditions, true),
+			Certificate: old.Status.Certificate,
+		}
+	}
+	approval.ValidateStatus = func(c, _ *certificatesv1.CertificateSigningRequest) field.ErrorList {
+		var approved, denied bool
+		for _, cond := range c.Status.Conditions {
+			approved = approved || (cond.Type == certificatesv1.CertificateApproved && cond.Status == corev1.ConditionTrue)
+			denied = denied || (cond.Type == certificatesv1.CertificateDenied && cond.Status == corev1.ConditionTrue)
+		}
+		if approved && denied {
+			return field.ErrorList{field.Invalid(field.NewPath("status", "conditions"), c.Status.Conditions, "Approved and Denied conditions are mutually exclusive")}
+		}
+		return nil
+	}
+	a, err := approval.Storage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out[kind.Resource+"/approval"] = a[kind.Resource+"/status"]
+	return out, nil
+}
+
+// GroupName implements providers.Provider.
+func (Provider) GroupName() string { return group.GroupName() }
+
+// Install implements providers.Provider.
+func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
+
+// Storage implements providers.Provider.
+func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+	return group.Storage(ctx)
+}

@@ -1,0 +1,163 @@
+// Package flowcontrol serves flowcontrol.apiserver.k8s.io/v1 flow schemas
+// and priority level configurations, with status. kubeembed stores them;
+// it does not apply priority and fairness to its own requests.
+package flowcontrol
+
+import (
+	"fmt"
+
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/registry"
+)
+
+// Provider serves flowcontrol.apiserver.k8s.io.
+type Provider struct{}
+
+var _ providers.Provider = Provider{}
+
+var gv = flowcontrolv1.SchemeGroupVersion
+
+func i32(v int32) *int32 { return &v }
+
+var group = registry.Group{
+	GroupVersion: gv, AddToScheme: flowcontrolv1.AddToScheme,
+	Defaults: map[runtime.Object]func(any){
+		&flowcontrolv1.FlowSchema{}: func(obj any) {
+			if fs := obj.(*flowcontrolv1.FlowSchema); fs.Spec.MatchingPrecedence == 0 {
+				fs.Spec.MatchingPrecedence = 1000
+			}
+		},
+		&flowcontrolv1.PriorityLevelConfiguration{}: func(obj any) {
+			s := &obj.(*flowcontrolv1.PriorityLevelConfiguration).Spec
+			if l := s.Limited; l != nil {
+				if l.NominalConcurrencyShares == nil {
+					l.NominalConcurrencyShares = i32(30)
+				}
+				if l.LendablePercent == nil {
+					l.LendablePercent = i32(0)
+				}
+				if l.LimitResponse.Type == flowcontrolv1.LimitResponseTypeQueue {
+					if l.LimitResponse.Queuing == nil {
+						l.LimitResponse.Queuing = &flowcontrolv1.QueuingConfiguration{}
+					}
+					q := l.LimitResponse.Queuing
+					if q.Queues == 0 {
+						q.Queues = 64
+					}
+					if q.HandSize == 0 {
+						q.HandSize = 8
+					}
+					if q.QueueLengthLimit == 0 {
+						q.QueueLengthLimit = 50
+					}
+				}
+			}
+			if e := s.Exempt; e != nil {
+				if e.NominalConcurrencyShares == nil {
+					e.NominalConcurrencyShares = i32(0)
+				}
+				if e.LendablePercent == nil {
+					e.LendablePercent = i32(0)
+				}
+			}
+		},
+	},
+	Served: []registry.Served{flowSchemas, priorityLevels},
+}
+
+var flowSchemas = registry.Kind[*flowcontrolv1.FlowSchema]{
+	GroupVersion: gv, Resource: "flowschemas", Singular: "flowschema", Generation: true, Status: true,
+	NewObj:  func() runtime.Object { return &flowcontrolv1.FlowSchema{} },
+	NewList: func() runtime.Object { return &flowcontrolv1.FlowSchemaList{} },
+	Validate: func(fs *flowcontrolv1.FlowSchema) field.ErrorList {
+		p := field.NewPath("spec")
+		var errs field.ErrorList
+		if fs.Spec.PriorityLevelConfiguration.Name == "" {
+			errs = append(errs, field.Required(p.Child("priorityLevelConfiguration", "name"), "must reference a priority level"))
+		}
+		if m := fs.Spec.MatchingPrecedence; m <= 0 || m > 10000 {
+			errs = append(errs, field.Invalid(p.Child("matchingPrecedence"), m, "must be a positive value no more than 10000"))
+		}
+		if d := fs.Spec.DistinguisherMethod; d != nil && d.Type != flowcontrolv1.FlowDistinguisherMethodByUserType && d.Type != flowcontrolv1.FlowDistinguisherMethodByNamespaceType {
+			errs = append(errs, field.NotSupported(p.Child("distinguisherMethod", "type"), d.Type, []string{"ByNamespace", "ByUser"}))
+		}
+		return errs
+	},
+	Columns: []registry.Column{
+		registry.ColumnOf("PriorityLevel", "string", flowcontrolv1.PriorityLevelConfigurationReference{}.SwaggerDoc()["name"], 0, func(fs *flowcontrolv1.FlowSchema) any { return fs.Spec.PriorityLevelConfiguration.Name }),
+		registry.ColumnOf("MatchingPrecedence", "string", flowcontrolv1.FlowSchemaSpec{}.SwaggerDoc()["matchingPrecedence"], 0, func(fs *flowcontrolv1.FlowSchema) any { return int64(fs.Spec.MatchingPrecedence) }),
+		registry.ColumnOf("DistinguisherMethod", "string", flowcontrolv1.FlowSchemaSpec{}.SwaggerDoc()["distinguisherMethod"], 0, func(fs *flowcontrolv1.FlowSchema) any {
+			if fs.Spec.DistinguisherMethod == nil {
+				return "<none>"
+			}
+			return string(fs.Spec.DistinguisherMethod.Type)
+		}),
+		registry.AgeColumn(),
+		registry.ColumnOf("MissingPL", "string", "references a broken or non-existent PriorityLevelConfiguration", 0, func(fs *flowcontrolv1.FlowSchema) any {
+			for _, c := range fs.Status.Conditions {
+				if c.Type == flowcontrolv1.FlowSchemaConditionDangling {
+					return string(c.Status)
+				}
+			}
+			return "?"
+		}),
+	},
+	NoAge: true,
+}
+
+var priorityLevels = registry.Kind[*flowcontrolv1.PriorityLevelConfiguration]{
+	GroupVersion: gv, Resource: "prioritylevelconfigurations", Singular: "prioritylevelconfiguration", Generation: true, Status: true,
+	NewObj:  func() runtime.Object { return &flowcontrolv1.PriorityLevelConfiguration{} },
+	NewList: func() runtime.Object { return &flowcontrolv1.PriorityLevelConfigurationList{} },
+	Validate: func(pl *flowcontrolv1.PriorityLevelConfiguration) field.ErrorList {
+		p := field.NewPath("spec")
+		var errs field.ErrorList
+		switch pl.Spec.Type {
+		case flowcontrolv1.PriorityLevelEnablementLimited:
+			if pl.Spec.Limited == nil {
+				errs = append(errs, field.Required(p.Child("limited"), "must not be empty when type is Limited"))
+			}
+		case flowcontrolv1.PriorityLevelEnablementExempt:
+		default:
+			errs = append(errs, field.NotSupported(p.Child("type"), pl.Spec.Type, []string{"Exempt", "Limited"}))
+		}
+		return errs
+	},
+	Columns: []registry.Column{
+		registry.ColumnOf("Type", "string", flowcontrolv1.PriorityLevelConfigurationSpec{}.SwaggerDoc()["type"], 0, func(pl *flowcontrolv1.PriorityLevelConfiguration) any { return string(pl.Spec.Type) }),
+		registry.ColumnOf("NominalConcurrencyShares", "string", flowcontrolv1.LimitedPriorityLevelConfiguration{}.SwaggerDoc()["nominalConcurrencyShares"], 0, func(pl *flowcontrolv1.PriorityLevelConfiguration) any {
+			if l := pl.Spec.Limited; l != nil && l.NominalConcurrencyShares != nil {
+				return int64(*l.NominalConcurrencyShares)
+			}
+			return "<none>"
+		}),
+		queuing("Queues", "queues", func(q *flowcontrolv1.QueuingConfiguration) int32 { return q.Queues }),
+		queuing("HandSize", "handSize", func(q *flowcontrolv1.QueuingConfiguration) int32 { return q.HandSize }),
+		queuing("QueueLengthLimit", "queueLengthLimit", func(q *flowcontrolv1.QueuingConfiguration) int32 { return q.QueueLengthLimit }),
+	},
+}
+
+func queuing(name, field string, f func(*flowcontrolv1.QueuingConfiguration) int32) registry.Column {
+	return registry.ColumnOf(name, "string", flowcontrolv1.QueuingConfiguration{}.SwaggerDoc()[field], 0, func(pl *flowcontrolv1.PriorityLevelConfiguration) any {
+		if l := pl.Spec.Limited; l != nil && l.LimitResponse.Queuing != nil {
+			return fmt.Sprint(f(l.LimitResponse.Queuing))
+		}
+		return "<none>"
+	})
+}
+
+// GroupName implements providers.Provider.
+func (Provider) GroupName() string { return group.GroupName() }
+
+// Install implements providers.Provider.
+func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
+
+// Storage implements providers.Provider.
+func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+	return group.Storage(ctx)
+}
