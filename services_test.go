@@ -77,3 +77,18 @@ func TestServices(t *testing.T) {
 	require.True(t, apierrors.IsInvalid(err), "%v", err)
 	assert.Contains(t, err.Error(), "spec.ports: Required value")
 }
+
+// A PUT that leaves out the allocated cluster IP keeps it (the allocation
+// hook runs before the strategy carries the old value over).
+func TestServicePutKeepsClusterIP(t *testing.T) {
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	s, err := c.CoreV1().Services("default").Create(t.Context(), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "a"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	u, err := c.CoreV1().Services("default").Update(t.Context(), &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "a", ResourceVersion: s.ResourceVersion, Labels: map[string]string{"x": "y"}},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, s.Spec.ClusterIPs, u.Spec.ClusterIPs)
+}

@@ -17,7 +17,7 @@ import (
 //     reference still points at the same object;
 //   - resource versions become <rv-N>, ranked by value, so that their order
 //     is compared but not their numbers; they are also replaced inside
-//     messages; a list's own resource version becomes <list-rv>;
+//     messages; a list's or a bookmark's becomes <list-rv>;
 //   - timestamps (RFC 3339) become <time>, a table's Age cells <age>;
 //   - a name made from generateName becomes generateName+<gen-N>;
 //   - continue tokens become <continue>;
@@ -79,15 +79,24 @@ func NormaliseAll(cidr *net.IPNet, resps []Response) []Response {
 	return out
 }
 
+// isList reports a list or a table, whose resource version is the server's
+// latest revision rather than an object's.
 func isList(m map[string]any) bool {
 	_, items := m["items"]
 	return items || m["kind"] == "Table"
 }
 
+// isBookmark reports a watch bookmark, whose resource version is also the
+// server's latest revision.
+func isBookmark(m map[string]any) bool { return m["type"] == "BOOKMARK" }
+
 // collect records uids, generated names and resource versions.
 func (n *Normaliser) collect(v any, key string, rvs *[]uint64, seen map[uint64]bool) {
 	switch v := v.(type) {
 	case map[string]any:
+		if isBookmark(v) {
+			return // not ranked: see rewrite
+		}
 		if isList(v) {
 			// Not ranked: see rewrite.
 			for k, e := range v {
@@ -128,6 +137,18 @@ func (n *Normaliser) rewrite(v any, key string) any {
 	switch v := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(v))
+		if isBookmark(v) {
+			if obj, ok := v["object"].(map[string]any); ok {
+				obj = maps.Clone(obj)
+				if meta, ok := obj["metadata"].(map[string]any); ok {
+					meta = maps.Clone(meta)
+					meta["resourceVersion"] = "<list-rv>"
+					obj["metadata"] = meta
+				}
+				v = maps.Clone(v)
+				v["object"] = obj
+			}
+		}
 		if isList(v) {
 			// A list's resource version is the server's latest revision,
 			// which background writes (leases, events) move on the real

@@ -130,8 +130,7 @@ var deployments = registry.Workload[*appsv1.Deployment]{
 	},
 	ValidateStatus: func(d *appsv1.Deployment) field.ErrorList {
 		s := d.Status
-		return registry.NonNegative(field.NewPath("status"), map[string]int32{"replicas": s.Replicas, "updatedReplicas": s.UpdatedReplicas,
-			"readyReplicas": s.ReadyReplicas, "availableReplicas": s.AvailableReplicas, "unavailableReplicas": s.UnavailableReplicas})
+		return registry.NonNegative(field.NewPath("status"), registry.N("replicas", s.Replicas), registry.N("updatedReplicas", s.UpdatedReplicas), registry.N("readyReplicas", s.ReadyReplicas), registry.N("availableReplicas", s.AvailableReplicas), registry.N("unavailableReplicas", s.UnavailableReplicas))
 	},
 	Columns: append([]registry.Column{
 		registry.ColumnOf("Ready", "string", "Number of the pod with ready state", 0, func(d *appsv1.Deployment) any {

@@ -87,7 +87,7 @@ var daemonSets = registry.Workload[*appsv1.DaemonSet]{
 	},
 	Validate: func(d *appsv1.DaemonSet) field.ErrorList {
 		p := field.NewPath("spec")
-		errs := registry.NonNegative(p, map[string]int32{"minReadySeconds": d.Spec.MinReadySeconds})
+		errs := registry.NonNegative(p, registry.N("minReadySeconds", d.Spec.MinReadySeconds))
 		switch d.Spec.UpdateStrategy.Type {
 		case appsv1.RollingUpdateDaemonSetStrategyType:
 			if ru := d.Spec.UpdateStrategy.RollingUpdate; ru != nil && isZero(ru.MaxUnavailable) && isZero(ru.MaxSurge) {
@@ -105,9 +105,7 @@ var daemonSets = registry.Workload[*appsv1.DaemonSet]{
 	},
 	ValidateStatus: func(d *appsv1.DaemonSet) field.ErrorList {
 		s := d.Status
-		return registry.NonNegative(field.NewPath("status"), map[string]int32{"currentNumberScheduled": s.CurrentNumberScheduled,
-			"numberMisscheduled": s.NumberMisscheduled, "desiredNumberScheduled": s.DesiredNumberScheduled, "numberReady": s.NumberReady,
-			"updatedNumberScheduled": s.UpdatedNumberScheduled, "numberAvailable": s.NumberAvailable, "numberUnavailable": s.NumberUnavailable})
+		return registry.NonNegative(field.NewPath("status"), registry.N("currentNumberScheduled", s.CurrentNumberScheduled), registry.N("numberMisscheduled", s.NumberMisscheduled), registry.N("desiredNumberScheduled", s.DesiredNumberScheduled), registry.N("numberReady", s.NumberReady), registry.N("updatedNumberScheduled", s.UpdatedNumberScheduled), registry.N("numberAvailable", s.NumberAvailable), registry.N("numberUnavailable", s.NumberUnavailable))
 	},
 	Columns: append([]registry.Column{
 		registry.ColumnOf("Desired", "integer", "The total number of nodes that should be running the daemon pod.", 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.DesiredNumberScheduled) }),

@@ -36,7 +36,7 @@ var replicaSets = registry.Workload[*appsv1.ReplicaSet]{
 	ResetSpec: func(rs, old *appsv1.ReplicaSet) { rs.Spec = old.Spec },
 	Validate: func(rs *appsv1.ReplicaSet) field.ErrorList {
 		p := field.NewPath("spec")
-		errs := registry.NonNegative(p, map[string]int32{"replicas": ptrOr(rs.Spec.Replicas, 0), "minReadySeconds": rs.Spec.MinReadySeconds})
+		errs := registry.NonNegative(p, registry.N("replicas", ptrOr(rs.Spec.Replicas, 0)), registry.N("minReadySeconds", rs.Spec.MinReadySeconds))
 		return append(errs, validateSelectorAndTemplate(rs.Spec.Selector, &rs.Spec.Template, "deployment", p)...)
 	},
 	ValidateUpdate: func(rs, old *appsv1.ReplicaSet) field.ErrorList {
@@ -44,8 +44,19 @@ var replicaSets = registry.Workload[*appsv1.ReplicaSet]{
 	},
 	ValidateStatus: func(rs *appsv1.ReplicaSet) field.ErrorList {
 		s := rs.Status
-		return registry.NonNegative(field.NewPath("status"), map[string]int32{"replicas": s.Replicas, "fullyLabeledReplicas": s.FullyLabeledReplicas,
-			"readyReplicas": s.ReadyReplicas, "availableReplicas": s.AvailableReplicas})
+		p := field.NewPath("status")
+		errs := registry.NonNegative(p, registry.N("replicas", s.Replicas), registry.N("fullyLabeledReplicas", s.FullyLabeledReplicas),
+			registry.N("readyReplicas", s.ReadyReplicas), registry.N("availableReplicas", s.AvailableReplicas), registry.N("observedGeneration", int32(min(s.ObservedGeneration, 1<<31-1))))
+		const msg = "cannot be greater than status.replicas"
+		for _, c := range []registry.Count{registry.N("fullyLabeledReplicas", s.FullyLabeledReplicas), registry.N("readyReplicas", s.ReadyReplicas), registry.N("availableReplicas", s.AvailableReplicas)} {
+			if c.Value > s.Replicas {
+				errs = append(errs, field.Invalid(p.Child(c.Name), c.Value, msg))
+			}
+		}
+		if s.AvailableReplicas > s.ReadyReplicas {
+			errs = append(errs, field.Invalid(p.Child("availableReplicas"), s.AvailableReplicas, "cannot be greater than readyReplicas"))
+		}
+		return errs
 	},
 	Columns: append([]registry.Column{
 		registry.ColumnOf("Desired", "integer", "Number of desired pods.", 0, func(rs *appsv1.ReplicaSet) any { return int64(ptrOr(rs.Spec.Replicas, 0)) }),

@@ -87,7 +87,7 @@ var statefulSets = registry.Workload[*appsv1.StatefulSet]{
 	ResetSpec: func(s, old *appsv1.StatefulSet) { s.Spec = old.Spec },
 	Validate: func(s *appsv1.StatefulSet) field.ErrorList {
 		p := field.NewPath("spec")
-		errs := registry.NonNegative(p, map[string]int32{"replicas": ptrOr(s.Spec.Replicas, 0), "minReadySeconds": s.Spec.MinReadySeconds})
+		errs := registry.NonNegative(p, registry.N("replicas", ptrOr(s.Spec.Replicas, 0)), registry.N("minReadySeconds", s.Spec.MinReadySeconds))
 		switch s.Spec.PodManagementPolicy {
 		case appsv1.OrderedReadyPodManagement, appsv1.ParallelPodManagement:
 		default:
@@ -122,8 +122,7 @@ var statefulSets = registry.Workload[*appsv1.StatefulSet]{
 	},
 	ValidateStatus: func(s *appsv1.StatefulSet) field.ErrorList {
 		st := s.Status
-		return registry.NonNegative(field.NewPath("status"), map[string]int32{"replicas": st.Replicas, "readyReplicas": st.ReadyReplicas,
-			"currentReplicas": st.CurrentReplicas, "updatedReplicas": st.UpdatedReplicas, "availableReplicas": st.AvailableReplicas})
+		return registry.NonNegative(field.NewPath("status"), registry.N("replicas", st.Replicas), registry.N("readyReplicas", st.ReadyReplicas), registry.N("currentReplicas", st.CurrentReplicas), registry.N("updatedReplicas", st.UpdatedReplicas), registry.N("availableReplicas", st.AvailableReplicas))
 	},
 	Columns: append([]registry.Column{
 		registry.ColumnOf("Ready", "string", "Number of the pod with ready state", 0, func(s *appsv1.StatefulSet) any {

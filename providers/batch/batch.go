@@ -169,7 +169,7 @@ var jobs = registry.Workload[*batchv1.Job]{
 	},
 	ValidateStatus: func(j *batchv1.Job) field.ErrorList {
 		s := j.Status
-		return registry.NonNegative(field.NewPath("status"), map[string]int32{"active": s.Active, "succeeded": s.Succeeded, "failed": s.Failed})
+		return registry.NonNegative(field.NewPath("status"), registry.N("active", s.Active), registry.N("succeeded", s.Succeeded), registry.N("failed", s.Failed))
 	},
 	Columns: []registry.Column{
 		registry.ColumnOf("Status", "string", "Status of the job.", 0, jobStatus),

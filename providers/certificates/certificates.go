@@ -102,7 +102,7 @@ type csrs struct{}
 
 var kind = registry.Kind[*certificatesv1.CertificateSigningRequest]{
 	GroupVersion: gv, Resource: "certificatesigningrequests", Singular: "certificatesigningrequest",
-	ShortNames: []string{"csr"}, Status: true,
+	ShortNames: []string{"csr"}, Status: true, NameValidation: registry.PathSegmentName,
 	// The spec is the requestor's and immutable: updates keep the old one.
 	ResetPaths: []string{"spec"},
 	NewObj:     func() runtime.Object { return &certificatesv1.CertificateSigningRequest{} },

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -49,7 +48,7 @@ func EventFields(e *corev1.Event) fields.Set {
 
 // ValidateEvent checks what kube-apiserver checks of a core/v1 event.
 func ValidateEvent(e *corev1.Event) field.ErrorList {
-	errs := validateMeta(&e.ObjectMeta, true, apivalidation.NameIsDNSSubdomain)
+	errs := validateMeta(&e.ObjectMeta, true, registry.PathSegmentName)
 	if e.InvolvedObject.Namespace != "" && e.InvolvedObject.Namespace != e.Namespace {
 		errs = append(errs, field.Invalid(field.NewPath("involvedObject", "namespace"), e.InvolvedObject.Namespace, "does not match event.namespace"))
 	}
@@ -107,7 +106,6 @@ func lower(s string) string {
 func eventStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 	st := strategy(ctx.Scheme, true)
 	st.CreateOnUpdate = true
-	st.UnconditionalUpdate = true
 	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList { return ValidateEvent(obj.(*corev1.Event)) }
 	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
 		e, o := obj.(*corev1.Event), old.(*corev1.Event)

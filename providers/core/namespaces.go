@@ -78,7 +78,8 @@ func namespaceStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 	status.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
 		ns, o := obj.(*corev1.Namespace), old.(*corev1.Namespace)
 		errs := validateMetaUpdate(&ns.ObjectMeta, &o.ObjectMeta)
-		phase := field.NewPath("status", "phase")
+		// kube-apiserver names this field with a capital P.
+		phase := field.NewPath("status", "Phase")
 		if ns.DeletionTimestamp.IsZero() {
 			if ns.Status.Phase != corev1.NamespaceActive {
 				errs = append(errs, field.Invalid(phase, ns.Status.Phase, "may only be 'Active' if `deletionTimestamp` is empty"))

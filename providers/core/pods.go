@@ -152,6 +152,9 @@ func podStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 		return nil, err
 	}
 	store.Store.DeleteStrategy = &podDeleteStrategy{Strategy: st}
+	// DELETE answers with the pod, as kube-apiserver: with its deletion
+	// timestamp when the deletion is graceful.
+	store.Store.ReturnDeletedObject = true
 
 	status := strategy(ctx.Scheme, true)
 	status.ResetFields = registry.ResetSpec(gv, "metadata.deletionTimestamp", "metadata.ownerReferences")

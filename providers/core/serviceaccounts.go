@@ -35,5 +35,6 @@ func serviceAccountStorage(ctx providers.Context) (map[string]rest.Storage, erro
 	if err != nil {
 		return nil, err
 	}
+	store.Store.ReturnDeletedObject = true
 	return map[string]rest.Storage{"serviceaccounts": store}, nil
 }

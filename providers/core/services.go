@@ -190,6 +190,19 @@ func (a *allocator) allocate(s *corev1.Service) error {
 	return nil
 }
 
+// carryOver keeps the allocated values an update leaves out.
+func carryOver(s, o *corev1.Service) {
+	if s.Spec.ClusterIP == "" && len(s.Spec.ClusterIPs) == 0 && s.Spec.Type == o.Spec.Type {
+		s.Spec.ClusterIP, s.Spec.ClusterIPs = o.Spec.ClusterIP, o.Spec.ClusterIPs
+		s.Spec.IPFamilies, s.Spec.IPFamilyPolicy = o.Spec.IPFamilies, o.Spec.IPFamilyPolicy
+	}
+	for i := range s.Spec.Ports {
+		if s.Spec.Ports[i].NodePort == 0 && i < len(o.Spec.Ports) {
+			s.Spec.Ports[i].NodePort = o.Spec.Ports[i].NodePort
+		}
+	}
+}
+
 // fillMissing allocates what an update of s needs and lacks (a cluster IP
 // or node ports, after a change of type), and returns a Service holding
 // only what it allocated.
@@ -279,16 +292,7 @@ func serviceStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 	st.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
 		s, o := obj.(*corev1.Service), old.(*corev1.Service)
 		s.Status = o.Status
-		// Allocated values carry over when an update leaves them out.
-		if s.Spec.ClusterIP == "" && s.Spec.Type == o.Spec.Type {
-			s.Spec.ClusterIP, s.Spec.ClusterIPs = o.Spec.ClusterIP, o.Spec.ClusterIPs
-			s.Spec.IPFamilies, s.Spec.IPFamilyPolicy = o.Spec.IPFamilies, o.Spec.IPFamilyPolicy
-		}
-		for i := range s.Spec.Ports {
-			if s.Spec.Ports[i].NodePort == 0 && i < len(o.Spec.Ports) {
-				s.Spec.Ports[i].NodePort = o.Spec.Ports[i].NodePort
-			}
-		}
+		carryOver(s, o)
 	}
 	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
 		return validateService(obj.(*corev1.Service))
@@ -333,7 +337,10 @@ func serviceStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 		}
 		return finish(s, len(opts.DryRun) > 0), nil
 	}
-	store.Store.BeginUpdate = func(_ context.Context, obj, _ runtime.Object, opts *metav1.UpdateOptions) (genericregistry.FinishFunc, error) {
+	store.Store.BeginUpdate = func(_ context.Context, obj, old runtime.Object, opts *metav1.UpdateOptions) (genericregistry.FinishFunc, error) {
+		// BeginUpdate runs before PrepareForUpdate: what the update keeps is
+		// carried over first, so that only what is missing is allocated.
+		carryOver(obj.(*corev1.Service), old.(*corev1.Service))
 		added, err := alloc.fillMissing(obj.(*corev1.Service))
 		if err != nil {
 			return nil, err

@@ -29,6 +29,7 @@ type simple[T runtime.Object] struct {
 	validate           func(T) field.ErrorList
 	columns            []registry.Column
 	generation         bool // see registry.Strategy.Generation
+	returnDeleted      bool // see registry.Kind.ReturnDeleted
 }
 
 func (k simple[T]) storage(ctx providers.Context) (map[string]rest.Storage, error) {
@@ -54,6 +55,7 @@ func (k simple[T]) storage(ctx providers.Context) (map[string]rest.Storage, erro
 	if err != nil {
 		return nil, err
 	}
+	store.Store.ReturnDeletedObject = k.returnDeleted
 	return map[string]rest.Storage{k.resource: store}, nil
 }
 
@@ -102,7 +104,7 @@ var endpoints = simple[*corev1.Endpoints]{
 }
 
 var podTemplates = simple[*corev1.PodTemplate]{
-	resource: "podtemplates", singular: "podtemplate", namespaced: true, generation: true,
+	resource: "podtemplates", singular: "podtemplate", namespaced: true, generation: true, returnDeleted: true,
 	newObj:  func() runtime.Object { return &corev1.PodTemplate{} },
 	newList: func() runtime.Object { return &corev1.PodTemplateList{} },
 	meta:    func(t *corev1.PodTemplate) *metav1.ObjectMeta { return &t.ObjectMeta },
@@ -204,7 +206,9 @@ func defaultReplicationController(rc *corev1.ReplicationController) {
 func replicationControllers(ctx providers.Context) (map[string]rest.Storage, error) {
 	w := registry.Workload[*corev1.ReplicationController]{
 		GroupVersion: corev1.SchemeGroupVersion, Categories: []string{"all"},
-		Resource: "replicationcontrollers", Singular: "replicationcontroller", ShortNames: []string{"rc"},
+		// core/v1 keeps a deleted controller's pods unless asked otherwise.
+		OrphanByDefault: true,
+		Resource:        "replicationcontrollers", Singular: "replicationcontroller", ShortNames: []string{"rc"},
 		NewObj:  func() runtime.Object { return &corev1.ReplicationController{} },
 		NewList: func() runtime.Object { return &corev1.ReplicationControllerList{} },
 		Meta:    func(rc *corev1.ReplicationController) *metav1.ObjectMeta { return &rc.ObjectMeta },
@@ -218,7 +222,7 @@ func replicationControllers(ctx providers.Context) (map[string]rest.Storage, err
 		ResetSpec: func(rc, old *corev1.ReplicationController) { rc.Spec = old.Spec },
 		Validate: func(rc *corev1.ReplicationController) field.ErrorList {
 			p := field.NewPath("spec")
-			errs := registry.NonNegative(p, map[string]int32{"replicas": ptrValue(rc.Spec.Replicas), "minReadySeconds": rc.Spec.MinReadySeconds})
+			errs := registry.NonNegative(p, registry.N("replicas", ptrValue(rc.Spec.Replicas)), registry.N("minReadySeconds", rc.Spec.MinReadySeconds))
 			if len(rc.Spec.Selector) == 0 {
 				errs = append(errs, field.Required(p.Child("selector"), ""))
 			}
@@ -287,7 +291,7 @@ func containerImages(t *corev1.PodTemplateSpec) string {
 
 var resourceQuotas = registry.Kind[*corev1.ResourceQuota]{
 	GroupVersion: corev1.SchemeGroupVersion, Resource: "resourcequotas", Singular: "resourcequota",
-	ShortNames: []string{"quota"}, Namespaced: true, Status: true,
+	ShortNames: []string{"quota"}, Namespaced: true, Status: true, ReturnDeleted: true,
 	NewObj:  func() runtime.Object { return &corev1.ResourceQuota{} },
 	NewList: func() runtime.Object { return &corev1.ResourceQuotaList{} },
 	Validate: func(q *corev1.ResourceQuota) field.ErrorList {

@@ -54,11 +54,11 @@ func pvcStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 	w := registry.Workload[*corev1.PersistentVolumeClaim]{
 		GroupVersion: corev1.SchemeGroupVersion,
 		Resource:     "persistentvolumeclaims", Singular: "persistentvolumeclaim", ShortNames: []string{"pvc"},
-		NoGeneration: true,
-		NewObj:       func() runtime.Object { return &corev1.PersistentVolumeClaim{} },
-		NewList:      func() runtime.Object { return &corev1.PersistentVolumeClaimList{} },
-		Meta:         func(c *corev1.PersistentVolumeClaim) *metav1.ObjectMeta { return &c.ObjectMeta },
-		Spec:         func(c *corev1.PersistentVolumeClaim) any { return c.Spec },
+		NoGeneration: true, ReturnDeleted: true,
+		NewObj:  func() runtime.Object { return &corev1.PersistentVolumeClaim{} },
+		NewList: func() runtime.Object { return &corev1.PersistentVolumeClaimList{} },
+		Meta:    func(c *corev1.PersistentVolumeClaim) *metav1.ObjectMeta { return &c.ObjectMeta },
+		Spec:    func(c *corev1.PersistentVolumeClaim) any { return c.Spec },
 		ResetStatus: func(c, old *corev1.PersistentVolumeClaim) {
 			c.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimPending}
 			if old != nil {
@@ -217,11 +217,11 @@ func pvStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 	w := registry.Workload[*corev1.PersistentVolume]{
 		GroupVersion: corev1.SchemeGroupVersion, Cluster: true,
 		Resource: "persistentvolumes", Singular: "persistentvolume", ShortNames: []string{"pv"},
-		NoGeneration: true,
-		NewObj:       func() runtime.Object { return &corev1.PersistentVolume{} },
-		NewList:      func() runtime.Object { return &corev1.PersistentVolumeList{} },
-		Meta:         func(p *corev1.PersistentVolume) *metav1.ObjectMeta { return &p.ObjectMeta },
-		Spec:         func(p *corev1.PersistentVolume) any { return p.Spec },
+		NoGeneration: true, ReturnDeleted: true,
+		NewObj:  func() runtime.Object { return &corev1.PersistentVolume{} },
+		NewList: func() runtime.Object { return &corev1.PersistentVolumeList{} },
+		Meta:    func(p *corev1.PersistentVolume) *metav1.ObjectMeta { return &p.ObjectMeta },
+		Spec:    func(p *corev1.PersistentVolume) any { return p.Spec },
 		ResetStatus: func(p, old *corev1.PersistentVolume) {
 			if old != nil {
 				p.Status = old.Status

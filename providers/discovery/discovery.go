@@ -47,10 +47,9 @@ var group = registry.Group{
 		GroupVersion: discoveryv1.SchemeGroupVersion, Resource: "endpointslices", Singular: "endpointslice",
 		Namespaced: true,
 		// kube-apiserver counts a slice's generation on its endpoints,
-		// ports and metadata labels and annotations (which say what the
-		// slice belongs to).
+		// ports and labels (which say what service it belongs to).
 		GenerationOf: func(s *discoveryv1.EndpointSlice) any {
-			return []any{s.AddressType, s.Endpoints, s.Ports, s.Labels, s.Annotations}
+			return []any{s.AddressType, s.Endpoints, s.Ports, s.Labels}
 		},
 		NewObj:   func() runtime.Object { return &discoveryv1.EndpointSlice{} },
 		NewList:  func() runtime.Object { return &discoveryv1.EndpointSliceList{} },

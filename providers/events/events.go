@@ -180,7 +180,7 @@ func validateV1(e *corev1.Event) field.ErrorList {
 // Storage implements providers.Provider.
 func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
 	st := &registry.Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: true,
-		CreateOnUpdate: true, UnconditionalUpdate: true}
+		CreateOnUpdate: true}
 	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList { return validateV1(obj.(*corev1.Event)) }
 	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
 		e, o := obj.(*corev1.Event), old.(*corev1.Event)

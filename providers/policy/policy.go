@@ -53,8 +53,9 @@ func validateIntOrPercent(v *intstr.IntOrString, p *field.Path) field.ErrorList 
 // Storage implements providers.Provider.
 func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
 	pdbs := registry.Workload[*policyv1.PodDisruptionBudget]{
-		GroupVersion: policyv1.SchemeGroupVersion,
-		Resource:     "poddisruptionbudgets", Singular: "poddisruptionbudget", ShortNames: []string{"pdb"},
+		NameValidation: registry.PathSegmentName,
+		GroupVersion:   policyv1.SchemeGroupVersion,
+		Resource:       "poddisruptionbudgets", Singular: "poddisruptionbudget", ShortNames: []string{"pdb"},
 		NewObj:  func() runtime.Object { return &policyv1.PodDisruptionBudget{} },
 		NewList: func() runtime.Object { return &policyv1.PodDisruptionBudgetList{} },
 		Meta:    func(p *policyv1.PodDisruptionBudget) *metav1.ObjectMeta { return &p.ObjectMeta },

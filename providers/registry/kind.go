@@ -61,11 +61,19 @@ type Kind[T runtime.Object] struct {
 	AgeAt   *int
 	// NoAge leaves the AGE column out.
 	NoAge bool
+	// ReturnDeleted makes DELETE answer with the object rather than a
+	// Status, as kube-apiserver does for some kinds.
+	ReturnDeleted bool
 	// Fields are extra field selectors beside metadata.name/namespace,
 	// named in FieldNames.
 	Fields     func(T) fields.Set
 	FieldNames []string
 }
+
+// PathSegmentName accepts any name the generic registry accepts (a path
+// segment: no "/", "%", "." or ".."), for the kinds kube-apiserver does not
+// hold to DNS names, such as PodDisruptionBudgets and core/v1 Events.
+func PathSegmentName(string, bool) []string { return nil }
 
 // Storage builds the kind's store, and its /status when it has one.
 func (k Kind[T]) Storage(ctx providers.Context) (map[string]rest.Storage, error) {
@@ -155,6 +163,7 @@ func (k Kind[T]) Storage(ctx providers.Context) (map[string]rest.Storage, error)
 	if err != nil {
 		return nil, err
 	}
+	store.Store.ReturnDeletedObject = k.ReturnDeleted
 	out := map[string]rest.Storage{k.Resource: store}
 	if !k.Status {
 		return out, nil

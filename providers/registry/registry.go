@@ -5,9 +5,9 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"maps"
-	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -39,8 +39,9 @@ type Strategy struct {
 	Namespaced bool
 	// AllowCreateOnUpdate lets PUT create a missing object.
 	CreateOnUpdate bool
-	// UnconditionalUpdate lets PUT omit resourceVersion.
-	UnconditionalUpdate bool
+	// RequireResourceVersion makes PUT without metadata.resourceVersion an
+	// error. kube-apiserver's built-in kinds all allow it (last write wins).
+	RequireResourceVersion bool
 	// Generation sets metadata.generation to 1 on create and bumps it when
 	// an update changes anything but metadata and status, as kube-apiserver
 	// does for kinds such as PodTemplate, PriorityClass and NetworkPolicy.
@@ -93,10 +94,46 @@ func (s *Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 
 // Validate implements rest.RESTCreateStrategy.
 func (s *Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
-	if s.ValidateCreate == nil {
-		return nil
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return field.ErrorList{field.InternalError(field.NewPath("metadata"), err)}
 	}
-	return s.ValidateCreate(ctx, obj)
+	errs := finalizerNames(m.GetFinalizers())
+	if s.ValidateCreate != nil {
+		errs = append(errs, s.ValidateCreate(ctx, obj)...)
+	}
+	return errs
+}
+
+// finalizerNames is kube-apiserver's check of built-in objects' finalizers:
+// a name without a "/" must be one of the standard ones.
+func finalizerNames(finalizers []string) field.ErrorList {
+	var errs field.ErrorList
+	for i, f := range finalizers {
+		if !strings.Contains(f, "/") && f != "kubernetes" && f != metav1.FinalizerOrphanDependents && f != metav1.FinalizerDeleteDependents {
+			errs = append(errs, field.Invalid(field.NewPath("metadata", "finalizers").Index(i), f, "name is neither a standard finalizer name nor is it fully qualified"))
+		}
+	}
+	return errs
+}
+
+// withoutCommon drops from errs what the generic registry reports itself,
+// so that no cause is reported twice, as on kube-apiserver.
+func withoutCommon(errs, common field.ErrorList) field.ErrorList {
+	if len(common) == 0 {
+		return errs
+	}
+	seen := map[string]bool{}
+	for _, e := range common {
+		seen[e.Error()] = true
+	}
+	out := errs[:0:0]
+	for _, e := range errs {
+		if !seen[e.Error()] {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // WarningsOnCreate implements rest.RESTCreateStrategy.
@@ -109,7 +146,7 @@ func (s *Strategy) Canonicalize(runtime.Object) {}
 func (s *Strategy) AllowCreateOnUpdate(context.Context) bool { return s.CreateOnUpdate }
 
 // AllowUnconditionalUpdate implements rest.RESTUpdateStrategy.
-func (s *Strategy) AllowUnconditionalUpdate(context.Context) bool { return s.UnconditionalUpdate }
+func (s *Strategy) AllowUnconditionalUpdate(context.Context) bool { return !s.RequireResourceVersion }
 
 // PrepareForUpdate implements rest.RESTUpdateStrategy.
 func (s *Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
@@ -143,10 +180,20 @@ func withoutMeta(obj runtime.Object) map[string]any {
 
 // ValidateUpdate implements rest.RESTUpdateStrategy.
 func (s *Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
-	if s.ValidateOnUpdate == nil {
-		return nil
+	m, err1 := meta.Accessor(obj)
+	o, err2 := meta.Accessor(old)
+	if err := errors.Join(err1, err2); err != nil {
+		return field.ErrorList{field.InternalError(field.NewPath("metadata"), err)}
 	}
-	return s.ValidateOnUpdate(ctx, obj, old)
+	errs := finalizerNames(m.GetFinalizers())
+	if s.ValidateOnUpdate != nil {
+		errs = append(errs, s.ValidateOnUpdate(ctx, obj, old)...)
+	}
+	// The generic registry validates metadata itself before the strategy,
+	// on updates always: what it reports is not repeated.
+	anyName := func(string, bool) []string { return nil } // names never change on update
+	common := apivalidation.ValidateObjectMetaAccessor(m, s.Namespaced, anyName, field.NewPath("metadata"))
+	return withoutCommon(errs, append(common, apivalidation.ValidateObjectMetaAccessorUpdate(m, o, field.NewPath("metadata"))...))
 }
 
 // WarningsOnUpdate implements rest.RESTUpdateStrategy.
@@ -192,13 +239,23 @@ func ColumnOf[T any](name, typ, desc string, priority int32, f func(T) any) Colu
 
 // NonNegative checks that each named field under p is not negative, in name
 // order.
-func NonNegative(p *field.Path, fields map[string]int32) field.ErrorList {
+func NonNegative(p *field.Path, counts ...Count) field.ErrorList {
 	var errs field.ErrorList
-	for _, name := range slices.Sorted(maps.Keys(fields)) {
-		errs = append(errs, apivalidation.ValidateNonnegativeField(int64(fields[name]), p.Child(name))...)
+	for _, c := range counts {
+		errs = append(errs, apivalidation.ValidateNonnegativeField(int64(c.Value), p.Child(c.Name))...)
 	}
 	return errs
 }
+
+// Count is a named count for NonNegative, checked in the order given (the
+// order of kube-apiserver's messages).
+type Count struct {
+	Name  string
+	Value int32
+}
+
+// N names a count.
+func N(name string, value int32) Count { return Count{Name: name, Value: value} }
 
 // NameColumn is the NAME column every kubectl table starts with.
 func NameColumn() Column {
@@ -311,6 +368,11 @@ func AttrFunc[T runtime.Object](namespaced bool, extra func(T) fields.Set) stora
 // FieldLabelConversion registers the field selectors a kind supports, so that
 // others are rejected with "field label not supported", as kube-apiserver does.
 func FieldLabelConversion(scheme *runtime.Scheme, gvk schema.GroupVersionKind, namespaced bool, extra ...string) error {
+	if len(extra) == 0 {
+		// kube-apiserver's default, and its message, for kinds with no
+		// field selectors of their own.
+		return scheme.AddFieldLabelConversionFunc(gvk, runtime.DefaultMetaV1FieldSelectorConversion)
+	}
 	allowed := map[string]bool{"metadata.name": true}
 	if namespaced {
 		allowed["metadata.namespace"] = true

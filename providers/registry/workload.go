@@ -45,6 +45,8 @@ type Workload[T runtime.Object] struct {
 	// propagation policy, with DeleteWarning as a warning (batch/v1 Jobs).
 	OrphanByDefault bool
 	DeleteWarning   string
+	// ReturnDeleted: see Kind.ReturnDeleted.
+	ReturnDeleted bool
 	// PrepareCreate, if set, runs on create after the status reset; the
 	// object has its UID by then.
 	PrepareCreate func(T)
@@ -143,6 +145,7 @@ func (w Workload[T]) Storage(ctx providers.Context) (map[string]rest.Storage, er
 		}
 		return errs
 	}
+	store.Store.ReturnDeletedObject = w.ReturnDeleted
 	var main rest.Storage = store
 	if w.DeleteWarning != "" {
 		main = &warnOnDelete{Store: store, warning: w.DeleteWarning}

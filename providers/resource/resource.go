@@ -85,7 +85,8 @@ func validateClaimSpec(s *resourcev1.ResourceClaimSpec, p *field.Path) field.Err
 }
 
 var deviceClasses = registry.Kind[*resourcev1.DeviceClass]{
-	GroupVersion: gv, Resource: "deviceclasses", Singular: "deviceclass", Generation: true,
+	ReturnDeleted: true,
+	GroupVersion:  gv, Resource: "deviceclasses", Singular: "deviceclass", Generation: true,
 	NewObj:  func() runtime.Object { return &resourcev1.DeviceClass{} },
 	NewList: func() runtime.Object { return &resourcev1.DeviceClassList{} },
 	Validate: func(c *resourcev1.DeviceClass) field.ErrorList {
@@ -102,7 +103,8 @@ var deviceClasses = registry.Kind[*resourcev1.DeviceClass]{
 }
 
 var claims = registry.Kind[*resourcev1.ResourceClaim]{
-	GroupVersion: gv, Resource: "resourceclaims", Singular: "resourceclaim", Namespaced: true, Status: true,
+	ReturnDeleted: true,
+	GroupVersion:  gv, Resource: "resourceclaims", Singular: "resourceclaim", Namespaced: true, Status: true,
 	NewObj:  func() runtime.Object { return &resourcev1.ResourceClaim{} },
 	NewList: func() runtime.Object { return &resourcev1.ResourceClaimList{} },
 	Validate: func(c *resourcev1.ResourceClaim) field.ErrorList {
@@ -132,7 +134,8 @@ var claims = registry.Kind[*resourcev1.ResourceClaim]{
 }
 
 var claimTemplates = registry.Kind[*resourcev1.ResourceClaimTemplate]{
-	GroupVersion: gv, Resource: "resourceclaimtemplates", Singular: "resourceclaimtemplate", Namespaced: true,
+	ReturnDeleted: true,
+	GroupVersion:  gv, Resource: "resourceclaimtemplates", Singular: "resourceclaimtemplate", Namespaced: true,
 	NewObj:  func() runtime.Object { return &resourcev1.ResourceClaimTemplate{} },
 	NewList: func() runtime.Object { return &resourcev1.ResourceClaimTemplateList{} },
 	Validate: func(t *resourcev1.ResourceClaimTemplate) field.ErrorList {
@@ -147,7 +150,8 @@ var claimTemplates = registry.Kind[*resourcev1.ResourceClaimTemplate]{
 }
 
 var slices = registry.Kind[*resourcev1.ResourceSlice]{
-	GroupVersion: gv, Resource: "resourceslices", Singular: "resourceslice", Generation: true,
+	ReturnDeleted: true,
+	GroupVersion:  gv, Resource: "resourceslices", Singular: "resourceslice", Generation: true,
 	NewObj:  func() runtime.Object { return &resourcev1.ResourceSlice{} },
 	NewList: func() runtime.Object { return &resourcev1.ResourceSliceList{} },
 	Validate: func(s *resourcev1.ResourceSlice) field.ErrorList {

@@ -109,7 +109,8 @@ func boolPtr(b *bool) any {
 }
 
 var storageClasses = registry.Kind[*storagev1.StorageClass]{
-	GroupVersion: gv, Resource: "storageclasses", Singular: "storageclass", ShortNames: []string{"sc"},
+	ReturnDeleted: true,
+	GroupVersion:  gv, Resource: "storageclasses", Singular: "storageclass", ShortNames: []string{"sc"},
 	NewObj:  func() runtime.Object { return &storagev1.StorageClass{} },
 	NewList: func() runtime.Object { return &storagev1.StorageClassList{} },
 	Validate: func(sc *storagev1.StorageClass) field.ErrorList {
@@ -154,7 +155,8 @@ var storageClasses = registry.Kind[*storagev1.StorageClass]{
 }
 
 var csiDrivers = registry.Kind[*storagev1.CSIDriver]{
-	GroupVersion: gv, Resource: "csidrivers", Singular: "csidriver",
+	ReturnDeleted: true,
+	GroupVersion:  gv, Resource: "csidrivers", Singular: "csidriver",
 	NewObj:  func() runtime.Object { return &storagev1.CSIDriver{} },
 	NewList: func() runtime.Object { return &storagev1.CSIDriverList{} },
 	ValidateUpdate: func(d, old *storagev1.CSIDriver) field.ErrorList {
@@ -193,7 +195,8 @@ var csiDrivers = registry.Kind[*storagev1.CSIDriver]{
 }
 
 var csiNodes = registry.Kind[*storagev1.CSINode]{
-	GroupVersion: gv, Resource: "csinodes", Singular: "csinode",
+	ReturnDeleted: true,
+	GroupVersion:  gv, Resource: "csinodes", Singular: "csinode",
 	NewObj:  func() runtime.Object { return &storagev1.CSINode{} },
 	NewList: func() runtime.Object { return &storagev1.CSINodeList{} },
 	Columns: []registry.Column{
@@ -202,7 +205,8 @@ var csiNodes = registry.Kind[*storagev1.CSINode]{
 }
 
 var volumeAttachments = registry.Kind[*storagev1.VolumeAttachment]{
-	GroupVersion: gv, Resource: "volumeattachments", Singular: "volumeattachment", Status: true,
+	ReturnDeleted: true,
+	GroupVersion:  gv, Resource: "volumeattachments", Singular: "volumeattachment", Status: true,
 	NewObj:  func() runtime.Object { return &storagev1.VolumeAttachment{} },
 	NewList: func() runtime.Object { return &storagev1.VolumeAttachmentList{} },
 	Validate: func(va *storagev1.VolumeAttachment) field.ErrorList {
@@ -241,7 +245,7 @@ var volumeAttachments = registry.Kind[*storagev1.VolumeAttachment]{
 }
 
 var capacities = registry.Kind[*storagev1.CSIStorageCapacity]{
-	GroupVersion: gv, Resource: "csistoragecapacities", Singular: "csistoragecapacity", Namespaced: true,
+	GroupVersion:  gv, Resource: "csistoragecapacities", Singular: "csistoragecapacity", Namespaced: true,
 	NewObj:  func() runtime.Object { return &storagev1.CSIStorageCapacity{} },
 	NewList: func() runtime.Object { return &storagev1.CSIStorageCapacityList{} },
 	Validate: func(c *storagev1.CSIStorageCapacity) field.ErrorList {
@@ -256,7 +260,8 @@ var capacities = registry.Kind[*storagev1.CSIStorageCapacity]{
 }
 
 var attributesClasses = registry.Kind[*storagev1.VolumeAttributesClass]{
-	GroupVersion: gv, Resource: "volumeattributesclasses", Singular: "volumeattributesclass", ShortNames: []string{"vac"},
+	ReturnDeleted: true,
+	GroupVersion:  gv, Resource: "volumeattributesclasses", Singular: "volumeattributesclass", ShortNames: []string{"vac"},
 	NewObj:  func() runtime.Object { return &storagev1.VolumeAttributesClass{} },
 	NewList: func() runtime.Object { return &storagev1.VolumeAttributesClassList{} },
 	PrepareCreate: func(_ context.Context, c *storagev1.VolumeAttributesClass) {
