@@ -196,6 +196,10 @@ func (n *Normaliser) rewrite(v any, key string) any {
 		if timeRE.MatchString(v) {
 			return "<time>"
 		}
+		// A service IP anywhere, such as in a table cell.
+		if ip := net.ParseIP(v); ip != nil && n.ServiceCIDR != nil && n.ServiceCIDR.Contains(ip) {
+			return "<service-ip>"
+		}
 		if key == "message" {
 			return n.str(v)
 		}

@@ -136,13 +136,13 @@ var deployments = registry.Workload[*appsv1.Deployment]{
 		registry.ColumnOf("Ready", "string", "Number of the pod with ready state", 0, func(d *appsv1.Deployment) any {
 			return fmt.Sprintf("%d/%d", d.Status.ReadyReplicas, ptrOr(d.Spec.Replicas, 0))
 		}),
-		registry.ColumnOf("Up-to-date", "integer", "Total number of non-terminated pods targeted by this deployment that have the desired template spec.", 0,
+		registry.ColumnOf("Up-to-date", "string", appsv1.DeploymentStatus{}.SwaggerDoc()["updatedReplicas"], 0,
 			func(d *appsv1.Deployment) any { return int64(d.Status.UpdatedReplicas) }),
-		registry.ColumnOf("Available", "integer", "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.", 0,
+		registry.ColumnOf("Available", "string", appsv1.DeploymentStatus{}.SwaggerDoc()["availableReplicas"], 0,
 			func(d *appsv1.Deployment) any { return int64(d.Status.AvailableReplicas) }),
 		registry.AgeColumn(),
-	}, append(containersColumns(func(d *appsv1.Deployment) *corev1.PodTemplateSpec { return &d.Spec.Template }),
-		selectorColumn(func(d *appsv1.Deployment) *metav1.LabelSelector { return d.Spec.Selector }))...),
+	}, append(registry.TemplateColumns(func(d *appsv1.Deployment) *corev1.PodTemplateSpec { return &d.Spec.Template }),
+		registry.SelectorColumn(appsv1.DeploymentSpec{}.SwaggerDoc()["selector"], func(d *appsv1.Deployment) *metav1.LabelSelector { return d.Spec.Selector }))...),
 	Scale: &registry.ScaleAccess{
 		Replicas:       func(o runtime.Object) int32 { return ptrOr(o.(*appsv1.Deployment).Spec.Replicas, 0) },
 		SetReplicas:    func(o runtime.Object, n int32) { o.(*appsv1.Deployment).Spec.Replicas = &n },

@@ -1,8 +1,6 @@
 package apps
 
 import (
-	"strings"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -10,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kubeembed/apiserver/providers/core"
-	"github.com/kubeembed/apiserver/providers/registry"
 )
 
 // validateSelectorAndTemplate checks what every apps/v1 workload requires of
@@ -45,29 +42,4 @@ func ptrOr(p *int32, def int32) int32 {
 		return def
 	}
 	return *p
-}
-
-func containersColumns[T any](template func(T) *corev1.PodTemplateSpec) []registry.Column {
-	return []registry.Column{
-		registry.ColumnOf("Containers", "string", "Names of each container in the template.", 1, func(o T) any {
-			var n []string
-			for _, c := range template(o).Spec.Containers {
-				n = append(n, c.Name)
-			}
-			return strings.Join(n, ",")
-		}),
-		registry.ColumnOf("Images", "string", "Images referenced by each container in the template.", 1, func(o T) any {
-			var n []string
-			for _, c := range template(o).Spec.Containers {
-				n = append(n, c.Image)
-			}
-			return strings.Join(n, ",")
-		}),
-	}
-}
-
-func selectorColumn[T any](selector func(T) *metav1.LabelSelector) registry.Column {
-	return registry.ColumnOf("Selector", "string", "Label selector for pods.", 1, func(o T) any {
-		return metav1.FormatLabelSelector(selector(o))
-	})
 }

@@ -47,7 +47,7 @@ func controllerRevisionStorage(ctx providers.Context) (map[string]rest.Storage, 
 				}
 				return "<none>"
 			}),
-			registry.ColumnOf("Revision", "integer", "Revision indicates the revision of the state represented by Data.", 0,
+			registry.ColumnOf("Revision", "string", "Revision indicates the revision of the state represented by Data.", 0,
 				func(r *appsv1.ControllerRevision) any { return r.Revision }),
 			registry.AgeColumn()),
 		AttrFunc: registry.AttrFunc[*appsv1.ControllerRevision](true, nil),

@@ -108,12 +108,12 @@ var daemonSets = registry.Workload[*appsv1.DaemonSet]{
 		return registry.NonNegative(field.NewPath("status"), registry.N("currentNumberScheduled", s.CurrentNumberScheduled), registry.N("numberMisscheduled", s.NumberMisscheduled), registry.N("desiredNumberScheduled", s.DesiredNumberScheduled), registry.N("numberReady", s.NumberReady), registry.N("updatedNumberScheduled", s.UpdatedNumberScheduled), registry.N("numberAvailable", s.NumberAvailable), registry.N("numberUnavailable", s.NumberUnavailable))
 	},
 	Columns: append([]registry.Column{
-		registry.ColumnOf("Desired", "integer", "The total number of nodes that should be running the daemon pod.", 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.DesiredNumberScheduled) }),
-		registry.ColumnOf("Current", "integer", "The number of nodes that are running at least 1 daemon pod.", 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.CurrentNumberScheduled) }),
-		registry.ColumnOf("Ready", "integer", "The number of nodes that should be running the daemon pod and have one or more running and ready.", 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.NumberReady) }),
+		registry.ColumnOf("Desired", "integer", appsv1.DaemonSetStatus{}.SwaggerDoc()["desiredNumberScheduled"], 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.DesiredNumberScheduled) }),
+		registry.ColumnOf("Current", "integer", appsv1.DaemonSetStatus{}.SwaggerDoc()["currentNumberScheduled"], 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.CurrentNumberScheduled) }),
+		registry.ColumnOf("Ready", "integer", appsv1.DaemonSetStatus{}.SwaggerDoc()["numberReady"], 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.NumberReady) }),
 		registry.ColumnOf("Up-to-date", "integer", "The total number of nodes that are running updated daemon pod", 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.UpdatedNumberScheduled) }),
-		registry.ColumnOf("Available", "integer", "The number of nodes that should be running the daemon pod and have one or more available.", 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.NumberAvailable) }),
-		registry.ColumnOf("Node Selector", "string", "NodeSelector is a selector which must be true for the pod to fit on a node.", 0, func(d *appsv1.DaemonSet) any {
+		registry.ColumnOf("Available", "integer", appsv1.DaemonSetStatus{}.SwaggerDoc()["numberAvailable"], 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.NumberAvailable) }),
+		registry.ColumnOf("Node Selector", "string", corev1.PodSpec{}.SwaggerDoc()["nodeSelector"], 0, func(d *appsv1.DaemonSet) any {
 			sel := labels.SelectorFromSet(d.Spec.Template.Spec.NodeSelector).String()
 			if sel == "" {
 				return "<none>"
@@ -121,6 +121,6 @@ var daemonSets = registry.Workload[*appsv1.DaemonSet]{
 			return sel
 		}),
 		registry.AgeColumn(),
-	}, append(containersColumns(func(d *appsv1.DaemonSet) *corev1.PodTemplateSpec { return &d.Spec.Template }),
-		selectorColumn(func(d *appsv1.DaemonSet) *metav1.LabelSelector { return d.Spec.Selector }))...),
+	}, append(registry.TemplateColumns(func(d *appsv1.DaemonSet) *corev1.PodTemplateSpec { return &d.Spec.Template }),
+		registry.SelectorColumn(appsv1.DaemonSetSpec{}.SwaggerDoc()["selector"], func(d *appsv1.DaemonSet) *metav1.LabelSelector { return d.Spec.Selector }))...),
 }

@@ -59,12 +59,12 @@ var replicaSets = registry.Workload[*appsv1.ReplicaSet]{
 		return errs
 	},
 	Columns: append([]registry.Column{
-		registry.ColumnOf("Desired", "integer", "Number of desired pods.", 0, func(rs *appsv1.ReplicaSet) any { return int64(ptrOr(rs.Spec.Replicas, 0)) }),
-		registry.ColumnOf("Current", "integer", "Number of actual replicas.", 0, func(rs *appsv1.ReplicaSet) any { return int64(rs.Status.Replicas) }),
-		registry.ColumnOf("Ready", "integer", "Number of ready replicas.", 0, func(rs *appsv1.ReplicaSet) any { return int64(rs.Status.ReadyReplicas) }),
+		registry.ColumnOf("Desired", "integer", appsv1.ReplicaSetSpec{}.SwaggerDoc()["replicas"], 0, func(rs *appsv1.ReplicaSet) any { return int64(ptrOr(rs.Spec.Replicas, 0)) }),
+		registry.ColumnOf("Current", "integer", appsv1.ReplicaSetStatus{}.SwaggerDoc()["replicas"], 0, func(rs *appsv1.ReplicaSet) any { return int64(rs.Status.Replicas) }),
+		registry.ColumnOf("Ready", "integer", appsv1.ReplicaSetStatus{}.SwaggerDoc()["readyReplicas"], 0, func(rs *appsv1.ReplicaSet) any { return int64(rs.Status.ReadyReplicas) }),
 		registry.AgeColumn(),
-	}, append(containersColumns(func(rs *appsv1.ReplicaSet) *corev1.PodTemplateSpec { return &rs.Spec.Template }),
-		selectorColumn(func(rs *appsv1.ReplicaSet) *metav1.LabelSelector { return rs.Spec.Selector }))...),
+	}, append(registry.TemplateColumns(func(rs *appsv1.ReplicaSet) *corev1.PodTemplateSpec { return &rs.Spec.Template }),
+		registry.SelectorColumn(appsv1.ReplicaSetSpec{}.SwaggerDoc()["selector"], func(rs *appsv1.ReplicaSet) *metav1.LabelSelector { return rs.Spec.Selector }))...),
 	Scale: &registry.ScaleAccess{
 		Replicas:       func(o runtime.Object) int32 { return ptrOr(o.(*appsv1.ReplicaSet).Spec.Replicas, 0) },
 		SetReplicas:    func(o runtime.Object, n int32) { o.(*appsv1.ReplicaSet).Spec.Replicas = &n },

@@ -129,7 +129,7 @@ var statefulSets = registry.Workload[*appsv1.StatefulSet]{
 			return fmt.Sprintf("%d/%d", s.Status.ReadyReplicas, ptrOr(s.Spec.Replicas, 0))
 		}),
 		registry.AgeColumn(),
-	}, containersColumns(func(s *appsv1.StatefulSet) *corev1.PodTemplateSpec { return &s.Spec.Template })...),
+	}, registry.TemplateColumns(func(s *appsv1.StatefulSet) *corev1.PodTemplateSpec { return &s.Spec.Template })...),
 	Scale: &registry.ScaleAccess{
 		Replicas:       func(o runtime.Object) int32 { return ptrOr(o.(*appsv1.StatefulSet).Spec.Replicas, 0) },
 		SetReplicas:    func(o runtime.Object, n int32) { o.(*appsv1.StatefulSet).Spec.Replicas = &n },

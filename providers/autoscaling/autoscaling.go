@@ -54,7 +54,7 @@ var group = registry.Group{
 				if h.Spec.MinReplicas == nil {
 					return "<unset>"
 				}
-				return int64(*h.Spec.MinReplicas)
+				return fmt.Sprint(*h.Spec.MinReplicas)
 			}),
 			registry.ColumnOf("MaxPods", "string", autoscalingv2.HorizontalPodAutoscalerSpec{}.SwaggerDoc()["maxReplicas"], 0, func(h *autoscalingv2.HorizontalPodAutoscaler) any { return int64(h.Spec.MaxReplicas) }),
 			registry.ColumnOf("Replicas", "string", autoscalingv2.HorizontalPodAutoscalerStatus{}.SwaggerDoc()["currentReplicas"], 0, func(h *autoscalingv2.HorizontalPodAutoscaler) any { return int64(h.Status.CurrentReplicas) }),

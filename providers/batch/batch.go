@@ -173,7 +173,7 @@ var jobs = registry.Workload[*batchv1.Job]{
 	},
 	Columns: []registry.Column{
 		registry.ColumnOf("Status", "string", "Status of the job.", 0, jobStatus),
-		registry.ColumnOf("Completions", "string", "The completion status of the job.", 0, func(j *batchv1.Job) any {
+		registry.ColumnOf("Completions", "string", batchv1.JobStatus{}.SwaggerDoc()["succeeded"], 0, func(j *batchv1.Job) any {
 			switch {
 			case j.Spec.Completions != nil:
 				return fmt.Sprintf("%d/%d", j.Status.Succeeded, *j.Spec.Completions)
@@ -192,6 +192,9 @@ var jobs = registry.Workload[*batchv1.Job]{
 			return duration.HumanDuration(j.Status.CompletionTime.Sub(j.Status.StartTime.Time))
 		}),
 		registry.AgeColumn(),
+		registry.TemplateColumns(func(j *batchv1.Job) *corev1.PodTemplateSpec { return &j.Spec.Template })[0],
+		registry.TemplateColumns(func(j *batchv1.Job) *corev1.PodTemplateSpec { return &j.Spec.Template })[1],
+		registry.SelectorColumn(batchv1.JobSpec{}.SwaggerDoc()["selector"], func(j *batchv1.Job) *metav1.LabelSelector { return j.Spec.Selector }),
 	},
 }
 

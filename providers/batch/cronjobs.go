@@ -7,6 +7,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -32,14 +33,18 @@ var cronJobs = registry.Workload[*batchv1.CronJob]{
 	Validate:  validateCronJob,
 	Columns: []registry.Column{
 		registry.ColumnOf("Schedule", "string", "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron.", 0, func(c *batchv1.CronJob) any { return c.Spec.Schedule }),
-		registry.ColumnOf("Timezone", "string", "The time zone name for the given schedule.", 0, func(c *batchv1.CronJob) any {
+		registry.ColumnOf("Timezone", "string", batchv1.CronJobSpec{}.SwaggerDoc()["timeZone"], 0, func(c *batchv1.CronJob) any {
 			if c.Spec.TimeZone == nil {
 				return "<none>"
 			}
 			return *c.Spec.TimeZone
 		}),
-		registry.ColumnOf("Suspend", "boolean", "This flag tells the controller to suspend subsequent executions.", 0, func(c *batchv1.CronJob) any {
-			return c.Spec.Suspend != nil && *c.Spec.Suspend
+		registry.ColumnOf("Suspend", "boolean", batchv1.CronJobSpec{}.SwaggerDoc()["suspend"], 0, func(c *batchv1.CronJob) any {
+			// Printed as a word, as kube-apiserver's printer does.
+			if c.Spec.Suspend != nil && *c.Spec.Suspend {
+				return "True"
+			}
+			return "False"
 		}),
 		registry.ColumnOf("Active", "integer", "A list of pointers to currently running jobs.", 0, func(c *batchv1.CronJob) any { return int64(len(c.Status.Active)) }),
 		registry.ColumnOf("Last Schedule", "string", "Information when was the last time the job was successfully scheduled.", 0, func(c *batchv1.CronJob) any {
@@ -49,6 +54,9 @@ var cronJobs = registry.Workload[*batchv1.CronJob]{
 			return registry.Since(*c.Status.LastScheduleTime)
 		}),
 		registry.AgeColumn(),
+		registry.TemplateColumns(cronJobTemplate)[0],
+		registry.TemplateColumns(cronJobTemplate)[1],
+		registry.SelectorColumn(batchv1.JobSpec{}.SwaggerDoc()["selector"], func(c *batchv1.CronJob) *metav1.LabelSelector { return c.Spec.JobTemplate.Spec.Selector }),
 	},
 }
 
@@ -181,4 +189,8 @@ func validateCronPart(part string, min, max int, names []string) error {
 		}
 	}
 	return nil
+}
+
+func cronJobTemplate(c *batchv1.CronJob) *corev1.PodTemplateSpec {
+	return &c.Spec.JobTemplate.Spec.Template
 }

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	// kube-apiserver describes the table columns with the documentation of
+	// its internal type, which matches v1beta1's.
+	certificatesv1beta1 "k8s.io/api/certificates/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -126,15 +129,15 @@ var kind = registry.Kind[*certificatesv1.CertificateSigningRequest]{
 		c.Status.Conditions = mergeConditions(c.Status.Conditions, old.Status.Conditions, false)
 	},
 	Columns: []registry.Column{
-		registry.ColumnOf("SignerName", "string", certificatesv1.CertificateSigningRequestSpec{}.SwaggerDoc()["signerName"], 0, func(c *certificatesv1.CertificateSigningRequest) any { return c.Spec.SignerName }),
-		registry.ColumnOf("Requestor", "string", certificatesv1.CertificateSigningRequestSpec{}.SwaggerDoc()["request"], 0, func(c *certificatesv1.CertificateSigningRequest) any { return c.Spec.Username }),
+		registry.ColumnOf("SignerName", "string", certificatesv1beta1.CertificateSigningRequestSpec{}.SwaggerDoc()["signerName"], 0, func(c *certificatesv1.CertificateSigningRequest) any { return c.Spec.SignerName }),
+		registry.ColumnOf("Requestor", "string", certificatesv1beta1.CertificateSigningRequestSpec{}.SwaggerDoc()["request"], 0, func(c *certificatesv1.CertificateSigningRequest) any { return c.Spec.Username }),
 		registry.ColumnOf("RequestedDuration", "string", certificatesv1.CertificateSigningRequestSpec{}.SwaggerDoc()["expirationSeconds"], 0, func(c *certificatesv1.CertificateSigningRequest) any {
 			if c.Spec.ExpirationSeconds == nil {
 				return "<none>"
 			}
 			return duration.HumanDuration(time.Duration(*c.Spec.ExpirationSeconds) * time.Second)
 		}),
-		registry.ColumnOf("Condition", "string", certificatesv1.CertificateSigningRequestStatus{}.SwaggerDoc()["conditions"], 0, conditionSummary),
+		registry.ColumnOf("Condition", "string", certificatesv1beta1.CertificateSigningRequestStatus{}.SwaggerDoc()["conditions"], 0, conditionSummary),
 	},
 	AgeAt: new(int),
 	Fields: func(c *certificatesv1.CertificateSigningRequest) fields.Set {

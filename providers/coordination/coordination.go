@@ -44,7 +44,7 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 		errs := apivalidation.ValidateObjectMetaUpdate(&l.ObjectMeta, &o.ObjectMeta, field.NewPath("metadata"))
 		return append(errs, validateLease(l)...)
 	}
-	holder := metav1.TableColumnDefinition{Name: "Holder", Type: "string", Description: "holderIdentity contains the identity of the holder of a current lease."}
+	holder := metav1.TableColumnDefinition{Name: "Holder", Type: "string", Description: coordinationv1.LeaseSpec{}.SwaggerDoc()["holderIdentity"]}
 	store, err := registry.NewStore(ctx, registry.StoreConfig{
 		Resource: coordinationv1.Resource("leases"), Singular: "lease",
 		NewFunc:  func() runtime.Object { return &coordinationv1.Lease{} },

@@ -206,7 +206,7 @@ func configMapStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 		NewList:  func() runtime.Object { return &corev1.ConfigMapList{} },
 		Strategy: st, ShortNames: []string{"cm"},
 		Table: registry.Table(registry.NameColumn(),
-			registry.Column{TableColumnDefinition: col("Data", "integer", "Data contains the configuration data."),
+			registry.Column{TableColumnDefinition: col("Data", "string", corev1.ConfigMap{}.SwaggerDoc()["data"]),
 				Value: func(o runtime.Object) any {
 					cm := o.(*corev1.ConfigMap)
 					return int64(len(cm.Data) + len(cm.BinaryData))

@@ -66,18 +66,27 @@ func EventTable() rest.TableConvertor {
 		return registry.Column{TableColumnDefinition: d, Value: func(o runtime.Object) any { return v(o.(*corev1.Event)) }}
 	}
 	return registry.Table(
-		c("Last Seen", "string", "Time when last event occurred", 0, func(e *corev1.Event) any { return registry.Since(lastSeen(e)) }),
-		c("Type", "string", "Type of this event (Normal, Warning), new types could be added in the future.", 0, func(e *corev1.Event) any { return e.Type }),
-		c("Reason", "string", "This should be a short, machine understandable string that gives the reason for this event being generated.", 0, func(e *corev1.Event) any { return e.Reason }),
-		c("Object", "string", "Object this event is about.", 0, func(e *corev1.Event) any {
+		c("Last Seen", "string", corev1.Event{}.SwaggerDoc()["lastTimestamp"], 0, func(e *corev1.Event) any { return registry.Since(lastSeen(e)) }),
+		c("Type", "string", corev1.Event{}.SwaggerDoc()["type"], 0, func(e *corev1.Event) any { return e.Type }),
+		c("Reason", "string", corev1.Event{}.SwaggerDoc()["reason"], 0, func(e *corev1.Event) any { return e.Reason }),
+		c("Object", "string", corev1.Event{}.SwaggerDoc()["involvedObject"], 0, func(e *corev1.Event) any {
 			return fmt.Sprintf("%s/%s", lower(e.InvolvedObject.Kind), e.InvolvedObject.Name)
 		}),
-		c("Subobject", "string", "Subobject of the involved object.", 1, func(e *corev1.Event) any { return e.InvolvedObject.FieldPath }),
-		c("Source", "string", "These are the source of the event.", 1, func(e *corev1.Event) any { return e.Source.Component }),
+		c("Subobject", "string", corev1.ObjectReference{}.SwaggerDoc()["fieldPath"], 1, func(e *corev1.Event) any { return e.InvolvedObject.FieldPath }),
+		c("Source", "string", "The component reporting this event. Should be a short machine understandable string.", 1, func(e *corev1.Event) any { return e.Source.Component }),
 		c("Message", "string", "A human-readable description of the status of this operation.", 0, func(e *corev1.Event) any { return e.Message }),
-		c("First Seen", "string", "The time at which the event was first recorded.", 1, func(e *corev1.Event) any { return registry.Since(e.FirstTimestamp) }),
-		c("Count", "string", "The number of times this event has occurred.", 1, func(e *corev1.Event) any { return int64(e.Count) }),
-		c("Name", "string", "Name of the event.", 1, func(e *corev1.Event) any { return e.Name }),
+		c("First Seen", "string", corev1.Event{}.SwaggerDoc()["firstTimestamp"], 1, func(e *corev1.Event) any { return registry.Since(e.FirstTimestamp) }),
+		c("Count", "string", "The number of times this event has occurred.", 1, func(e *corev1.Event) any {
+			// A series counts itself; an event without a count happened once.
+			switch {
+			case e.Series != nil:
+				return int64(e.Series.Count)
+			case e.Count == 0:
+				return int64(1)
+			}
+			return int64(e.Count)
+		}),
+		func() registry.Column { n := registry.NameColumn(); n.Priority = 1; return n }(),
 	)
 }
 

@@ -269,17 +269,37 @@ func podTable() rest.TableConvertor {
 			return fmt.Sprint(n)
 		}),
 		registry.AgeColumn(),
-		c("IP", "string", "IP address allocated to the pod.", 1, func(p *corev1.Pod) any {
+		c("IP", "string", corev1.PodStatus{}.SwaggerDoc()["podIP"], 1, func(p *corev1.Pod) any {
 			if p.Status.PodIP == "" {
 				return "<none>"
 			}
 			return p.Status.PodIP
 		}),
-		c("Node", "string", "Name of the Node the Pod is assigned to.", 1, func(p *corev1.Pod) any {
+		c("Node", "string", corev1.PodSpec{}.SwaggerDoc()["nodeName"], 1, func(p *corev1.Pod) any {
 			if p.Spec.NodeName == "" {
 				return "<none>"
 			}
 			return p.Spec.NodeName
+		}),
+		c("Nominated Node", "string", corev1.PodStatus{}.SwaggerDoc()["nominatedNodeName"], 1, func(p *corev1.Pod) any {
+			if p.Status.NominatedNodeName == "" {
+				return "<none>"
+			}
+			return p.Status.NominatedNodeName
+		}),
+		c("Readiness Gates", "string", corev1.PodSpec{}.SwaggerDoc()["readinessGates"], 1, func(p *corev1.Pod) any {
+			if len(p.Spec.ReadinessGates) == 0 {
+				return "<none>"
+			}
+			ready := 0
+			for _, g := range p.Spec.ReadinessGates {
+				for _, cond := range p.Status.Conditions {
+					if cond.Type == g.ConditionType && cond.Status == corev1.ConditionTrue {
+						ready++
+					}
+				}
+			}
+			return fmt.Sprintf("%d/%d", ready, len(p.Spec.ReadinessGates))
 		}),
 	)
 }

@@ -386,14 +386,14 @@ func serviceTable() rest.TableConvertor {
 		return registry.Column{TableColumnDefinition: d, Value: func(o runtime.Object) any { return f(o.(*corev1.Service)) }}
 	}
 	return registry.Table(registry.NameColumn(),
-		c("Type", "string", "The type of the service.", 0, func(s *corev1.Service) any { return string(s.Spec.Type) }),
-		c("Cluster-IP", "string", "The cluster IP of the service.", 0, func(s *corev1.Service) any {
+		c("Type", "string", corev1.ServiceSpec{}.SwaggerDoc()["type"], 0, func(s *corev1.Service) any { return string(s.Spec.Type) }),
+		c("Cluster-IP", "string", corev1.ServiceSpec{}.SwaggerDoc()["clusterIP"], 0, func(s *corev1.Service) any {
 			if s.Spec.ClusterIP == "" {
 				return "<none>"
 			}
 			return s.Spec.ClusterIP
 		}),
-		c("External-IP", "string", "The external IP of the service.", 0, func(s *corev1.Service) any {
+		c("External-IP", "string", corev1.ServiceSpec{}.SwaggerDoc()["externalIPs"], 0, func(s *corev1.Service) any {
 			if s.Spec.Type == corev1.ServiceTypeExternalName {
 				return s.Spec.ExternalName
 			}
@@ -405,7 +405,7 @@ func serviceTable() rest.TableConvertor {
 			}
 			return "<none>"
 		}),
-		c("Port(s)", "string", "The ports of the service.", 0, func(s *corev1.Service) any {
+		c("Port(s)", "string", corev1.ServiceSpec{}.SwaggerDoc()["ports"], 0, func(s *corev1.Service) any {
 			out := ""
 			for i, p := range s.Spec.Ports {
 				if i > 0 {
@@ -423,7 +423,7 @@ func serviceTable() rest.TableConvertor {
 			return out
 		}),
 		registry.AgeColumn(),
-		c("Selector", "string", "The selector of the service.", 1, func(s *corev1.Service) any {
+		c("Selector", "string", corev1.ServiceSpec{}.SwaggerDoc()["selector"], 1, func(s *corev1.Service) any {
 			if len(s.Spec.Selector) == 0 {
 				return "<none>"
 			}

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -30,6 +32,7 @@ type simple[T runtime.Object] struct {
 	columns            []registry.Column
 	generation         bool // see registry.Strategy.Generation
 	returnDeleted      bool // see registry.Kind.ReturnDeleted
+	noAge              bool // no AGE column
 }
 
 func (k simple[T]) storage(ctx providers.Context) (map[string]rest.Storage, error) {
@@ -49,7 +52,7 @@ func (k simple[T]) storage(ctx providers.Context) (map[string]rest.Storage, erro
 	store, err := registry.NewStore(ctx, registry.StoreConfig{
 		Resource: corev1.Resource(k.resource), Singular: k.singular,
 		NewFunc: k.newObj, NewList: k.newList, Strategy: st, ShortNames: k.shortNames,
-		Table:    registry.Table(append(append([]registry.Column{registry.NameColumn()}, k.columns...), registry.AgeColumn())...),
+		Table:    registry.Table(k.table()...),
 		AttrFunc: registry.AttrFunc[T](k.namespaced, nil),
 	})
 	if err != nil {
@@ -57,6 +60,22 @@ func (k simple[T]) storage(ctx providers.Context) (map[string]rest.Storage, erro
 	}
 	store.Store.ReturnDeletedObject = k.returnDeleted
 	return map[string]rest.Storage{k.resource: store}, nil
+}
+
+func (k simple[T]) table() []registry.Column {
+	cols := append([]registry.Column{registry.NameColumn()}, k.columns...)
+	if k.noAge {
+		return cols
+	}
+	return append(cols, registry.AgeColumn())
+}
+
+// createdAt is the CREATED AT column some kinds have instead of AGE.
+func createdAt[T runtime.Object]() registry.Column {
+	return registry.ColumnOf("Created At", "date", metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"], 0, func(o T) any {
+		m, _ := meta.Accessor(o)
+		return m.GetCreationTimestamp().UTC().Format(time.RFC3339)
+	})
 }
 
 var endpoints = simple[*corev1.Endpoints]{
@@ -81,7 +100,7 @@ var endpoints = simple[*corev1.Endpoints]{
 		}
 		return errs
 	},
-	columns: []registry.Column{registry.ColumnOf("Endpoints", "string", "Endpoints of the service", 0, func(e *corev1.Endpoints) any {
+	columns: []registry.Column{registry.ColumnOf("Endpoints", "string", corev1.Endpoints{}.SwaggerDoc()["subsets"], 0, func(e *corev1.Endpoints) any {
 		var list []string
 		for _, s := range e.Subsets {
 			for _, a := range s.Addresses {
@@ -111,6 +130,12 @@ var podTemplates = simple[*corev1.PodTemplate]{
 	validate: func(t *corev1.PodTemplate) field.ErrorList {
 		return ValidatePodTemplateSpec(&t.Template, field.NewPath("template"))
 	},
+	columns: []registry.Column{
+		registry.ColumnOf("Containers", "string", "Names of each container in the template.", 0, func(t *corev1.PodTemplate) any { return containerNames(&t.Template) }),
+		registry.ColumnOf("Images", "string", "Images referenced by each container in the template.", 0, func(t *corev1.PodTemplate) any { return containerImages(&t.Template) }),
+		registry.ColumnOf("Pod Labels", "string", "The labels for the pod template.", 0, func(t *corev1.PodTemplate) any { return labels.FormatLabels(t.Template.Labels) }),
+	},
+	noAge: true,
 }
 
 var limitRanges = simple[*corev1.LimitRange]{
@@ -118,6 +143,8 @@ var limitRanges = simple[*corev1.LimitRange]{
 	newObj:  func() runtime.Object { return &corev1.LimitRange{} },
 	newList: func() runtime.Object { return &corev1.LimitRangeList{} },
 	meta:    func(l *corev1.LimitRange) *metav1.ObjectMeta { return &l.ObjectMeta },
+	columns: []registry.Column{createdAt[*corev1.LimitRange]()},
+	noAge:   true,
 	validate: func(l *corev1.LimitRange) field.ErrorList {
 		var errs field.ErrorList
 		types := []string{string(corev1.LimitTypePod), string(corev1.LimitTypeContainer), string(corev1.LimitTypePersistentVolumeClaim)}
@@ -312,14 +339,13 @@ var resourceQuotas = registry.Kind[*corev1.ResourceQuota]{
 			return quotaSummary(q, func(n corev1.ResourceName) bool { return strings.HasPrefix(string(n), "limits.") })
 		}),
 	},
-	AgeAt: new(int),
 }
 
-// quotaSummary is "name: used/hard, ..." over the hard limits keep selects,
-// sorted by name.
+// quotaSummary is "name: used/hard, ..." over the enforced hard limits (in
+// status, written by the quota controller) keep selects, sorted by name.
 func quotaSummary(q *corev1.ResourceQuota, keep func(corev1.ResourceName) bool) string {
 	var names []string
-	for n := range q.Spec.Hard {
+	for n := range q.Status.Hard {
 		if keep(n) {
 			names = append(names, string(n))
 		}
@@ -327,7 +353,7 @@ func quotaSummary(q *corev1.ResourceQuota, keep func(corev1.ResourceName) bool) 
 	slices.Sort(names)
 	var parts []string
 	for _, n := range names {
-		hard := q.Spec.Hard[corev1.ResourceName(n)]
+		hard := q.Status.Hard[corev1.ResourceName(n)]
 		used := q.Status.Used[corev1.ResourceName(n)]
 		parts = append(parts, fmt.Sprintf("%s: %s/%s", n, used.String(), hard.String()))
 	}

@@ -85,30 +85,36 @@ func pvcStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 			return nil
 		},
 		Columns: []registry.Column{
-			registry.ColumnOf("Status", "string", "The phase of the claim.", 0, func(c *corev1.PersistentVolumeClaim) any { return string(c.Status.Phase) }),
-			registry.ColumnOf("Volume", "string", "The volume bound to the claim.", 0, func(c *corev1.PersistentVolumeClaim) any { return c.Spec.VolumeName }),
-			registry.ColumnOf("Capacity", "string", "The capacity of the volume.", 0, func(c *corev1.PersistentVolumeClaim) any {
+			registry.ColumnOf("Status", "string", corev1.PersistentVolumeClaimStatus{}.SwaggerDoc()["phase"], 0, func(c *corev1.PersistentVolumeClaim) any { return string(c.Status.Phase) }),
+			registry.ColumnOf("Volume", "string", corev1.PersistentVolumeClaimSpec{}.SwaggerDoc()["volumeName"], 0, func(c *corev1.PersistentVolumeClaim) any { return c.Spec.VolumeName }),
+			registry.ColumnOf("Capacity", "string", corev1.PersistentVolumeClaimStatus{}.SwaggerDoc()["capacity"], 0, func(c *corev1.PersistentVolumeClaim) any {
 				if q, ok := c.Status.Capacity[corev1.ResourceStorage]; ok {
 					return q.String()
 				}
 				return ""
 			}),
-			registry.ColumnOf("Access Modes", "string", "The access modes of the volume.", 0, func(c *corev1.PersistentVolumeClaim) any {
+			registry.ColumnOf("Access Modes", "string", corev1.PersistentVolumeClaimStatus{}.SwaggerDoc()["accessModes"], 0, func(c *corev1.PersistentVolumeClaim) any {
 				return accessModesString(c.Status.AccessModes)
 			}),
-			registry.ColumnOf("StorageClass", "string", "The storage class of the claim.", 0, func(c *corev1.PersistentVolumeClaim) any {
+			registry.ColumnOf("StorageClass", "string", "StorageClass of the pvc", 0, func(c *corev1.PersistentVolumeClaim) any {
 				if c.Spec.StorageClassName == nil {
 					return ""
 				}
 				return *c.Spec.StorageClassName
 			}),
-			registry.ColumnOf("VolumeAttributesClass", "string", "The volume attributes class of the claim.", 0, func(c *corev1.PersistentVolumeClaim) any {
+			registry.ColumnOf("VolumeAttributesClass", "string", "VolumeAttributesClass of the pvc", 0, func(c *corev1.PersistentVolumeClaim) any {
 				if c.Spec.VolumeAttributesClassName == nil {
 					return "<unset>"
 				}
 				return *c.Spec.VolumeAttributesClassName
 			}),
 			registry.AgeColumn(),
+			registry.ColumnOf("VolumeMode", "string", corev1.PersistentVolumeClaimSpec{}.SwaggerDoc()["volumeMode"], 1, func(c *corev1.PersistentVolumeClaim) any {
+				if c.Spec.VolumeMode == nil {
+					return "<unset>"
+				}
+				return string(*c.Spec.VolumeMode)
+			}),
 		},
 	}
 	return w.Storage(ctx)
@@ -168,6 +174,13 @@ func nodeStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 			registry.ColumnOf("Roles", "string", "The roles of the node", 0, func(n *corev1.Node) any { return "<none>" }),
 			registry.AgeColumn(),
 			registry.ColumnOf("Version", "string", "Kubelet Version reported by the node.", 0, func(n *corev1.Node) any { return n.Status.NodeInfo.KubeletVersion }),
+			nodeAddress("Internal-IP", corev1.NodeInternalIP),
+			nodeAddress("External-IP", corev1.NodeExternalIP),
+			registry.ColumnOf("OS-Image", "string", corev1.NodeSystemInfo{}.SwaggerDoc()["osImage"], 1, func(n *corev1.Node) any { return orUnknown(n.Status.NodeInfo.OSImage) }),
+			registry.ColumnOf("Kernel-Version", "string", corev1.NodeSystemInfo{}.SwaggerDoc()["kernelVersion"], 1, func(n *corev1.Node) any { return orUnknown(n.Status.NodeInfo.KernelVersion) }),
+			registry.ColumnOf("Container-Runtime", "string", corev1.NodeSystemInfo{}.SwaggerDoc()["containerRuntimeVersion"], 1, func(n *corev1.Node) any {
+				return orUnknown(n.Status.NodeInfo.ContainerRuntimeVersion)
+			}),
 		),
 		AttrFunc: registry.AttrFunc(false, func(n *corev1.Node) fields.Set {
 			return fields.Set{"spec.unschedulable": boolString(n.Spec.Unschedulable)}
@@ -256,7 +269,7 @@ func pvStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 				q := p.Spec.Capacity[corev1.ResourceStorage]
 				return q.String()
 			}),
-			registry.ColumnOf("Access Modes", "string", corev1.PersistentVolumeSource{}.SwaggerDoc()["accessModes"], 0, func(p *corev1.PersistentVolume) any { return accessModesString(p.Spec.AccessModes) }),
+			registry.ColumnOf("Access Modes", "string", doc["accessModes"], 0, func(p *corev1.PersistentVolume) any { return accessModesString(p.Spec.AccessModes) }),
 			registry.ColumnOf("Reclaim Policy", "string", doc["persistentVolumeReclaimPolicy"], 0, func(p *corev1.PersistentVolume) any {
 				return string(p.Spec.PersistentVolumeReclaimPolicy)
 			}),
@@ -293,4 +306,23 @@ func addFinalizer(m *metav1.ObjectMeta, f string) {
 	if !slices.Contains(m.Finalizers, f) {
 		m.Finalizers = append(m.Finalizers, f)
 	}
+}
+
+// nodeAddress is a wide column with the node's first address of a type.
+func nodeAddress(name string, t corev1.NodeAddressType) registry.Column {
+	return registry.ColumnOf(name, "string", corev1.NodeStatus{}.SwaggerDoc()["addresses"], 1, func(n *corev1.Node) any {
+		for _, a := range n.Status.Addresses {
+			if a.Type == t {
+				return a.Address
+			}
+		}
+		return "<none>"
+	})
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "<unknown>"
+	}
+	return s
 }

@@ -206,7 +206,7 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 		})),
 		ShortNames: []string{"netpol"},
 		Table: registry.Table(registry.NameColumn(),
-			registry.ColumnOf("Pod-Selector", "string", "", 0, func(n *networkingv1.NetworkPolicy) any {
+			registry.ColumnOf("Pod-Selector", "string", networkingv1.NetworkPolicySpec{}.SwaggerDoc()["podSelector"], 0, func(n *networkingv1.NetworkPolicy) any {
 				s := metav1.FormatLabelSelector(&n.Spec.PodSelector)
 				if s == "<none>" {
 					return "<none>"
@@ -229,8 +229,8 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 			return &o.(*networkingv1.IngressClass).ObjectMeta
 		})),
 		Table: registry.Table(registry.NameColumn(),
-			registry.ColumnOf("Controller", "string", "", 0, func(c *networkingv1.IngressClass) any { return c.Spec.Controller }),
-			registry.ColumnOf("Parameters", "string", "", 0, func(c *networkingv1.IngressClass) any {
+			registry.ColumnOf("Controller", "string", "Controller that is responsible for handling this class", 0, func(c *networkingv1.IngressClass) any { return c.Spec.Controller }),
+			registry.ColumnOf("Parameters", "string", "A reference to a resource with additional parameters", 0, func(c *networkingv1.IngressClass) any {
 				if c.Spec.Parameters == nil {
 					return "<none>"
 				}
@@ -260,13 +260,13 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 		ResetSpec: func(i, old *networkingv1.Ingress) { i.Spec = old.Spec },
 		Validate:  func(i *networkingv1.Ingress) field.ErrorList { return validateIngress(i) },
 		Columns: []registry.Column{
-			registry.ColumnOf("Class", "string", "", 0, func(i *networkingv1.Ingress) any {
+			registry.ColumnOf("Class", "string", "The name of the IngressClass resource that should be used for additional configuration", 0, func(i *networkingv1.Ingress) any {
 				if i.Spec.IngressClassName == nil {
 					return "<none>"
 				}
 				return *i.Spec.IngressClassName
 			}),
-			registry.ColumnOf("Hosts", "string", "", 0, func(i *networkingv1.Ingress) any {
+			registry.ColumnOf("Hosts", "string", "Hosts that incoming requests are matched against before the ingress rule", 0, func(i *networkingv1.Ingress) any {
 				var hosts []string
 				for _, r := range i.Spec.Rules {
 					if r.Host != "" {
@@ -278,7 +278,7 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 				}
 				return strings.Join(hosts, ",")
 			}),
-			registry.ColumnOf("Address", "string", "", 0, func(i *networkingv1.Ingress) any {
+			registry.ColumnOf("Address", "string", "Address is a list containing ingress points for the load-balancer", 0, func(i *networkingv1.Ingress) any {
 				var addrs []string
 				for _, lb := range i.Status.LoadBalancer.Ingress {
 					if lb.IP != "" {
@@ -289,7 +289,7 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 				}
 				return strings.Join(addrs, ",")
 			}),
-			registry.ColumnOf("Ports", "string", "", 0, func(i *networkingv1.Ingress) any {
+			registry.ColumnOf("Ports", "string", "Ports of TLS configurations that open", 0, func(i *networkingv1.Ingress) any {
 				if len(i.Spec.TLS) > 0 {
 					return "80, 443"
 				}

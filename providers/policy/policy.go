@@ -84,9 +84,9 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 			return errs
 		},
 		Columns: []registry.Column{
-			registry.ColumnOf("Min Available", "string", "", 0, func(p *policyv1.PodDisruptionBudget) any { return orNA(p.Spec.MinAvailable) }),
-			registry.ColumnOf("Max Unavailable", "string", "", 0, func(p *policyv1.PodDisruptionBudget) any { return orNA(p.Spec.MaxUnavailable) }),
-			registry.ColumnOf("Allowed Disruptions", "string", "", 0, func(p *policyv1.PodDisruptionBudget) any { return int64(p.Status.DisruptionsAllowed) }),
+			registry.ColumnOf("Min Available", "string", "The minimum number of pods that must be available.", 0, func(p *policyv1.PodDisruptionBudget) any { return orNA(p.Spec.MinAvailable) }),
+			registry.ColumnOf("Max Unavailable", "string", "The maximum number of pods that may be unavailable.", 0, func(p *policyv1.PodDisruptionBudget) any { return orNA(p.Spec.MaxUnavailable) }),
+			registry.ColumnOf("Allowed Disruptions", "integer", "Calculated number of pods that may be disrupted at this time.", 0, func(p *policyv1.PodDisruptionBudget) any { return int64(p.Status.DisruptionsAllowed) }),
 			registry.AgeColumn(),
 		},
 	}

@@ -198,9 +198,17 @@ func createdAt() registry.Column {
 }
 
 // bindingColumns are ROLE, AGE and the wide USERS, GROUPS, SERVICEACCOUNTS.
-func bindingColumns[T any](ref func(T) rbacv1.RoleRef, subjects func(T) []rbacv1.Subject) []registry.Column {
+// kind names the binding in descriptions ("roleBinding"), refDoc describes
+// its roleRef.
+func bindingColumns[T any](kind, refDoc string, ref func(T) rbacv1.RoleRef, subjects func(T) []rbacv1.Subject) []registry.Column {
 	col := func(name string, priority int32, f func(T) any) registry.Column {
-		return registry.Column{TableColumnDefinition: metav1.TableColumnDefinition{Name: name, Type: "string", Priority: priority},
+		// kube-apiserver documents its internal type, which does not say
+		// the field is immutable.
+		desc := strings.TrimSuffix(refDoc, " This field is immutable.")
+		if name != "Role" {
+			desc = name + " in the " + kind
+		}
+		return registry.Column{TableColumnDefinition: metav1.TableColumnDefinition{Name: name, Type: "string", Priority: priority, Description: desc},
 			Value: func(o runtime.Object) any { return f(any(o).(T)) }}
 	}
 	of := func(kind string) func(T) any {
@@ -268,7 +276,7 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 			return validateBinding(b.RoleRef, b.Subjects, true)
 		},
 		validateUpdate: func(b, old *rbacv1.RoleBinding) field.ErrorList { return immutableRoleRef(b.RoleRef, old.RoleRef) },
-		columns: bindingColumns(func(b *rbacv1.RoleBinding) rbacv1.RoleRef { return b.RoleRef },
+		columns: bindingColumns("roleBinding", rbacv1.RoleBinding{}.SwaggerDoc()["roleRef"], func(b *rbacv1.RoleBinding) rbacv1.RoleRef { return b.RoleRef },
 			func(b *rbacv1.RoleBinding) []rbacv1.Subject { return b.Subjects })}
 	clusterRoleBindings := kind[*rbacv1.ClusterRoleBinding]{resource: "clusterrolebindings", singular: "clusterrolebinding",
 		newObj:  func() runtime.Object { return &rbacv1.ClusterRoleBinding{} },
@@ -280,7 +288,7 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 		validateUpdate: func(b, old *rbacv1.ClusterRoleBinding) field.ErrorList {
 			return immutableRoleRef(b.RoleRef, old.RoleRef)
 		},
-		columns: bindingColumns(func(b *rbacv1.ClusterRoleBinding) rbacv1.RoleRef { return b.RoleRef },
+		columns: bindingColumns("clusterRoleBinding", rbacv1.ClusterRoleBinding{}.SwaggerDoc()["roleRef"], func(b *rbacv1.ClusterRoleBinding) rbacv1.RoleRef { return b.RoleRef },
 			func(b *rbacv1.ClusterRoleBinding) []rbacv1.Subject { return b.Subjects })}
 
 	out := map[string]rest.Storage{}

@@ -96,7 +96,8 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 		return append(errs, apivalidation.ValidateImmutableField(pc.PreemptionPolicy, o.PreemptionPolicy, field.NewPath("preemptionPolicy"))...)
 	}
 	col := func(name, typ string, f func(*schedulingv1.PriorityClass) any) registry.Column {
-		return registry.Column{TableColumnDefinition: metav1.TableColumnDefinition{Name: name, Type: typ},
+		field := map[string]string{"Value": "value", "Global-Default": "globalDefault", "PreemptionPolicy": "preemptionPolicy"}[name]
+		return registry.Column{TableColumnDefinition: metav1.TableColumnDefinition{Name: name, Type: typ, Description: schedulingv1.PriorityClass{}.SwaggerDoc()[field]},
 			Value: func(o runtime.Object) any { return f(o.(*schedulingv1.PriorityClass)) }}
 	}
 	store, err := registry.NewStore(ctx, registry.StoreConfig{

@@ -245,7 +245,7 @@ var volumeAttachments = registry.Kind[*storagev1.VolumeAttachment]{
 }
 
 var capacities = registry.Kind[*storagev1.CSIStorageCapacity]{
-	GroupVersion:  gv, Resource: "csistoragecapacities", Singular: "csistoragecapacity", Namespaced: true,
+	GroupVersion: gv, Resource: "csistoragecapacities", Singular: "csistoragecapacity", Namespaced: true,
 	NewObj:  func() runtime.Object { return &storagev1.CSIStorageCapacity{} },
 	NewList: func() runtime.Object { return &storagev1.CSIStorageCapacityList{} },
 	Validate: func(c *storagev1.CSIStorageCapacity) field.ErrorList {
