@@ -106,6 +106,9 @@ func withProviderDefinitions(ps []providers.Provider) openapicommon.GetOpenAPIDe
 // builds: aggregator -> core -> apiextensions -> 404.
 type chain struct {
 	aggregator *aggregatorapiserver.APIAggregator
+	// publish, if set, runs once the chain is prepared to run (the first
+	// built-in-only server publishes its OpenAPI v3 service).
+	publish func()
 	// informers starts the informers that post-start hooks wait for and
 	// returns their HasSynced.
 	informers func(ctx context.Context) []cache.InformerSynced
@@ -119,6 +122,9 @@ func (c *chain) prepare() (runner, error) {
 	p, err := c.aggregator.PrepareRun()
 	if err != nil {
 		return nil, err
+	}
+	if c.publish != nil {
+		c.publish()
 	}
 	return p, nil
 }
@@ -225,15 +231,21 @@ func (s *Server) buildChain(host string, port int) (*chain, error) {
 		return nil, fmt.Errorf("apiextensions tier: %w", err)
 	}
 	s.crdLister = ext.Informers.Apiextensions().V1().CustomResourceDefinitions().Lister()
-	coreTier, err := s.coreTier(sh, ext.GenericAPIServer)
+	// With only the built-in providers, the core tier's OpenAPI documents
+	// are the same in every server of the process: the first server builds
+	// them, later ones serve its service (internal/openapi.Builtin).
+	builtinOnly := len(s.opts.Providers) == 0
+	sharedSpec := openapi.Builtin.Service()
+	if !builtinOnly {
+		sharedSpec = nil
+	}
+	coreTier, err := s.coreTier(sh, ext.GenericAPIServer, sharedSpec != nil)
 	if err != nil {
 		return nil, fmt.Errorf("core tier: %w", err)
 	}
-	// With only the built-in providers, the core tier's OpenAPI documents
-	// are the same in every server of the process: compute them once.
 	var coreTarget genericapiserver.DelegationTarget = coreTier
-	if len(s.opts.Providers) == 0 {
-		coreTarget = openapi.Builtin.Delegate(coreTier)
+	if sharedSpec != nil {
+		coreTarget = openapi.Delegate(coreTier, sharedSpec)
 	}
 	agg, err := s.aggregatorTier(sh, coreTarget, coreTier, ext)
 	if err != nil {
@@ -246,8 +258,13 @@ func (s *Server) buildChain(host string, port int) (*chain, error) {
 	crds := ext.Informers.Apiextensions().V1().CustomResourceDefinitions().Informer()
 	apiServices := agg.APIRegistrationInformers.Apiregistration().V1().APIServices().Informer()
 	namespaces := s.kubeInformers.Core().V1().Namespaces().Informer() // namespace lifecycle admission's
+	var publish func()
+	if builtinOnly && sharedSpec == nil {
+		publish = func() { openapi.Builtin.Publish(coreTier.OpenAPIV3VersionedService) }
+	}
 	return &chain{
 		aggregator: agg,
+		publish:    publish,
 		informers: func(ctx context.Context) []cache.InformerSynced {
 			ext.Informers.StartWithContext(ctx)
 			agg.APIRegistrationInformers.StartWithContext(ctx)
@@ -360,7 +377,9 @@ func (s *Server) extensionsTier(sh *shared) (*apiextensionsapiserver.CustomResou
 	return cfg.Complete().New(genericapiserver.NewEmptyDelegate())
 }
 
-func (s *Server) coreTier(sh *shared, delegate genericapiserver.DelegationTarget) (*genericapiserver.GenericAPIServer, error) {
+// coreTier builds the tier of the providers; with skipOpenAPI it builds no
+// OpenAPI v3 documents of its own (a shared service serves them).
+func (s *Server) coreTier(sh *shared, delegate genericapiserver.DelegationTarget, skipOpenAPI bool) (*genericapiserver.GenericAPIServer, error) {
 	all, scheme := sh.providers, sh.scheme
 	codecs := serializer.NewCodecFactory(scheme)
 	resources := serverstorage.NewResourceConfig()
@@ -376,11 +395,16 @@ func (s *Server) coreTier(sh *shared, delegate genericapiserver.DelegationTarget
 	getter := restOptionsGetter{factory: factory, decorator: sh.decorator, untyped: true}
 
 	gc := sh.genericConfig(codecs, getter, resources)
+	gc.SkipOpenAPIInstallation = skipOpenAPI
 	server, err := gc.Complete().New("kube-apiserver", delegate)
 	if err != nil {
 		return nil, err
 	}
 	pctx := providers.Context{RESTOptionsGetter: getter, Scheme: scheme}
+	// The named groups are installed in one call, as kube-apiserver does:
+	// their OpenAPI models (for server-side apply) are then built once, not
+	// once per group with the shared definitions built again each time.
+	var groups []*genericapiserver.APIGroupInfo
 	for _, p := range all {
 		storage, err := p.Storage(pctx)
 		if err != nil {
@@ -388,14 +412,16 @@ func (s *Server) coreTier(sh *shared, delegate genericapiserver.DelegationTarget
 		}
 		info := genericapiserver.NewDefaultAPIGroupInfo(p.GroupName(), scheme, metav1.ParameterCodec, codecs)
 		info.VersionedResourcesStorageMap = storage
-		if p.GroupName() == "" {
-			err = server.InstallLegacyAPIGroup(genericapiserver.DefaultLegacyAPIPrefix, &info)
-		} else {
-			err = server.InstallAPIGroup(&info)
+		if p.GroupName() != "" {
+			groups = append(groups, &info)
+			continue
 		}
-		if err != nil {
-			return nil, fmt.Errorf("install group %q: %w", p.GroupName(), err)
+		if err := server.InstallLegacyAPIGroup(genericapiserver.DefaultLegacyAPIPrefix, &info); err != nil {
+			return nil, fmt.Errorf("install the core group: %w", err)
 		}
+	}
+	if err := server.InstallAPIGroups(groups...); err != nil {
+		return nil, fmt.Errorf("install groups: %w", err)
 	}
 	if err := server.AddPostStartHook("bootstrap-system-objects", bootstrapSystemObjects); err != nil {
 		return nil, err

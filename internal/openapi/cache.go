@@ -1,91 +1,60 @@
 package openapi
 
 import (
-	"bytes"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
+	"sync/atomic"
 
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/kube-openapi/pkg/handler3"
 )
 
-// Builtin caches, for the process, the OpenAPI v3 documents the core
-// tier serves when it serves only the built-in providers. They are the same
-// for every such server, but building and marshalling them (every group's
-// spec, hashed for the discovery document, which kube-aggregator fetches
-// synchronously while preparing to run) was most of a server's start-up.
-// The first server computes each document; later ones replay the bytes.
-var Builtin = &Cache{docs: map[string]*cachedDoc{}}
+// Builtin shares, for the process, the OpenAPI v3 service of the core tier
+// of servers that serve only the built-in providers. Its documents are the
+// same for every such server, and building them (every group version's
+// spec, at PrepareRun) and marshalling them (kube-aggregator fetches and
+// hashes them while preparing to run) was a large part of start-up. The
+// first server builds its service and publishes it; later servers skip
+// building theirs and serve the published one. The service is read-only
+// once built and safe for concurrent use.
+var Builtin = &Shared{}
 
-// Cache replays the OpenAPI v3 documents a tier served first.
-type Cache struct {
-	mu   sync.Mutex
-	docs map[string]*cachedDoc
+// Shared holds a published OpenAPI v3 service.
+type Shared struct {
+	svc atomic.Pointer[handler3.OpenAPIService]
 }
 
-type cachedDoc struct {
-	once   sync.Once
-	header http.Header
-	body   []byte
-	code   int
+// Service is the published service, or nil before a first server has
+// prepared to run.
+func (s *Shared) Service() *handler3.OpenAPIService { return s.svc.Load() }
+
+// Publish makes svc the shared service unless one already is.
+func (s *Shared) Publish(svc *handler3.OpenAPIService) {
+	if svc != nil {
+		s.svc.CompareAndSwap(nil, svc)
+	}
 }
 
-// Delegate wraps a tier so that its /openapi/v3 documents come from c.
-func (c *Cache) Delegate(d *genericapiserver.GenericAPIServer) genericapiserver.DelegationTarget {
-	return &cachedOpenAPITarget{GenericAPIServer: d, handler: c.wrap(d.UnprotectedHandler())}
+// Delegate wraps a tier built without its own OpenAPI v3 routes, so that
+// /openapi/v3 is served by svc.
+func Delegate(d *genericapiserver.GenericAPIServer, svc *handler3.OpenAPIService) genericapiserver.DelegationTarget {
+	h := d.UnprotectedHandler()
+	return &servedOpenAPITarget{GenericAPIServer: d, handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/openapi/v3" || r.URL.Path == "/openapi/v3/":
+			svc.HandleDiscovery(w, r)
+		case strings.HasPrefix(r.URL.Path, "/openapi/v3/"):
+			svc.HandleGroupVersion(w, r)
+		default:
+			h.ServeHTTP(w, r)
+		}
+	})}
 }
 
-type cachedOpenAPITarget struct {
+type servedOpenAPITarget struct {
 	*genericapiserver.GenericAPIServer
 	handler http.Handler
 }
 
 // UnprotectedHandler implements genericapiserver.DelegationTarget.
-func (t *cachedOpenAPITarget) UnprotectedHandler() http.Handler { return t.handler }
-
-func (c *Cache) wrap(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet || !strings.HasPrefix(r.URL.Path, "/openapi/v3") {
-			h.ServeHTTP(w, r)
-			return
-		}
-		key := r.URL.Path + "?" + r.URL.RawQuery + "|" + r.Header.Get("Accept")
-		c.mu.Lock()
-		doc, ok := c.docs[key]
-		if !ok {
-			doc = &cachedDoc{}
-			c.docs[key] = doc
-		}
-		c.mu.Unlock()
-		doc.once.Do(func() {
-			// Record without conditional headers, so the stored answer is
-			// the full document.
-			req := r.Clone(r.Context())
-			req.Header.Del("If-None-Match")
-			req.Header.Del("If-Modified-Since")
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, req)
-			doc.code, doc.header, doc.body = rec.Code, rec.Header().Clone(), rec.Body.Bytes()
-		})
-		if doc.code != http.StatusOK {
-			// Errors are not cached: forget it and serve this one live.
-			c.mu.Lock()
-			if c.docs[key] == doc {
-				delete(c.docs, key)
-			}
-			c.mu.Unlock()
-			h.ServeHTTP(w, r)
-			return
-		}
-		for k, v := range doc.header {
-			w.Header()[k] = v
-		}
-		if etag := doc.header.Get("Etag"); etag != "" && r.Header.Get("If-None-Match") == etag {
-			w.WriteHeader(http.StatusNotModified)
-			return
-		}
-		w.WriteHeader(doc.code)
-		_, _ = bytes.NewReader(doc.body).WriteTo(w)
-	})
-}
+func (t *servedOpenAPITarget) UnprotectedHandler() http.Handler { return t.handler }
