@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,10 +32,15 @@ import (
 	kubeadmission "github.com/kubeembed/apiserver/internal/admission"
 )
 
-func (s *Server) authenticator() authenticator.Request {
-	tokens := tokenfile.New(map[string]*user.DefaultInfo{
+// tokenAuthenticator authenticates bearer tokens only: the requests' and
+// TokenReview's.
+func (s *Server) tokenAuthenticator() authenticator.Request {
+	return bearertoken.New(tokenfile.New(map[string]*user.DefaultInfo{
 		s.token: {Name: AdminUser, UID: AdminUser, Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}},
-	})
+	}))
+}
+
+func (s *Server) authenticator() authenticator.Request {
 	certs := x509request.New(x509.VerifyOptions{
 		Roots:     s.ca.Pool(),
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
@@ -43,7 +49,7 @@ func (s *Server) authenticator() authenticator.Request {
 	// denied by authorization, as kube-apiserver does by default.
 	// A request with credentials that fail is rejected (401), not
 	// downgraded to anonymous.
-	return union.NewFailOnError(union.New(bearertoken.New(tokens), certs), anonymous.NewAuthenticator(nil))
+	return union.NewFailOnError(union.New(s.tokenAuthenticator(), certs), anonymous.NewAuthenticator(nil))
 }
 
 type authorizerFunc func(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error)
@@ -101,4 +107,18 @@ func newAdmission(client kubernetes.Interface, dyn dynamic.Interface, factory in
 		return nil, fmt.Errorf("namespace lifecycle admission: %w", err)
 	}
 	return admission.NewChainHandler(nsLifecycle, kubeadmission.NewPods(client)), nil
+}
+
+// rules answers SelfSubjectRulesReview for the authorizer above.
+type rules struct{}
+
+// RulesFor implements authorizer.RuleResolver.
+func (rules) RulesFor(_ context.Context, u user.Info, _ string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {
+	nonResource := []authorizer.NonResourceRuleInfo{&authorizer.DefaultNonResourceRuleInfo{Verbs: []string{"get"}, NonResourceURLs: sets.List(publicPaths)}}
+	if slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup) {
+		return []authorizer.ResourceRuleInfo{&authorizer.DefaultResourceRuleInfo{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}}},
+			append([]authorizer.NonResourceRuleInfo{&authorizer.DefaultNonResourceRuleInfo{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}}}, nonResource...),
+			false, nil
+	}
+	return nil, nonResource, false, nil
 }

@@ -49,6 +49,8 @@ import (
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/admissionregistration"
 	"github.com/kubeembed/apiserver/providers/apps"
+	"github.com/kubeembed/apiserver/providers/authentication"
+	"github.com/kubeembed/apiserver/providers/authorization"
 	"github.com/kubeembed/apiserver/providers/autoscaling"
 	"github.com/kubeembed/apiserver/providers/batch"
 	"github.com/kubeembed/apiserver/providers/certificates"
@@ -77,7 +79,7 @@ const etcdPrefix = "/registry"
 func builtinProviders() []providers.Provider {
 	return []providers.Provider{core.Provider{}, apps.Provider{}, batch.Provider{}, coordination.Provider{}, events.Provider{},
 		networking.Provider{}, policy.Provider{}, rbac.Provider{}, scheduling.Provider{},
-		admissionregistration.Provider{}, autoscaling.Provider{}, certificates.Provider{}, discovery.Provider{},
+		admissionregistration.Provider{}, authentication.Provider{}, authorization.Provider{}, autoscaling.Provider{}, certificates.Provider{}, discovery.Provider{},
 		flowcontrol.Provider{}, node.Provider{}, resource.Provider{}, storage.Provider{}}
 }
 
@@ -400,7 +402,8 @@ func (s *Server) coreTier(sh *shared, delegate genericapiserver.DelegationTarget
 	if err != nil {
 		return nil, err
 	}
-	pctx := providers.Context{RESTOptionsGetter: getter, Scheme: scheme}
+	pctx := providers.Context{RESTOptionsGetter: getter, Scheme: scheme,
+		Authenticator: s.tokenAuthenticator(), Authorizer: sh.authz, RuleResolver: rules{}}
 	// The named groups are installed in one call, as kube-apiserver does:
 	// their OpenAPI models (for server-side apply) are then built once, not
 	// once per group with the shared definitions built again each time.

@@ -39,6 +39,9 @@ func TestKubectl(t *testing.T) {
 		assert.Contains(t, resources, want)
 	}
 	assert.Contains(t, run("get", "namespaces"), "kube-system")
+	// SelfSubjectAccessReview, answered by the server's authorizer.
+	assert.Equal(t, "yes", strings.TrimSpace(run("auth", "can-i", "delete", "pods")))
+	assert.Contains(t, run("auth", "whoami"), "kubeembed-admin")
 
 	run("create", "configmap", "settings", "--from-literal=mode=fast")
 	out := run("get", "cm", "settings")

@@ -13,6 +13,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/kube-openapi/pkg/common"
@@ -46,6 +48,12 @@ type Context struct {
 	RESTOptionsGetter generic.RESTOptionsGetter
 	// Scheme is the core tier's scheme, with every provider installed.
 	Scheme *runtime.Scheme
+	// Authenticator and Authorizer are the server's own, for the review
+	// APIs (TokenReview, SubjectAccessReview...).
+	Authenticator authenticator.Request
+	Authorizer    authorizer.Authorizer
+	// RuleResolver lists what a user may do, for SelfSubjectRulesReview.
+	RuleResolver authorizer.RuleResolver
 }
 
 // AddInternalVersion registers every kind of gv's own package (not the

@@ -1,0 +1,108 @@
+// Package authentication serves authentication.k8s.io/v1 TokenReview and
+// SelfSubjectReview, answered by the server's own authenticator.
+package authentication
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/registry"
+)
+
+// Provider serves authentication.k8s.io.
+type Provider struct{}
+
+var _ providers.Provider = Provider{}
+
+// GroupName implements providers.Provider.
+func (Provider) GroupName() string { return authenticationv1.GroupName }
+
+// Install implements providers.Provider.
+func (Provider) Install(scheme *runtime.Scheme) error {
+	return providers.InstallGroupVersion(scheme, authenticationv1.SchemeGroupVersion, authenticationv1.AddToScheme)
+}
+
+// Storage implements providers.Provider.
+func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+	return map[string]map[string]rest.Storage{"v1": {
+		"tokenreviews": &registry.CreateOnly{NewFunc: func() runtime.Object { return &authenticationv1.TokenReview{} },
+			Singular: "tokenreview", CreateFunc: tokenReview(ctx.Authenticator)},
+		"selfsubjectreviews": &registry.CreateOnly{NewFunc: func() runtime.Object { return &authenticationv1.SelfSubjectReview{} },
+			Singular: "selfsubjectreview", CreateFunc: selfSubjectReview},
+	}}, nil
+}
+
+func tokenReview(authn authenticator.Request) func(context.Context, runtime.Object, func() error) (runtime.Object, error) {
+	return func(ctx context.Context, obj runtime.Object, validate func() error) (runtime.Object, error) {
+		tr, ok := obj.(*authenticationv1.TokenReview)
+		if !ok {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("not a TokenReview: %#v", obj))
+		}
+		if ns := genericapirequest.NamespaceValue(ctx); ns != "" {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("namespace is not allowed on this type: %v", ns))
+		}
+		if tr.Spec.Token == "" {
+			return nil, apierrors.NewBadRequest("token is required for TokenReview in authentication")
+		}
+		if err := validate(); err != nil {
+			return nil, err
+		}
+		if authn == nil {
+			return tr, nil
+		}
+		// Authenticate a request that carries nothing but the token.
+		req := &http.Request{Header: http.Header{"Authorization": {"Bearer " + tr.Spec.Token}}}
+		if len(tr.Spec.Audiences) > 0 {
+			req = req.WithContext(authenticator.WithAudiences(context.Background(), tr.Spec.Audiences))
+		}
+		resp, ok, err := authn.AuthenticateRequest(req)
+		tr.Status.Authenticated = ok
+		if err != nil {
+			tr.Status.Error = err.Error()
+		}
+		if ok && resp != nil && resp.User != nil {
+			tr.Status.User = authenticationv1.UserInfo{Username: resp.User.GetName(), UID: resp.User.GetUID(),
+				Groups: resp.User.GetGroups(), Extra: map[string]authenticationv1.ExtraValue{}}
+			for k, v := range resp.User.GetExtra() {
+				tr.Status.User.Extra[k] = v
+			}
+			tr.Status.Audiences = resp.Audiences
+		}
+		return tr, nil
+	}
+}
+
+func selfSubjectReview(ctx context.Context, obj runtime.Object, validate func() error) (runtime.Object, error) {
+	if err := validate(); err != nil {
+		return nil, err
+	}
+	if _, ok := obj.(*authenticationv1.SelfSubjectReview); !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("not a SelfSubjectReview: %#v", obj))
+	}
+	u, ok := genericapirequest.UserFrom(ctx)
+	if !ok {
+		return nil, apierrors.NewBadRequest("no user present on request")
+	}
+	out := &authenticationv1.SelfSubjectReview{
+		ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(time.Now())},
+		Status: authenticationv1.SelfSubjectReviewStatus{UserInfo: authenticationv1.UserInfo{
+			Username: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(),
+			Extra: make(map[string]authenticationv1.ExtraValue, len(u.GetExtra())),
+		}},
+	}
+	for k, v := range u.GetExtra() {
+		out.Status.UserInfo.Extra[k] = v
+	}
+	return out, nil
+}
