@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,4 +78,85 @@ func TestPods(t *testing.T) {
 	_, err = pods.Create(ctx, bad, metav1.CreateOptions{})
 	require.True(t, apierrors.IsInvalid(err), "%v", err)
 	assert.Contains(t, err.Error(), `spec.containers[1].name: Duplicate value: "app"`)
+}
+
+// pods/binding (what a scheduler posts), pods/eviction (honouring pod
+// disruption budgets), pods/ephemeralcontainers and pods/resize.
+func TestPodSubresources(t *testing.T) {
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	ctx := t.Context()
+	newPod := func(name string) *corev1.Pod {
+		p, err := c.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "web"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		return p
+	}
+
+	newPod("a")
+	err := c.CoreV1().Pods("default").Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "a"},
+		Target: corev1.ObjectReference{Kind: "Node", Name: "node-1"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	p, err := c.CoreV1().Pods("default").Get(ctx, "a", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "node-1", p.Spec.NodeName)
+	require.NotEmpty(t, p.Status.Conditions)
+	assert.Equal(t, corev1.PodScheduled, p.Status.Conditions[0].Type)
+	err = c.CoreV1().Pods("default").Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "a"},
+		Target: corev1.ObjectReference{Kind: "Node", Name: "node-2"}}, metav1.CreateOptions{})
+	assert.True(t, apierrors.IsConflict(err), "already bound: %v", err)
+
+	// A running pod covered by a budget that allows no disruption cannot be
+	// evicted (429); once the budget allows one, it can.
+	p.Status.Phase = corev1.PodRunning
+	_, err = c.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	pdb, err := c.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	// The status is the disruption controller's job; a budget it has not
+	// seen yet answers 429 with Retry-After: 10, which client-go waits out.
+	pdb.Status.ObservedGeneration = pdb.Generation
+	pdb, err = c.PolicyV1().PodDisruptionBudgets("default").UpdateStatus(ctx, pdb, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	evict := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "default"}}
+	err = c.PolicyV1().Evictions("default").Evict(ctx, evict)
+	require.True(t, apierrors.IsTooManyRequests(err), "%v", err)
+	assert.Contains(t, err.Error(), "Cannot evict pod as it would violate the pod's disruption budget")
+	pdb.Status.DisruptionsAllowed = 1
+	_, err = c.PolicyV1().PodDisruptionBudgets("default").UpdateStatus(ctx, pdb, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, c.PolicyV1().Evictions("default").Evict(ctx, evict))
+	pdb, err = c.PolicyV1().PodDisruptionBudgets("default").Get(ctx, "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Zero(t, pdb.Status.DisruptionsAllowed, "the eviction took the budget's disruption")
+	assert.Contains(t, pdb.Status.DisruptedPods, "a")
+	p, err = c.CoreV1().Pods("default").Get(ctx, "a", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotNil(t, p.DeletionTimestamp, "a bound pod is deleted gracefully")
+
+	// Ephemeral containers are added through their subresource only.
+	b := newPod("b")
+	b.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", Image: "busybox"}}}
+	b, err = c.CoreV1().Pods("default").UpdateEphemeralContainers(ctx, "b", b, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Len(t, b.Spec.EphemeralContainers, 1)
+	b.Spec.EphemeralContainers = nil
+	_, err = c.CoreV1().Pods("default").UpdateEphemeralContainers(ctx, "b", b, metav1.UpdateOptions{})
+	assert.True(t, apierrors.IsInvalid(err), "removing one: %v", err)
+
+	// Resize changes resources, and only them.
+	b, err = c.CoreV1().Pods("default").Get(ctx, "b", metav1.GetOptions{})
+	require.NoError(t, err)
+	b.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("200m")
+	b.Spec.Containers[0].Image = "nginx:2"
+	r, err := c.CoreV1().Pods("default").UpdateResize(ctx, "b", b, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "200m", r.Spec.Containers[0].Resources.Requests.Cpu().String())
+	assert.Equal(t, "nginx", r.Spec.Containers[0].Image, "resize changes resources only")
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -179,9 +180,23 @@ func podStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 		}
 		return errs
 	}
+	ephemeral, resize := podSubresourceStrategies(st)
+	pdbs, err := registry.NewStore(ctx, registry.StoreConfig{
+		Resource: policyv1.Resource("poddisruptionbudgets"), Singular: "poddisruptionbudget",
+		NewFunc:  func() runtime.Object { return &policyv1.PodDisruptionBudget{} },
+		NewList:  func() runtime.Object { return &policyv1.PodDisruptionBudgetList{} },
+		Strategy: strategy(ctx.Scheme, true),
+	})
+	if err != nil {
+		return nil, err
+	}
 	return map[string]rest.Storage{
-		"pods":        store,
-		"pods/status": registry.Subresource(store, status, status),
+		"pods":                     store,
+		"pods/status":              registry.Subresource(store, status, status),
+		"pods/binding":             &bindingREST{pods: store},
+		"pods/eviction":            &evictionREST{pods: store, pdbs: pdbs},
+		"pods/ephemeralcontainers": registry.Subresource(store, ephemeral, ephemeral),
+		"pods/resize":              registry.Subresource(store, resize, resize),
 	}, nil
 }
 
