@@ -1,12 +1,12 @@
 // Package autoscaling serves autoscaling/v2 horizontal pod autoscalers,
-// with status. autoscaling/v1 is not served yet (it needs conversions to
-// v2 through annotations).
+// with status, and autoscaling/v1 by conversion from v2 (see v1.go).
 package autoscaling
 
 import (
 	"fmt"
 	"strings"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -106,10 +106,26 @@ func targets(h *autoscalingv2.HorizontalPodAutoscaler) any {
 // GroupName implements providers.Provider.
 func (Provider) GroupName() string { return group.GroupName() }
 
-// Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
+// Install implements providers.Provider: v2, the storage version, then v1.
+func (Provider) Install(scheme *runtime.Scheme) error {
+	if err := group.Install(scheme); err != nil {
+		return err
+	}
+	if err := installV1(scheme); err != nil {
+		return err
+	}
+	if err := registry.FieldLabelConversion(scheme, autoscalingv1.SchemeGroupVersion.WithKind("HorizontalPodAutoscaler"), true); err != nil {
+		return err
+	}
+	return scheme.SetVersionPriority(gv, autoscalingv1.SchemeGroupVersion)
+}
 
-// Storage implements providers.Provider.
+// Storage implements providers.Provider: v1 is served by the same stores.
 func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
-	return group.Storage(ctx)
+	s, err := group.Storage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s["v1"] = s["v2"]
+	return s, nil
 }
