@@ -73,9 +73,20 @@ func EventTable() rest.TableConvertor {
 			return fmt.Sprintf("%s/%s", lower(e.InvolvedObject.Kind), e.InvolvedObject.Name)
 		}),
 		c("Subobject", "string", corev1.ObjectReference{}.SwaggerDoc()["fieldPath"], 1, func(e *corev1.Event) any { return e.InvolvedObject.FieldPath }),
-		c("Source", "string", "The component reporting this event. Should be a short machine understandable string.", 1, func(e *corev1.Event) any { return e.Source.Component }),
+		c("Source", "string", "The component reporting this event. Should be a short machine understandable string.", 1, func(e *corev1.Event) any {
+			// events.k8s.io events name a reporting controller instead.
+			if e.Source.Component == "" && e.ReportingController != "" {
+				return e.ReportingController + ", " + e.ReportingInstance
+			}
+			return e.Source.Component
+		}),
 		c("Message", "string", "A human-readable description of the status of this operation.", 0, func(e *corev1.Event) any { return e.Message }),
-		c("First Seen", "string", corev1.Event{}.SwaggerDoc()["firstTimestamp"], 1, func(e *corev1.Event) any { return registry.Since(e.FirstTimestamp) }),
+		c("First Seen", "string", corev1.Event{}.SwaggerDoc()["firstTimestamp"], 1, func(e *corev1.Event) any {
+			if e.FirstTimestamp.IsZero() && !e.EventTime.IsZero() {
+				return registry.Since(metav1.Time{Time: e.EventTime.Time})
+			}
+			return registry.Since(e.FirstTimestamp)
+		}),
 		c("Count", "string", "The number of times this event has occurred.", 1, func(e *corev1.Event) any {
 			// A series counts itself; an event without a count happened once.
 			switch {
