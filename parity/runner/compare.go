@@ -142,7 +142,7 @@ type comparable struct {
 }
 
 func view(st Step, r Response) comparable {
-	c := comparable{Code: r.Code, Body: r.Body, Events: r.Events, Err: r.Err, Headers: r.Headers}
+	c := comparable(r)
 	for _, p := range st.Ignore {
 		path := strings.Split(p, ".")
 		dropPath(c.Body, path)

@@ -88,9 +88,7 @@ var endpoints = simple[*corev1.Endpoints]{
 		for i, s := range e.Subsets {
 			sp := field.NewPath("subsets").Index(i)
 			for j, a := range append(append([]corev1.EndpointAddress{}, s.Addresses...), s.NotReadyAddresses...) {
-				for _, msg := range utilvalidation.IsValidIP(sp.Child("addresses").Index(j).Child("ip"), a.IP) {
-					errs = append(errs, msg)
-				}
+				errs = append(errs, utilvalidation.IsValidIP(sp.Child("addresses").Index(j).Child("ip"), a.IP)...)
 			}
 			for j, p := range s.Ports {
 				for _, msg := range utilvalidation.IsValidPortNum(int(p.Port)) {
