@@ -10,8 +10,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/rest"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
 // ScaleAccess reads and writes the replica counts of a scalable object.
@@ -24,6 +26,10 @@ type ScaleAccess struct {
 	StatusReplicas func(obj runtime.Object) int32
 	// Selector returns the label selector of the object's pods.
 	Selector func(obj runtime.Object) *metav1.LabelSelector
+	// GroupVersion is the object's; Workload sets it. With it, writes to
+	// /scale are recorded in the object's managed fields as the scale
+	// subresource's, owning spec.replicas, as kube-apiserver records them.
+	GroupVersion schema.GroupVersion
 }
 
 // Scale returns the scale subresource of the objects in s, served as
@@ -106,6 +112,18 @@ func (u *scaleUpdate) UpdatedObject(ctx context.Context, oldObj runtime.Object) 
 	if err != nil {
 		return nil, err
 	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	var fields *managedfields.ScaleHandler
+	if gv := u.r.access.GroupVersion; !gv.Empty() {
+		fields = managedfields.NewScaleHandler(m.GetManagedFields(), gv,
+			managedfields.ResourcePathMappings{gv.String(): fieldpath.MakePathOrDie("spec", "replicas")})
+		if oldScale.ManagedFields, err = fields.ToSubresource(); err != nil {
+			return nil, err
+		}
+	}
 	in, err := u.inner.UpdatedObject(ctx, oldScale)
 	if err != nil {
 		return nil, err
@@ -124,11 +142,14 @@ func (u *scaleUpdate) UpdatedObject(ctx context.Context, oldObj runtime.Object) 
 		}
 	}
 	if scale.ResourceVersion != "" {
-		m, err := meta.Accessor(obj)
+		m.SetResourceVersion(scale.ResourceVersion) // a stale Scale conflicts
+	}
+	if fields != nil {
+		entries, err := fields.ToParent(scale.ManagedFields)
 		if err != nil {
 			return nil, err
 		}
-		m.SetResourceVersion(scale.ResourceVersion) // a stale Scale conflicts
+		m.SetManagedFields(entries)
 	}
 	u.r.access.SetReplicas(obj, scale.Spec.Replicas)
 	return obj, nil

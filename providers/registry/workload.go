@@ -155,7 +155,9 @@ func (w Workload[T]) Storage(ctx providers.Context) (map[string]rest.Storage, er
 		w.Resource + "/status": Subresource(store, status, status),
 	}
 	if w.Scale != nil {
-		out[w.Resource+"/scale"] = Scale(store, *w.Scale)
+		access := *w.Scale
+		access.GroupVersion = w.GroupVersion
+		out[w.Resource+"/scale"] = Scale(store, access)
 	}
 	return out, nil
 }
