@@ -33,13 +33,13 @@ var group = registry.Group{
 		&admissionv1.ValidatingWebhookConfiguration{}: func(obj any) {
 			for i := range obj.(*admissionv1.ValidatingWebhookConfiguration).Webhooks {
 				w := &obj.(*admissionv1.ValidatingWebhookConfiguration).Webhooks[i]
-				defaultWebhook(&w.FailurePolicy, &w.MatchPolicy, &w.NamespaceSelector, &w.ObjectSelector, &w.TimeoutSeconds, w.Rules)
+				defaultWebhook(&w.ClientConfig, &w.FailurePolicy, &w.MatchPolicy, &w.NamespaceSelector, &w.ObjectSelector, &w.TimeoutSeconds, w.Rules)
 			}
 		},
 		&admissionv1.MutatingWebhookConfiguration{}: func(obj any) {
 			for i := range obj.(*admissionv1.MutatingWebhookConfiguration).Webhooks {
 				w := &obj.(*admissionv1.MutatingWebhookConfiguration).Webhooks[i]
-				defaultWebhook(&w.FailurePolicy, &w.MatchPolicy, &w.NamespaceSelector, &w.ObjectSelector, &w.TimeoutSeconds, w.Rules)
+				defaultWebhook(&w.ClientConfig, &w.FailurePolicy, &w.MatchPolicy, &w.NamespaceSelector, &w.ObjectSelector, &w.TimeoutSeconds, w.Rules)
 				if w.ReinvocationPolicy == nil {
 					never := admissionv1.NeverReinvocationPolicy
 					w.ReinvocationPolicy = &never
@@ -82,7 +82,11 @@ func defaultRules(rules []admissionv1.RuleWithOperations) {
 	}
 }
 
-func defaultWebhook(fp **admissionv1.FailurePolicyType, mp **admissionv1.MatchPolicyType, ns, objs **metav1.LabelSelector, timeout **int32, rules []admissionv1.RuleWithOperations) {
+func defaultWebhook(cc *admissionv1.WebhookClientConfig, fp **admissionv1.FailurePolicyType, mp **admissionv1.MatchPolicyType, ns, objs **metav1.LabelSelector, timeout **int32, rules []admissionv1.RuleWithOperations) {
+	if cc.Service != nil && cc.Service.Port == nil {
+		port := int32(443)
+		cc.Service.Port = &port
+	}
 	defaultFailurePolicy(fp)
 	if *mp == nil {
 		eq := admissionv1.Equivalent

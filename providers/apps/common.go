@@ -22,7 +22,9 @@ func validateSelectorAndTemplate(selector *metav1.LabelSelector, template *corev
 			errs = append(errs, field.Invalid(p.Child("selector"), selector, "empty selector is invalid for "+kind))
 		}
 	}
-	if sel, err := metav1.LabelSelectorAsSelector(selector); err == nil && selector != nil && !sel.Empty() {
+	// A missing selector selects nothing, so no template matches it (and is
+	// reported too, as kube-apiserver does); an empty one selects all.
+	if sel, err := metav1.LabelSelectorAsSelector(selector); err == nil && !sel.Empty() {
 		if !sel.Matches(labels.Set(template.Labels)) {
 			errs = append(errs, field.Invalid(p.Child("template", "metadata", "labels"), template.Labels, "`selector` does not match template `labels`"))
 		}

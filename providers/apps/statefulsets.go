@@ -5,7 +5,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,6 +16,14 @@ import (
 )
 
 func defaultStatefulSet(s *appsv1.StatefulSet) {
+	// The claim templates are full PVCs and say so, as kube-apiserver
+	// writes them.
+	for i := range s.Spec.VolumeClaimTemplates {
+		t := &s.Spec.VolumeClaimTemplates[i]
+		if t.APIVersion == "" && t.Kind == "" {
+			t.APIVersion, t.Kind = "v1", "PersistentVolumeClaim"
+		}
+	}
 	if s.Spec.PodManagementPolicy == "" {
 		s.Spec.PodManagementPolicy = appsv1.OrderedReadyPodManagement
 	}
@@ -108,17 +115,12 @@ var statefulSets = registry.Workload[*appsv1.StatefulSet]{
 		return append(errs, validateSelectorAndTemplate(s.Spec.Selector, &s.Spec.Template, "statefulset", p)...)
 	},
 	ValidateUpdate: func(s, old *appsv1.StatefulSet) field.ErrorList {
-		// Only these fields may change; compare the rest.
-		a, b := s.Spec.DeepCopy(), old.Spec.DeepCopy()
-		for _, spec := range []*appsv1.StatefulSetSpec{a, b} {
-			spec.Replicas, spec.Ordinals, spec.Template = nil, nil, corev1.PodTemplateSpec{}
-			spec.UpdateStrategy, spec.PersistentVolumeClaimRetentionPolicy = appsv1.StatefulSetUpdateStrategy{}, nil
-			spec.MinReadySeconds, spec.RevisionHistoryLimit = 0, nil
-		}
-		if !apiequality.Semantic.DeepEqual(a, b) {
-			return field.ErrorList{field.Forbidden(field.NewPath("spec"), "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden")}
-		}
-		return nil
+		// kube-apiserver 1.37 names each immutable field.
+		p := field.NewPath("spec")
+		errs := apivalidation.ValidateImmutableField(s.Spec.Selector, old.Spec.Selector, p.Child("selector"))
+		errs = append(errs, apivalidation.ValidateImmutableField(s.Spec.VolumeClaimTemplates, old.Spec.VolumeClaimTemplates, p.Child("volumeClaimTemplates"))...)
+		errs = append(errs, apivalidation.ValidateImmutableField(s.Spec.ServiceName, old.Spec.ServiceName, p.Child("serviceName"))...)
+		return append(errs, apivalidation.ValidateImmutableField(s.Spec.PodManagementPolicy, old.Spec.PodManagementPolicy, p.Child("podManagementPolicy"))...)
 	},
 	ValidateStatus: func(s *appsv1.StatefulSet) field.ErrorList {
 		st := s.Status

@@ -244,7 +244,13 @@ func validateJobSpec(s *batchv1.JobSpec, p *field.Path) field.ErrorList {
 		}
 	}
 	errs = append(errs, core.ValidatePodTemplateSpec(&s.Template, p.Child("template"))...)
-	if rp := s.Template.Spec.RestartPolicy; rp != corev1.RestartPolicyOnFailure && rp != corev1.RestartPolicyNever {
+	switch rp := s.Template.Spec.RestartPolicy; rp {
+	case corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever:
+	case corev1.RestartPolicyAlways, "":
+		// Always is also what the pod defaults give when none is set.
+		errs = append(errs, field.Required(p.Child("template", "spec", "restartPolicy"),
+			fmt.Sprintf("valid values: %q, %q", corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever)))
+	default:
 		errs = append(errs, field.NotSupported(p.Child("template", "spec", "restartPolicy"), rp,
 			[]string{string(corev1.RestartPolicyOnFailure), string(corev1.RestartPolicyNever)}))
 	}

@@ -1,6 +1,9 @@
 package core
 
 import (
+	"slices"
+	"maps"
+	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -225,7 +228,8 @@ func validatePodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 		errs = append(errs, validateContainer(&s.Containers[i], p.Child("containers").Index(i), names, volumes)...)
 	}
 	if !restartPolicies.Has(string(s.RestartPolicy)) {
-		errs = append(errs, field.NotSupported(p.Child("restartPolicy"), s.RestartPolicy, sets.List(restartPolicies)))
+		errs = append(errs, field.NotSupported(p.Child("restartPolicy"), s.RestartPolicy,
+			[]string{string(corev1.RestartPolicyAlways), string(corev1.RestartPolicyOnFailure), string(corev1.RestartPolicyNever)}))
 	}
 	if !dnsPolicies.Has(string(s.DNSPolicy)) {
 		errs = append(errs, field.NotSupported(p.Child("dnsPolicy"), s.DNSPolicy, sets.List(dnsPolicies)))
@@ -280,6 +284,14 @@ func validateContainer(c *corev1.Container, p *field.Path, names, volumes sets.S
 				errs = append(errs, field.Duplicate(pp.Child("name"), port.Name))
 			}
 			ports.Insert(port.Name)
+		}
+	}
+	// A request may not exceed its limit.
+	for _, name := range slices.Sorted(maps.Keys(c.Resources.Requests)) {
+		req := c.Resources.Requests[name]
+		if limit, ok := c.Resources.Limits[name]; ok && req.Cmp(limit) > 0 {
+			errs = append(errs, field.Invalid(p.Child("resources", "requests"), req.String(),
+				fmt.Sprintf("must be less than or equal to %s limit of %s", name, limit.String())))
 		}
 	}
 	for i, e := range c.Env {

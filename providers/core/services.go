@@ -87,7 +87,7 @@ func (a *allocator) allocateIP(requested string) (string, error) {
 	if requested != "" {
 		ip, err := netip.ParseAddr(requested)
 		if err != nil || !ServiceCIDR.Contains(ip) {
-			return "", fmt.Errorf("the provided IP (%s) is not in the valid range. The range of valid IPs is %s", requested, ServiceCIDR)
+			return "", fmt.Errorf("failed to allocate IP %s: the provided network does not match the current range", requested)
 		}
 		if a.ips[ip] {
 			return "", fmt.Errorf("provided IP is already allocated")
@@ -172,7 +172,7 @@ func (a *allocator) allocate(s *corev1.Service) error {
 			}
 			ip, err := a.allocateIP(requested)
 			if err != nil {
-				return fail(field.NewPath("spec", "clusterIPs").Index(0), requested, err)
+				return fail(field.NewPath("spec", "clusterIPs"), []string{requested}, err)
 			}
 			s.Spec.ClusterIP, s.Spec.ClusterIPs = ip, []string{ip}
 		}
@@ -241,7 +241,8 @@ func needsNodePorts(s *corev1.Service) bool {
 		(s.Spec.Type == corev1.ServiceTypeLoadBalancer && (s.Spec.AllocateLoadBalancerNodePorts == nil || *s.Spec.AllocateLoadBalancerNodePorts))
 }
 
-var serviceTypes = []string{string(corev1.ServiceTypeClusterIP), string(corev1.ServiceTypeNodePort), string(corev1.ServiceTypeLoadBalancer), string(corev1.ServiceTypeExternalName)}
+// serviceTypes in the order kube-apiserver lists them.
+var serviceTypes = []string{string(corev1.ServiceTypeClusterIP), string(corev1.ServiceTypeExternalName), string(corev1.ServiceTypeLoadBalancer), string(corev1.ServiceTypeNodePort)}
 
 func validateService(s *corev1.Service) field.ErrorList {
 	errs := validateMeta(&s.ObjectMeta, true, apivalidation.NameIsDNSLabel)
@@ -302,7 +303,9 @@ func serviceStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 		errs := validateMetaUpdate(&s.ObjectMeta, &o.ObjectMeta)
 		errs = append(errs, validateService(s)...)
 		if s.Spec.Type == o.Spec.Type && o.Spec.ClusterIP != "" {
-			errs = append(errs, apivalidation.ValidateImmutableField(s.Spec.ClusterIP, o.Spec.ClusterIP, field.NewPath("spec", "clusterIPs").Index(0))...)
+			if s.Spec.ClusterIP != o.Spec.ClusterIP {
+				errs = append(errs, field.Invalid(field.NewPath("spec", "clusterIPs").Index(0), s.Spec.ClusterIPs, "may not change once set"))
+			}
 		}
 		return errs
 	}

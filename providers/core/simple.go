@@ -147,8 +147,9 @@ var limitRanges = simple[*corev1.LimitRange]{
 		var errs field.ErrorList
 		types := []string{string(corev1.LimitTypePod), string(corev1.LimitTypeContainer), string(corev1.LimitTypePersistentVolumeClaim)}
 		for i, item := range l.Spec.Limits {
-			if !slices.Contains(types, string(item.Type)) {
-				errs = append(errs, field.NotSupported(field.NewPath("spec", "limits").Index(i).Child("type"), item.Type, types))
+			// Other types are allowed when qualified, as extended resources.
+			if !slices.Contains(types, string(item.Type)) && !strings.Contains(string(item.Type), "/") {
+				errs = append(errs, field.Invalid(field.NewPath("spec", "limits").Index(i).Child("type"), item.Type, "must be a standard limit type or fully qualified"))
 			}
 		}
 		return errs

@@ -130,7 +130,7 @@ func validateAddress(t discoveryv1.AddressType, a string, p *field.Path) field.E
 		ip, err := netip.ParseAddr(a)
 		switch {
 		case err != nil:
-			msgs = []string{"must be a valid IP address"}
+			msgs = []string{"must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"}
 		case t == discoveryv1.AddressTypeIPv4 && !ip.Is4():
 			msgs = []string{"must be an IPv4 address"}
 		case t == discoveryv1.AddressTypeIPv6 && !ip.Is6():

@@ -124,7 +124,7 @@ func validateNetworkPolicy(obj runtime.Object) field.ErrorList {
 	return errs
 }
 
-var pathTypes = []string{string(networkingv1.PathTypeExact), string(networkingv1.PathTypePrefix), string(networkingv1.PathTypeImplementationSpecific)}
+var pathTypes = []string{string(networkingv1.PathTypeExact), string(networkingv1.PathTypeImplementationSpecific), string(networkingv1.PathTypePrefix)}
 
 func validateBackend(b *networkingv1.IngressBackend, p *field.Path) field.ErrorList {
 	var errs field.ErrorList

@@ -77,7 +77,7 @@ func validateRules(rules []rbacv1.PolicyRule, namespaced bool, p *field.Path) fi
 	for i, r := range rules {
 		rp := p.Index(i)
 		if len(r.Verbs) == 0 {
-			errs = append(errs, field.Required(rp.Child("verbs"), "verbs must contain at least one value"))
+			errs = append(errs, field.Required(rp.Child("verbs"), ""))
 		}
 		if len(r.NonResourceURLs) > 0 {
 			if namespaced {

@@ -75,7 +75,7 @@ func validate(pc *schedulingv1.PriorityClass) field.ErrorList {
 		}
 		if !known {
 			errs = append(errs, field.Forbidden(field.NewPath("metadata", "name"),
-				fmt.Sprintf("priority class names with '%s' prefix are reserved for system use only", systemPrefix)))
+				fmt.Sprintf("priority class names with '%s' prefix are reserved for system use only. error: %s is not a known system priority class", systemPrefix, pc.Name)))
 		}
 	} else if pc.Value > HighestUserDefinablePriority {
 		errs = append(errs, field.Forbidden(field.NewPath("value"), fmt.Sprintf("maximum allowed value of a user defined priority is %v", HighestUserDefinablePriority)))

@@ -126,7 +126,7 @@ var storageClasses = registry.Kind[*storagev1.StorageClass]{
 	ValidateUpdate: func(sc, old *storagev1.StorageClass) field.ErrorList {
 		var errs field.ErrorList
 		if !apiequality.Semantic.DeepEqual(sc.Parameters, old.Parameters) {
-			errs = append(errs, field.Forbidden(field.NewPath("parameters"), "updates to parameters are forbidden."))
+			errs = append(errs, field.Invalid(field.NewPath("parameters"), nil, "field is immutable"))
 		}
 		if sc.Provisioner != old.Provisioner {
 			errs = append(errs, field.Forbidden(field.NewPath("provisioner"), "updates to provisioner are forbidden."))
