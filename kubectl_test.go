@@ -67,4 +67,9 @@ func TestKubectl(t *testing.T) {
 	assert.Regexp(t, `(?m)^web\s+0/1\s+0\s+0\s+`, out)
 	run("scale", "deployment", "web", "--replicas=2")
 	assert.Regexp(t, `(?m)^(deployment.apps/)?web\s+0/2\s+`, run("get", "all"))
+	out = run("describe", "deployment", "web")
+	assert.Regexp(t, `(?m)^Replicas:\s+2 desired`, out)
+	assert.Regexp(t, `(?m)^StrategyType:\s+RollingUpdate`, out)
+	run("create", "service", "clusterip", "web", "--tcp=80:8080")
+	assert.Regexp(t, `(?m)^IP:\s+10\.0\.0\.\d+`, run("describe", "service", "web"))
 }
