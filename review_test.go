@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -74,4 +75,18 @@ func TestReviewAPIs(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, rules.Status.ResourceRules)
 	assert.Equal(t, []string{"*"}, rules.Status.ResourceRules[0].Verbs)
+}
+
+// Cluster trust bundles hold PEM certificates; anything else is refused.
+func TestClusterTrustBundles(t *testing.T) {
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	_, err := c.CertificatesV1().ClusterTrustBundles().Create(t.Context(), &certificatesv1.ClusterTrustBundle{
+		ObjectMeta: metav1.ObjectMeta{Name: "roots"},
+		Spec:       certificatesv1.ClusterTrustBundleSpec{TrustBundle: string(srv.CACert())}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = c.CertificatesV1().ClusterTrustBundles().Create(t.Context(), &certificatesv1.ClusterTrustBundle{
+		ObjectMeta: metav1.ObjectMeta{Name: "empty"}}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsInvalid(err), "%v", err)
+	assert.Contains(t, err.Error(), "at least one trust anchor must be provided")
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	// its internal type, which matches v1beta1's.
 	certificatesv1beta1 "k8s.io/api/certificates/v1beta1"
 	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -38,7 +40,7 @@ var gv = certificatesv1.SchemeGroupVersion
 
 var group = registry.Group{
 	GroupVersion: gv, AddToScheme: certificatesv1.AddToScheme,
-	Served: []registry.Served{csrs{}},
+	Served: []registry.Served{csrs{}, trustBundles},
 }
 
 var usages = func() []string {
@@ -239,4 +241,67 @@ func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(sch
 // Storage implements providers.Provider.
 func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
 	return group.Storage(ctx)
+}
+
+// trustBundles are cluster trust bundles: PEM CA certificates published
+// for workloads, optionally on behalf of a signer whose name prefixes the
+// bundle's.
+var trustBundles = registry.Kind[*certificatesv1.ClusterTrustBundle]{
+	GroupVersion: gv, Resource: "clustertrustbundles", Singular: "clustertrustbundle",
+	// A signer's bundles are named "<signer with : for />:<name>"; the
+	// others are DNS subdomains.
+	NameValidation: func(name string, prefix bool) []string {
+		if strings.Contains(name, ":") {
+			return nil
+		}
+		return apivalidation.NameIsDNSSubdomain(name, prefix)
+	},
+	NewObj:  func() runtime.Object { return &certificatesv1.ClusterTrustBundle{} },
+	NewList: func() runtime.Object { return &certificatesv1.ClusterTrustBundleList{} },
+	Validate: func(b *certificatesv1.ClusterTrustBundle) field.ErrorList {
+		var errs field.ErrorList
+		if b.Spec.SignerName != "" {
+			prefix := strings.ReplaceAll(b.Spec.SignerName, "/", ":") + ":"
+			if !strings.HasPrefix(b.Name, prefix) {
+				errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), b.Name, "ClusterTrustBundle for signerName "+b.Spec.SignerName+" must be named with prefix "+prefix))
+			}
+		} else if strings.Contains(b.Name, ":") {
+			errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), b.Name, "ClusterTrustBundle without signer name must not have \":\" in its name"))
+		}
+		p := field.NewPath("spec", "trustBundle")
+		rest, n := []byte(b.Spec.TrustBundle), 0
+		for {
+			var block *pem.Block
+			block, rest = pem.Decode(rest)
+			if block == nil {
+				break
+			}
+			n++
+			if block.Type != "CERTIFICATE" {
+				errs = append(errs, field.Invalid(p, "<value omitted>", fmt.Sprintf("entry %d has bad block type: %s", n-1, block.Type)))
+			} else if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+				errs = append(errs, field.Invalid(p, "<value omitted>", fmt.Sprintf("entry %d does not parse as X.509", n-1)))
+			}
+		}
+		if n == 0 {
+			errs = append(errs, field.Invalid(p, "<value omitted>", "at least one trust anchor must be provided"))
+		}
+		return errs
+	},
+	ValidateUpdate: func(b, old *certificatesv1.ClusterTrustBundle) field.ErrorList {
+		return apivalidation.ValidateImmutableField(b.Spec.SignerName, old.Spec.SignerName, field.NewPath("spec", "signerName"))
+	},
+	Columns: []registry.Column{
+		registry.ColumnOf("SignerName", "string", certificatesv1.ClusterTrustBundleSpec{}.SwaggerDoc()["signerName"], 0, func(b *certificatesv1.ClusterTrustBundle) any {
+			if b.Spec.SignerName == "" {
+				return "<none>"
+			}
+			return b.Spec.SignerName
+		}),
+	},
+	NoAge: true,
+	Fields: func(b *certificatesv1.ClusterTrustBundle) fields.Set {
+		return fields.Set{"spec.signerName": b.Spec.SignerName}
+	},
+	FieldNames: []string{"spec.signerName"},
 }
