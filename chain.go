@@ -7,13 +7,16 @@ import (
 	"net/http"
 	"net/url"
 
+	restful "github.com/emicklei/go-restful/v3"
 	noopoteltrace "go.opentelemetry.io/otel/trace/noop"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsv1beta1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1beta1"
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -42,6 +45,7 @@ import (
 	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
 	aggregatorscheme "k8s.io/kube-aggregator/pkg/apiserver/scheme"
 	openapicommon "k8s.io/kube-openapi/pkg/common"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"github.com/kubeembed/apiserver/internal/globals"
 	"github.com/kubeembed/apiserver/internal/inproc"
@@ -256,6 +260,29 @@ func (s *Server) buildChain(host string, port int) (*chain, error) {
 	if err := s.addStartInformersHook(agg.GenericAPIServer); err != nil {
 		return nil, err
 	}
+	// /openapi/v2, built when first asked for (see internal/openapi.V2).
+	v2config := genericapiserver.DefaultOpenAPIConfig(withProviderDefinitions(s.opts.Providers),
+		openapinamer.NewDefinitionNamer(sh.scheme, apiextensionsapiserver.Scheme, aggregatorscheme.Scheme))
+	v2config.Info.Title, v2config.Info.Version = "Kubernetes", "v"+KubernetesVersion
+	routes := func() []*restful.WebService {
+		// Each tier serves /version and the like: the first tier's wins.
+		var ws []*restful.WebService
+		seen := map[string]bool{}
+		for _, t := range []*genericapiserver.GenericAPIServer{agg.GenericAPIServer, coreTier, ext.GenericAPIServer} {
+			for _, w := range t.Handler.GoRestfulContainer.RegisteredWebServices() {
+				if !seen[w.RootPath()] {
+					seen[w.RootPath()] = true
+					ws = append(ws, w)
+				}
+			}
+		}
+		return ws
+	}
+	crdLister := s.crdLister
+	agg.GenericAPIServer.Handler.NonGoRestfulMux.Handle("/openapi/v2", openapi.NewV2(v2config, routes,
+		func() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+			return crdLister.List(labels.Everything())
+		}, builtinOnly))
 	s.loopback.SetHandler(agg.GenericAPIServer.Handler)
 	crds := ext.Informers.Apiextensions().V1().CustomResourceDefinitions().Informer()
 	apiServices := agg.APIRegistrationInformers.Apiregistration().V1().APIServices().Informer()
@@ -376,7 +403,17 @@ func (s *Server) extensionsTier(sh *shared) (*apiextensionsapiserver.CustomResou
 			AuthResolverWrapper:  webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, sh.loopback, noopoteltrace.NewTracerProvider()),
 		},
 	}
-	return cfg.Complete().New(genericapiserver.NewEmptyDelegate())
+	ext, err := cfg.Complete().New(genericapiserver.NewEmptyDelegate())
+	if err != nil {
+		return nil, err
+	}
+	// apiextensions publishes CRDs' OpenAPI v3 (kubectl explain, server-side
+	// apply clients) only when its tier also has a static OpenAPI v2 spec,
+	// which it does not use for v3. This tier has none (kubeembed builds
+	// /openapi/v2 lazily, internal/openapi.V2): a placeholder turns on the
+	// v3 publishing, as on kube-apiserver.
+	ext.GenericAPIServer.StaticOpenAPISpec = &spec.Swagger{}
+	return ext, nil
 }
 
 // coreTier builds the tier of the providers; with skipOpenAPI it builds no

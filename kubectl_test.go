@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -57,9 +58,16 @@ func TestKubectl(t *testing.T) {
 	run("apply", "--server-side", "-f", widget)
 	run("delete", "widget", "small")
 
-	// kubectl explain reads OpenAPI v3. (CRDs' OpenAPI is published only
-	// with an OpenAPI v2 configuration, which the server does not have yet.)
+	// kubectl explain reads OpenAPI v3; CRDs' too, once kube-aggregator
+	// has fetched their group's document again (it does every second, as
+	// on kube-apiserver).
 	assert.Contains(t, run("explain", "deployment.spec.replicas"), "Number of desired pods")
+	assert.Eventually(t, func() bool {
+		cmd := exec.CommandContext(t.Context(), kubectl, "--kubeconfig", path, "explain", "widgets.spec")
+		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		return err == nil && strings.Contains(string(out), "size")
+	}, 10*time.Second, 100*time.Millisecond, "kubectl explain widgets.spec")
 
 	run("create", "deployment", "web", "--image=nginx:1.27")
 	out = run("get", "deploy", "web")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -52,4 +53,43 @@ func TestOpenAPIV3(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(apps, &spec))
 	assert.Contains(t, spec.Components.Schemas, "io.k8s.api.apps.v1.Deployment")
+}
+
+// /openapi/v2 serves the built-in types and the CRDs, as JSON and as the
+// protobuf client-go's discovery asks for (helm validates manifests with
+// it).
+func TestOpenAPIV2(t *testing.T) {
+	srv := apiservertest.Start(t, apiservertest.WithCRDPaths("testdata/crds"))
+	disc, err := srv.DiscoveryClient()
+	require.NoError(t, err)
+	doc, err := disc.OpenAPISchema() // protobuf
+	require.NoError(t, err)
+	names := map[string]bool{}
+	for _, d := range doc.GetDefinitions().GetAdditionalProperties() {
+		names[d.GetName()] = true
+	}
+	for _, want := range []string{"io.k8s.api.apps.v1.Deployment", "io.k8s.api.core.v1.Pod",
+		"io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition",
+		"io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIService"} {
+		assert.True(t, names[want], "definition %s", want)
+	}
+	var crd string
+	for n := range names {
+		if strings.HasSuffix(n, ".Widget") {
+			crd = n
+		}
+	}
+	assert.NotEmpty(t, crd, "the CRD's schema is published")
+
+	hc, err := rest.HTTPClientFor(srv.RESTConfig())
+	require.NoError(t, err)
+	resp, err := hc.Get(srv.URL() + "/openapi/v2")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	assert.Contains(t, string(body), `"swagger":"2.0"`)
+	assert.NotEmpty(t, resp.Header.Get("Etag"))
 }

@@ -1,9 +1,9 @@
 package core
 
 import (
-	"slices"
-	"maps"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
