@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
 	"net/url"
 
@@ -463,7 +464,10 @@ func (s *Server) coreTier(sh *shared, delegate genericapiserver.DelegationTarget
 	if err := server.InstallAPIGroups(groups...); err != nil {
 		return nil, fmt.Errorf("install groups: %w", err)
 	}
-	if err := server.AddPostStartHook("bootstrap-system-objects", bootstrapSystemObjects); err != nil {
+	port := int32(s.listener.Addr().(*net.TCPAddr).Port)
+	if err := server.AddPostStartHook("bootstrap-system-objects", func(ctx genericapiserver.PostStartHookContext) error {
+		return bootstrapSystemObjects(ctx, port)
+	}); err != nil {
 		return nil, err
 	}
 	return server, nil

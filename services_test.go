@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -91,4 +92,33 @@ func TestServicePutKeepsClusterIP(t *testing.T) {
 		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, s.Spec.ClusterIPs, u.Spec.ClusterIPs)
+}
+
+// The kubernetes service and service CIDR exist from the start, and every
+// cluster IP is recorded as an IPAddress held by its service, as on
+// kube-apiserver 1.37.
+func TestServiceIPAddresses(t *testing.T) {
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	ctx := t.Context()
+	k, err := c.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "10.0.0.1", k.Spec.ClusterIP)
+	assert.Equal(t, int32(443), k.Spec.Ports[0].Port)
+	cidr, err := c.NetworkingV1().ServiceCIDRs().Get(ctx, "kubernetes", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"10.0.0.0/24"}, cidr.Spec.CIDRs)
+	require.NotEmpty(t, cidr.Status.Conditions)
+
+	s, err := c.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	ip, err := c.NetworkingV1().IPAddresses().Get(ctx, s.Spec.ClusterIP, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, &networkingv1.ParentReference{Resource: "services", Namespace: "default", Name: "web"}, ip.Spec.ParentRef)
+	assert.Equal(t, "IPv4", ip.Labels["ipaddress.kubernetes.io/ip-family"])
+
+	require.NoError(t, c.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}))
+	_, err = c.NetworkingV1().IPAddresses().Get(ctx, s.Spec.ClusterIP, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the record goes with the service: %v", err)
 }

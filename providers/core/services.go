@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 
@@ -76,9 +78,9 @@ type allocator struct {
 }
 
 func newAllocator() *allocator {
-	a := &allocator{ips: map[netip.Addr]bool{}, ports: map[int32]bool{}}
-	a.ips[ServiceCIDR.Addr().Next()] = true // the kubernetes service's
-	return a
+	// The first address is the kubernetes service's: never handed out
+	// unless asked for (see allocateIP).
+	return &allocator{ips: map[netip.Addr]bool{}, ports: map[int32]bool{}}
 }
 
 func (a *allocator) allocateIP(requested string) (string, error) {
@@ -207,7 +209,7 @@ func carryOver(s, o *corev1.Service) {
 // or node ports, after a change of type), and returns a Service holding
 // only what it allocated.
 func (a *allocator) fillMissing(s *corev1.Service) (*corev1.Service, error) {
-	added := &corev1.Service{}
+	added := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace}}
 	if s.Spec.Type != corev1.ServiceTypeExternalName && s.Spec.ClusterIP == "" && len(s.Spec.ClusterIPs) == 0 {
 		fresh := &corev1.Service{ObjectMeta: s.ObjectMeta, Spec: corev1.ServiceSpec{Type: s.Spec.Type,
 			IPFamilies: s.Spec.IPFamilies, IPFamilyPolicy: s.Spec.IPFamilyPolicy}}
@@ -326,11 +328,17 @@ func serviceStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 	// Allocation is a transaction around the write, on every path that
 	// creates (POST, and PUT or apply of a missing service) or changes the
 	// type: released if the write fails or is a dry run.
+	ips, err := newIPAddresses(ctx)
+	if err != nil {
+		return nil, err
+	}
 	finish := func(s *corev1.Service, dryRun bool) genericregistry.FinishFunc {
-		return func(_ context.Context, success bool) {
+		return func(ctx context.Context, success bool) {
 			if !success || dryRun {
 				alloc.release(s)
+				return
 			}
+			ips.record(ctx, s)
 		}
 	}
 	store.Store.BeginCreate = func(_ context.Context, obj runtime.Object, opts *metav1.CreateOptions) (genericregistry.FinishFunc, error) {
@@ -359,7 +367,7 @@ func serviceStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 		return validateMetaUpdate(&obj.(*corev1.Service).ObjectMeta, &old.(*corev1.Service).ObjectMeta)
 	}
 	return map[string]rest.Storage{
-		"services":        &serviceREST{Store: store, alloc: alloc},
+		"services":        &serviceREST{Store: store, alloc: alloc, ips: ips},
 		"services/status": registry.Subresource(store, status, status),
 	}, nil
 }
@@ -369,6 +377,7 @@ func serviceStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 type serviceREST struct {
 	*registry.Store
 	alloc *allocator
+	ips   *ipAddresses
 }
 
 // Delete implements rest.GracefulDeleter.
@@ -377,6 +386,7 @@ func (r *serviceREST) Delete(ctx context.Context, name string, deleteValidation 
 	if err == nil && deleted && (options == nil || len(options.DryRun) == 0) {
 		if s, ok := obj.(*corev1.Service); ok {
 			r.alloc.release(s)
+			r.ips.forget(ctx, s)
 		}
 	}
 	return obj, deleted, err
@@ -433,4 +443,59 @@ func serviceTable() rest.TableConvertor {
 			return metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: s.Spec.Selector})
 		}),
 	)
+}
+
+// ipAddresses writes the networking.k8s.io IPAddress objects that record
+// which service holds each cluster IP, as kube-apiserver's allocator does.
+type ipAddresses struct{ store *registry.Store }
+
+func newIPAddresses(ctx providers.Context) (*ipAddresses, error) {
+	store, err := registry.NewStore(ctx, registry.StoreConfig{
+		Resource: networkingv1.Resource("ipaddresses"), Singular: "ipaddress",
+		NewFunc:  func() runtime.Object { return &networkingv1.IPAddress{} },
+		NewList:  func() runtime.Object { return &networkingv1.IPAddressList{} },
+		Strategy: strategy(ctx.Scheme, false),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &ipAddresses{store: store}, nil
+}
+
+// allocatorManager is the field manager kube-apiserver's allocator writes
+// IPAddress objects as.
+const allocatorManager = "kube-apiserver-v1.37.2"
+
+func (a *ipAddresses) record(ctx context.Context, s *corev1.Service) {
+	fields := []byte(`{"f:metadata":{"f:labels":{".":{},"f:ipaddress.kubernetes.io/ip-family":{},"f:ipaddress.kubernetes.io/managed-by":{}}},` +
+		`"f:spec":{"f:parentRef":{".":{},"f:name":{},"f:namespace":{},"f:resource":{}}}}`)
+	for _, ip := range s.Spec.ClusterIPs {
+		addr, err := netip.ParseAddr(ip)
+		if err != nil {
+			continue // None
+		}
+		family := "IPv4"
+		if addr.Is6() {
+			family = "IPv6"
+		}
+		now := metav1.Now()
+		obj := &networkingv1.IPAddress{
+			ObjectMeta: metav1.ObjectMeta{Name: addr.String(), Labels: map[string]string{
+				"ipaddress.kubernetes.io/ip-family": family, "ipaddress.kubernetes.io/managed-by": "ipallocator.k8s.io"},
+				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: allocatorManager, Operation: metav1.ManagedFieldsOperationUpdate,
+					APIVersion: networkingv1.SchemeGroupVersion.String(), Time: &now, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: fields}}}},
+			Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Resource: "services", Namespace: s.Namespace, Name: s.Name}},
+		}
+		// A failure leaves the service without its record, which nothing
+		// in this server depends on.
+		_, _ = a.store.Create(genericapirequest.WithNamespace(ctx, ""), obj, nil, &metav1.CreateOptions{})
+	}
+}
+
+func (a *ipAddresses) forget(ctx context.Context, s *corev1.Service) {
+	for _, ip := range s.Spec.ClusterIPs {
+		if addr, err := netip.ParseAddr(ip); err == nil {
+			_, _, _ = a.store.Delete(genericapirequest.WithNamespace(ctx, ""), addr.String(), rest.ValidateAllObjectFunc, &metav1.DeleteOptions{})
+		}
+	}
 }

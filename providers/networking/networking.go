@@ -4,6 +4,7 @@ package networking
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 
@@ -36,6 +37,11 @@ func (Provider) Install(scheme *runtime.Scheme) error {
 		return err
 	}
 	scheme.AddTypeDefaultingFunc(&networkingv1.NetworkPolicy{}, func(obj any) { defaultNetworkPolicy(obj.(*networkingv1.NetworkPolicy)) })
+	for _, k := range []registry.Served{serviceCIDRs, ipAddresses} {
+		if err := k.FieldLabels(scheme); err != nil {
+			return err
+		}
+	}
 	for kind, namespaced := range map[string]bool{"Ingress": true, "IngressClass": false, "NetworkPolicy": true} {
 		if err := registry.FieldLabelConversion(scheme, networkingv1.SchemeGroupVersion.WithKind(kind), namespaced); err != nil {
 			return err
@@ -304,6 +310,13 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 	}
 	for k, v := range s {
 		out[k] = v
+	}
+	for _, k := range []registry.Served{serviceCIDRs, ipAddresses} {
+		m, err := k.Storage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(out, m)
 	}
 	return map[string]map[string]rest.Storage{"v1": out}, nil
 }

@@ -227,6 +227,9 @@ func ResetSpec(gv schema.GroupVersion, extra ...string) map[fieldpath.APIVersion
 type Column struct {
 	metav1.TableColumnDefinition
 	Value func(obj runtime.Object) any
+	// CellOnly puts the value in each row without defining the column, as
+	// kube-apiserver's printer does for a few kinds (an IPAddress's age).
+	CellOnly bool
 }
 
 // ColumnOf is a column computed from objects of type T.
@@ -301,7 +304,9 @@ func (c tableConvertor) ConvertToTable(_ context.Context, object runtime.Object,
 	opts, _ := tableOptions.(*metav1.TableOptions)
 	if opts == nil || !opts.NoHeaders {
 		for _, col := range c {
-			table.ColumnDefinitions = append(table.ColumnDefinitions, col.TableColumnDefinition)
+			if !col.CellOnly {
+				table.ColumnDefinitions = append(table.ColumnDefinitions, col.TableColumnDefinition)
+			}
 		}
 	}
 	row := func(obj runtime.Object) error {
