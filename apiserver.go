@@ -105,6 +105,9 @@ type Server struct {
 	started   atomic.Bool
 	cancel    context.CancelFunc
 	runDone   chan struct{}
+	// admissionStop stops the admission policy plugins' controllers, which
+	// start when the server is built.
+	admissionStop chan struct{}
 	runErr    error
 
 	closeOnce sync.Once
@@ -115,7 +118,7 @@ type Server struct {
 // assembles the chain, but serves nothing until Start. Every invalid option
 // is reported at once.
 func New(opts Options) (_ *Server, err error) {
-	s := &Server{opts: opts, log: opts.Logger}
+	s := &Server{opts: opts, log: opts.Logger, admissionStop: make(chan struct{})}
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}
@@ -382,7 +385,8 @@ func (s *Server) DynamicInformerFactory() dynamicinformer.DynamicSharedInformerF
 // goroutines; what is still stuck then is logged, not waited for.
 const closeTimeout = 5 * time.Second
 
-// Close shuts the server down. In order: it cancels the server's context,
+// Close shuts the server down. In order: it stops the admission policy
+// plugins' controllers; cancels the server's context,
 // which stops post-start hooks, controllers and informers and starts the
 // graceful shutdown; waits for in-flight requests other than watches to
 // finish (at most 5 s, then it logs the requests still running); closes
@@ -399,6 +403,11 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) close() error {
+	// The admission policy plugins' controllers, and the informers they
+	// started, stop with this channel: before the factories are shut down,
+	// which waits for every informer.
+	close(s.admissionStop)
+	defer s.loopback.Close()
 	if !s.started.Load() {
 		_ = s.listener.Close()
 		if s.backend != nil {

@@ -229,7 +229,7 @@ func (s *Server) buildChain(host string, port int) (*chain, error) {
 	sh.openAPI = genericapiserver.DefaultOpenAPIV3Config(withProviderDefinitions(s.opts.Providers),
 		openapinamer.NewDefinitionNamer(sh.scheme, apiextensionsapiserver.Scheme, aggregatorscheme.Scheme))
 	sh.openAPI.Info.Title = "Kubernetes"
-	if sh.admission, err = newAdmission(kubeClient, dynClient, s.kubeInformers, sh.authz, sh.version); err != nil {
+	if sh.admission, err = newAdmission(kubeClient, dynClient, s.kubeInformers, sh.authz, sh.version, loopback, s.admissionStop); err != nil {
 		return nil, err
 	}
 
@@ -288,6 +288,17 @@ func (s *Server) buildChain(host string, port int) (*chain, error) {
 	crds := ext.Informers.Apiextensions().V1().CustomResourceDefinitions().Informer()
 	apiServices := agg.APIRegistrationInformers.Apiregistration().V1().APIServices().Informer()
 	namespaces := s.kubeInformers.Core().V1().Namespaces().Informer() // namespace lifecycle admission's
+	// The webhook and policy admission plugins refuse requests until their
+	// configurations' informers have synced: sync them before ready.
+	admissionV1 := s.kubeInformers.Admissionregistration().V1()
+	admissionSynced := []cache.InformerSynced{
+		admissionV1.MutatingWebhookConfigurations().Informer().HasSynced,
+		admissionV1.ValidatingWebhookConfigurations().Informer().HasSynced,
+		// The policy plugins are built once a policy exists; until then
+		// only the policies' informers are needed, to know.
+		admissionV1.ValidatingAdmissionPolicies().Informer().HasSynced,
+		admissionV1.MutatingAdmissionPolicies().Informer().HasSynced,
+	}
 	var publish func()
 	if builtinOnly && sharedSpec == nil {
 		publish = func() { openapi.Builtin.Publish(coreTier.OpenAPIV3VersionedService) }
@@ -299,7 +310,7 @@ func (s *Server) buildChain(host string, port int) (*chain, error) {
 			ext.Informers.StartWithContext(ctx)
 			agg.APIRegistrationInformers.StartWithContext(ctx)
 			s.kubeInformers.StartWithContext(ctx)
-			return []cache.InformerSynced{crds.HasSynced, apiServices.HasSynced, namespaces.HasSynced}
+			return append([]cache.InformerSynced{crds.HasSynced, apiServices.HasSynced, namespaces.HasSynced}, admissionSynced...)
 		},
 	}, nil
 }

@@ -18,21 +18,55 @@ import (
 	"sync/atomic"
 )
 
-// Transport serves requests with the handler set by SetHandler.
+// Transport serves requests with the handler set by SetHandler. The zero
+// value is ready to use.
 type Transport struct {
 	handler atomic.Pointer[http.Handler]
+
+	once     sync.Once
+	ready    chan struct{} // closed by SetHandler
+	closed   chan struct{} // closed by Close
+	setOnce  sync.Once
+	shutOnce sync.Once
 }
 
-// SetHandler sets the handler that serves requests; requests before it is
-// set fail.
-func (t *Transport) SetHandler(h http.Handler) { t.handler.Store(&h) }
+// ErrClosed is returned for requests made after Close while no handler was
+// ever set.
+var ErrClosed = errors.New("inproc: transport closed before it had a handler")
+
+func (t *Transport) init() {
+	t.once.Do(func() { t.ready, t.closed = make(chan struct{}), make(chan struct{}) })
+}
+
+// SetHandler sets the handler that serves requests. Requests made before
+// wait for it (controllers started while the server is being built), until
+// their context ends or Close.
+func (t *Transport) SetHandler(h http.Handler) {
+	t.init()
+	t.handler.Store(&h)
+	t.setOnce.Do(func() { close(t.ready) })
+}
+
+// Close ends the wait of requests made before SetHandler.
+func (t *Transport) Close() {
+	t.init()
+	t.shutOnce.Do(func() { close(t.closed) })
+}
 
 // RoundTrip implements http.RoundTripper. The response body streams what the
 // handler writes (watches included); closing it cancels the request.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	hp := t.handler.Load()
 	if hp == nil {
-		return nil, errors.New("inproc: no handler yet")
+		t.init()
+		select {
+		case <-t.ready:
+			hp = t.handler.Load()
+		case <-t.closed:
+			return nil, ErrClosed
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
 	}
 	ctx, cancel := context.WithCancel(req.Context())
 	r := req.Clone(ctx)

@@ -41,9 +41,33 @@ func TestStreamsAndCancelsOnClose(t *testing.T) {
 	}
 }
 
-func TestNoHandler(t *testing.T) {
-	_, err := (&http.Client{Transport: &Transport{}}).Get("https://server.invalid/")
-	require.Error(t, err)
+// Requests made before the handler is set wait for it (the server's own
+// controllers start while it is being built), or fail when the transport
+// is closed first or their context ends.
+func TestNoHandlerYet(t *testing.T) {
+	tr := &Transport{}
+	done := make(chan error, 1)
+	go func() {
+		resp, err := (&http.Client{Transport: tr}).Get("https://server.invalid/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	require.NoError(t, <-done)
+
+	closed := &Transport{}
+	go func() { _, err := (&http.Client{Transport: closed}).Get("https://server.invalid/"); done <- err }()
+	closed.Close()
+	require.ErrorIs(t, <-done, ErrClosed)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://server.invalid/", nil)
+	require.NoError(t, err)
+	_, err = (&http.Client{Transport: &Transport{}}).Do(req)
+	require.ErrorIs(t, err, context.Canceled)
 }
 
 func TestHandlerPanic(t *testing.T) {
