@@ -108,7 +108,7 @@ type Server struct {
 	// admissionStop stops the admission policy plugins' controllers, which
 	// start when the server is built.
 	admissionStop chan struct{}
-	runErr    error
+	runErr        error
 
 	closeOnce sync.Once
 	closeErr  error
