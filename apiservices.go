@@ -46,8 +46,9 @@ var groupPriorities = map[schema.GroupVersion]struct{ group, version int32 }{
 	{Group: "node.k8s.io", Version: "v1"}:                       {16300, 15},
 	{Group: "discovery.k8s.io", Version: "v1"}:                  {16200, 15},
 	{Group: "flowcontrol.apiserver.k8s.io", Version: "v1"}:      {16100, 21},
-	{Group: "resource.k8s.io", Version: "v1"}:                   {15900, 15},
+	{Group: "resource.k8s.io", Version: "v1"}:                   {16200, 21},
 	{Group: "internal.apiserver.k8s.io", Version: "v1alpha1"}:   {16000, 9},
+	{Group: "storagemigration.k8s.io", Version: "v1"}:           {15800, 15},
 	{Group: "storagemigration.k8s.io", Version: "v1beta1"}:      {15800, 9},
 	{Group: "admissionregistration.k8s.io", Version: "v1beta1"}: {16700, 12},
 }

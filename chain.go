@@ -71,6 +71,7 @@ import (
 	"github.com/kubeembed/apiserver/providers/resource"
 	"github.com/kubeembed/apiserver/providers/scheduling"
 	"github.com/kubeembed/apiserver/providers/storage"
+	"github.com/kubeembed/apiserver/providers/storagemigration"
 )
 
 // KubernetesVersion is the version of kube-apiserver whose API this server
@@ -85,7 +86,7 @@ func builtinProviders() []providers.Provider {
 	return []providers.Provider{core.Provider{}, apps.Provider{}, batch.Provider{}, coordination.Provider{}, events.Provider{},
 		networking.Provider{}, policy.Provider{}, rbac.Provider{}, scheduling.Provider{},
 		admissionregistration.Provider{}, authentication.Provider{}, authorization.Provider{}, autoscaling.Provider{}, certificates.Provider{}, discovery.Provider{},
-		flowcontrol.Provider{}, node.Provider{}, resource.Provider{}, storage.Provider{}}
+		flowcontrol.Provider{}, node.Provider{}, resource.Provider{}, storage.Provider{}, storagemigration.Provider{}}
 }
 
 // withProviderDefinitions adds the OpenAPI definitions of the user's
@@ -219,6 +220,10 @@ func (s *Server) buildChain(host string, port int) (*chain, error) {
 		kubeInformers: s.kubeInformers,
 		decorator:     s.storage.Decorator(),
 		discovery:     discoveryaggregated.NewResourceManager("apis"),
+	}
+	// Aggregated discovery lists groups in kube-apiserver's priority order.
+	for gv, p := range groupPriorities {
+		sh.discovery.SetGroupVersionPriority(metav1.GroupVersion{Group: gv.Group, Version: gv.Version}, int(p.group), int(p.version))
 	}
 	sh.providers = append(builtinProviders(), s.opts.Providers...)
 	if sh.scheme, err = coreScheme(sh.providers); err != nil {

@@ -194,6 +194,7 @@ func podStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 		"pods":                     store,
 		"pods/status":              registry.Subresource(store, status, status),
 		"pods/binding":             &bindingREST{pods: store},
+		"bindings":                 &legacyBindingREST{bindingREST{pods: store}},
 		"pods/eviction":            &evictionREST{pods: store, pdbs: pdbs},
 		"pods/ephemeralcontainers": registry.Subresource(store, ephemeral, ephemeral),
 		"pods/resize":              registry.Subresource(store, resize, resize),

@@ -98,6 +98,21 @@ func (r *bindingREST) Create(ctx context.Context, name string, obj runtime.Objec
 	return &metav1.Status{Status: metav1.StatusSuccess, Code: http.StatusCreated}, nil
 }
 
+// legacyBindingREST is the legacy form, POST .../namespaces/NS/bindings,
+// which names the pod in the body.
+type legacyBindingREST struct{ bindingREST }
+
+var _ rest.Creater = (*legacyBindingREST)(nil)
+
+// Create implements rest.Creater.
+func (r *legacyBindingREST) Create(ctx context.Context, obj runtime.Object, validate rest.ValidateObjectFunc, opts *metav1.CreateOptions) (runtime.Object, error) {
+	b, ok := obj.(*corev1.Binding)
+	if !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("not a Binding object: %#v", obj))
+	}
+	return r.bindingREST.Create(ctx, b.Name, obj, validate, opts)
+}
+
 func setCondition(s *corev1.PodStatus, c corev1.PodCondition) {
 	for i := range s.Conditions {
 		if s.Conditions[i].Type == c.Type {

@@ -61,6 +61,9 @@ type Kind[T runtime.Object] struct {
 	AgeAt   *int
 	// NoAge leaves the AGE column out.
 	NoAge bool
+	// PlainName gives the NAME column no "name" format, as a few of
+	// kube-apiserver's printers define it.
+	PlainName bool
 	// ReturnDeleted makes DELETE answer with the object rather than a
 	// Status, as kube-apiserver does for some kinds.
 	ReturnDeleted bool
@@ -144,7 +147,11 @@ func (k Kind[T]) Storage(ctx providers.Context) (map[string]rest.Storage, error)
 		}
 		return errs
 	}
-	columns := append([]Column{NameColumn()}, k.Columns...)
+	name := NameColumn()
+	if k.PlainName {
+		name.Format = ""
+	}
+	columns := append([]Column{name}, k.Columns...)
 	switch {
 	case k.NoAge:
 	case k.AgeAt == nil:

@@ -195,8 +195,8 @@ var csiDrivers = registry.Kind[*storagev1.CSIDriver]{
 }
 
 var csiNodes = registry.Kind[*storagev1.CSINode]{
-	ReturnDeleted: true,
-	GroupVersion:  gv, Resource: "csinodes", Singular: "csinode",
+	ReturnDeleted: true, Status: true,
+	GroupVersion: gv, Resource: "csinodes", Singular: "csinode",
 	NewObj:  func() runtime.Object { return &storagev1.CSINode{} },
 	NewList: func() runtime.Object { return &storagev1.CSINodeList{} },
 	Columns: []registry.Column{

@@ -1,0 +1,73 @@
+// Package storagemigration serves storagemigration.k8s.io/v1
+// StorageVersionMigrations, with status. Nothing migrates here (the storage
+// version migrator is a controller): the objects are stored and validated.
+package storagemigration
+
+import (
+	storagemigrationv1 "k8s.io/api/storagemigration/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/registry"
+)
+
+// Provider serves storagemigration.k8s.io.
+type Provider struct{}
+
+var _ providers.Provider = Provider{}
+
+var gv = storagemigrationv1.SchemeGroupVersion
+
+var group = registry.Group{
+	GroupVersion: gv, AddToScheme: storagemigrationv1.AddToScheme,
+	Served: []registry.Served{registry.Kind[*storagemigrationv1.StorageVersionMigration]{
+		GroupVersion: gv, Resource: "storageversionmigrations", Singular: "storageversionmigration", Status: true,
+		NewObj:  func() runtime.Object { return &storagemigrationv1.StorageVersionMigration{} },
+		NewList: func() runtime.Object { return &storagemigrationv1.StorageVersionMigrationList{} },
+		Validate: func(m *storagemigrationv1.StorageVersionMigration) field.ErrorList {
+			if m.Spec.Resource.Resource == "" {
+				return field.ErrorList{field.Required(field.NewPath("spec", "resource", "resource"), "")}
+			}
+			return nil
+		},
+		ValidateUpdate: func(m, old *storagemigrationv1.StorageVersionMigration) field.ErrorList {
+			if !apiequality.Semantic.DeepEqual(m.Spec, old.Spec) {
+				return field.ErrorList{field.Invalid(field.NewPath("spec"), m.Spec, "field is immutable")}
+			}
+			return nil
+		},
+		Columns: []registry.Column{
+			registry.ColumnOf("Resource", "string", "GroupResource to migrate", 0, func(m *storagemigrationv1.StorageVersionMigration) any {
+				r := m.Spec.Resource
+				if r.Group == "" {
+					return r.Resource
+				}
+				return r.Resource + "." + r.Group
+			}),
+			registry.ColumnOf("Status", "string", "Status of the migration", 0, func(m *storagemigrationv1.StorageVersionMigration) any {
+				for _, c := range m.Status.Conditions {
+					if c.Status == metav1.ConditionTrue {
+						return c.Type
+					}
+				}
+				return "Unknown"
+			}),
+		},
+		NoAge: true, PlainName: true,
+	}},
+}
+
+// GroupName implements providers.Provider.
+func (Provider) GroupName() string { return group.GroupName() }
+
+// Install implements providers.Provider.
+func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
+
+// Storage implements providers.Provider.
+func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+	return group.Storage(ctx)
+}
