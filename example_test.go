@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"log"
 
+	apiserverinternalv1alpha1 "k8s.io/api/apiserverinternal/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/providers"
 )
 
 // ExampleNew starts a server, creates a ConfigMap through client-go and reads
@@ -49,4 +51,31 @@ func ExampleNew() {
 	// Output:
 	// greeting world true
 	// ConfigMap "Not_Valid" is invalid: metadata.name: Invalid value: "Not_Valid": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')
+}
+
+// Example_provider serves a group of your own next to the built-in ones:
+// registry.Kind describes each resource and registry.Group makes the
+// provider (see storageVersions in provider_test.go for the whole of it,
+// OpenAPI definitions included).
+func Example_provider() {
+	srv, err := apiserver.New(apiserver.Options{Providers: []providers.Provider{storageVersions{}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	ctx := context.Background()
+	if err := srv.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	client, err := srv.Clientset()
+	if err != nil {
+		log.Fatal(err)
+	}
+	sv, err := client.InternalV1alpha1().StorageVersions().Create(ctx, &apiserverinternalv1alpha1.StorageVersion{
+		ObjectMeta: metav1.ObjectMeta{Name: "apps.deployments"}}, metav1.CreateOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(sv.Name, sv.UID != "")
+	// Output: apps.deployments true
 }
