@@ -1,6 +1,12 @@
 package apiserver_test
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -8,6 +14,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -89,4 +96,60 @@ func TestClusterTrustBundles(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "empty"}}, metav1.CreateOptions{})
 	require.True(t, apierrors.IsInvalid(err), "%v", err)
 	assert.Contains(t, err.Error(), "at least one trust anchor must be provided")
+}
+
+// A CSR's /approval writes only the Approved and Denied conditions, and
+// /status writes everything else: the signer and the approver cannot
+// overwrite each other.
+func TestCSRApprovalAndStatus(t *testing.T) {
+	srv := apiservertest.Start(t)
+	csrs := clientset(t, srv).CertificatesV1().CertificateSigningRequests()
+	ctx := t.Context()
+
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "alice"}}, key)
+	require.NoError(t, err)
+	csr, err := csrs.Create(ctx, &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice"},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName: "example.com/signer", Usages: []certificatesv1.KeyUsage{certificatesv1.UsageClientAuth}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, apiserver.AdminUser, csr.Spec.Username, "the requestor is who asked")
+
+	condition := func(typ certificatesv1.RequestConditionType) certificatesv1.CertificateSigningRequestCondition {
+		return certificatesv1.CertificateSigningRequestCondition{Type: typ, Status: corev1.ConditionTrue, Reason: "Test"}
+	}
+	types := func(c *certificatesv1.CertificateSigningRequest) (out []certificatesv1.RequestConditionType) {
+		for _, cond := range c.Status.Conditions {
+			out = append(out, cond.Type)
+		}
+		return out
+	}
+
+	// The status subresource does not approve.
+	csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{condition(certificatesv1.CertificateApproved)}
+	csr, err = csrs.UpdateStatus(ctx, csr, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, types(csr))
+
+	csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{
+		condition(certificatesv1.CertificateApproved), condition(certificatesv1.CertificateDenied)}
+	_, err = csrs.UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{})
+	require.True(t, apierrors.IsInvalid(err), "%v", err)
+	assert.Contains(t, err.Error(), "mutually exclusive")
+
+	csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{condition(certificatesv1.CertificateApproved)}
+	csr.Status.Certificate = []byte("ignored by /approval")
+	csr, err = csrs.UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, []certificatesv1.RequestConditionType{certificatesv1.CertificateApproved}, types(csr))
+	assert.Empty(t, csr.Status.Certificate)
+
+	// The signer's status write keeps the approval it does not send.
+	csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{condition(certificatesv1.CertificateFailed)}
+	csr, err = csrs.UpdateStatus(ctx, csr, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []certificatesv1.RequestConditionType{certificatesv1.CertificateApproved, certificatesv1.CertificateFailed}, types(csr))
 }
