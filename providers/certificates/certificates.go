@@ -40,7 +40,7 @@ var gv = certificatesv1.SchemeGroupVersion
 
 var group = registry.Group{
 	GroupVersion: gv, AddToScheme: certificatesv1.AddToScheme,
-	Served: []registry.Served{csrs{}, trustBundles},
+	Served: []registry.Served{csrs, trustBundles},
 }
 
 var usages = func() []string {
@@ -103,9 +103,7 @@ func validateCSR(c *certificatesv1.CertificateSigningRequest) field.ErrorList {
 // csrs is the CSR kind: its main resource ignores writes to spec and
 // status, /status writes the status but not approval conditions, and
 // /approval writes only the Approved and Denied conditions.
-type csrs struct{}
-
-var kind = registry.Kind[*certificatesv1.CertificateSigningRequest]{
+var csrs = registry.Kind[*certificatesv1.CertificateSigningRequest]{
 	GroupVersion: gv, Resource: "certificatesigningrequests", Singular: "certificatesigningrequest",
 	ShortNames: []string{"csr"}, Status: true, NameValidation: registry.PathSegmentName,
 	// The spec is the requestor's and immutable: updates keep the old one.
@@ -130,6 +128,25 @@ var kind = registry.Kind[*certificatesv1.CertificateSigningRequest]{
 		// Approval is /approval's; the status subresource keeps it.
 		c.Status.Conditions = mergeConditions(c.Status.Conditions, old.Status.Conditions, false)
 	},
+	StatusLike: map[string]registry.StatusWrite[*certificatesv1.CertificateSigningRequest]{"approval": {
+		Prepare: func(c, old *certificatesv1.CertificateSigningRequest) {
+			c.Status = certificatesv1.CertificateSigningRequestStatus{
+				Conditions:  mergeConditions(c.Status.Conditions, old.Status.Conditions, true),
+				Certificate: old.Status.Certificate,
+			}
+		},
+		Validate: func(c, _ *certificatesv1.CertificateSigningRequest) field.ErrorList {
+			var approved, denied bool
+			for _, cond := range c.Status.Conditions {
+				approved = approved || (cond.Type == certificatesv1.CertificateApproved && cond.Status == corev1.ConditionTrue)
+				denied = denied || (cond.Type == certificatesv1.CertificateDenied && cond.Status == corev1.ConditionTrue)
+			}
+			if approved && denied {
+				return field.ErrorList{field.Invalid(field.NewPath("status", "conditions"), c.Status.Conditions, "Approved and Denied conditions are mutually exclusive")}
+			}
+			return nil
+		},
+	}},
 	Columns: []registry.Column{
 		registry.ColumnOf("SignerName", "string", certificatesv1beta1.CertificateSigningRequestSpec{}.SwaggerDoc()["signerName"], 0, func(c *certificatesv1.CertificateSigningRequest) any { return c.Spec.SignerName }),
 		registry.ColumnOf("Requestor", "string", certificatesv1beta1.CertificateSigningRequestSpec{}.SwaggerDoc()["request"], 0, func(c *certificatesv1.CertificateSigningRequest) any { return c.Spec.Username }),
@@ -195,41 +212,6 @@ func conditionSummary(c *certificatesv1.CertificateSigningRequest) any {
 		parts = append(parts, "Issued")
 	}
 	return strings.Join(append(parts, rest...), ",")
-}
-
-// FieldLabels implements registry.Served.
-func (csrs) FieldLabels(scheme *runtime.Scheme) error { return kind.FieldLabels(scheme) }
-
-// Storage implements registry.Served.
-func (csrs) Storage(ctx providers.Context) (map[string]rest.Storage, error) {
-	out, err := kind.Storage(ctx)
-	if err != nil {
-		return nil, err
-	}
-	approval := kind
-	approval.PrepareStatusUpdate = func(c, old *certificatesv1.CertificateSigningRequest) {
-		c.Status = certificatesv1.CertificateSigningRequestStatus{
-			Conditions:  mergeConditions(c.Status.Conditions, old.Status.Conditions, true),
-			Certificate: old.Status.Certificate,
-		}
-	}
-	approval.ValidateStatus = func(c, _ *certificatesv1.CertificateSigningRequest) field.ErrorList {
-		var approved, denied bool
-		for _, cond := range c.Status.Conditions {
-			approved = approved || (cond.Type == certificatesv1.CertificateApproved && cond.Status == corev1.ConditionTrue)
-			denied = denied || (cond.Type == certificatesv1.CertificateDenied && cond.Status == corev1.ConditionTrue)
-		}
-		if approved && denied {
-			return field.ErrorList{field.Invalid(field.NewPath("status", "conditions"), c.Status.Conditions, "Approved and Denied conditions are mutually exclusive")}
-		}
-		return nil
-	}
-	a, err := approval.Storage(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out[kind.Resource+"/approval"] = a[kind.Resource+"/status"]
-	return out, nil
 }
 
 // GroupName implements providers.Provider.

@@ -55,6 +55,10 @@ type Kind[T runtime.Object] struct {
 	// PrepareStatusUpdate runs on writes to /status after the rest of the
 	// object is carried over.
 	PrepareStatusUpdate func(obj, old T)
+	// StatusLike are more subresources written like /status (the rest of
+	// the object carried over), with their own preparation and validation,
+	// such as a CSR's /approval.
+	StatusLike map[string]StatusWrite[T]
 	// Columns follow NAME and come before AGE unless AgeAt says where AGE
 	// goes (its index among Columns).
 	Columns []Column
@@ -175,25 +179,38 @@ func (k Kind[T]) Storage(ctx providers.Context) (map[string]rest.Storage, error)
 	if !k.Status {
 		return out, nil
 	}
-	status := &Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: k.Namespaced}
-	status.ResetFields = ResetSpec(k.GroupVersion, "metadata.labels")
-	status.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
-		keepAllButStatus(obj, old)
-		if k.PrepareStatusUpdate != nil {
-			k.PrepareStatusUpdate(obj.(T), old.(T))
-		}
+	writes := map[string]StatusWrite[T]{"status": {Prepare: k.PrepareStatusUpdate, Validate: k.ValidateStatus}}
+	for name, w := range k.StatusLike {
+		writes[name] = w
 	}
-	status.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		m, _ := meta.Accessor(obj)
-		o, _ := meta.Accessor(old)
-		errs := apivalidation.ValidateObjectMetaAccessorUpdate(m, o, field.NewPath("metadata"))
-		if k.ValidateStatus != nil {
-			errs = append(errs, k.ValidateStatus(obj.(T), old.(T))...)
+	for name, w := range writes {
+		st := &Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: k.Namespaced}
+		st.ResetFields = ResetSpec(k.GroupVersion, "metadata.labels")
+		st.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
+			keepAllButStatus(obj, old)
+			if w.Prepare != nil {
+				w.Prepare(obj.(T), old.(T))
+			}
 		}
-		return errs
+		st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+			m, _ := meta.Accessor(obj)
+			o, _ := meta.Accessor(old)
+			errs := apivalidation.ValidateObjectMetaAccessorUpdate(m, o, field.NewPath("metadata"))
+			if w.Validate != nil {
+				errs = append(errs, w.Validate(obj.(T), old.(T))...)
+			}
+			return errs
+		}
+		out[k.Resource+"/"+name] = Subresource(store, st, st)
 	}
-	out[k.Resource+"/status"] = Subresource(store, status, status)
 	return out, nil
+}
+
+// StatusWrite is how a status-like subresource prepares and validates a
+// write.
+type StatusWrite[T runtime.Object] struct {
+	Prepare  func(obj, old T)
+	Validate func(obj, old T) field.ErrorList
 }
 
 // setStatus sets obj's Status field to old's, or to its zero value.
