@@ -31,7 +31,7 @@ func controllerRevisionStorage(ctx providers.Context) (map[string]rest.Storage, 
 	}
 	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
 		r, o := obj.(*appsv1.ControllerRevision), old.(*appsv1.ControllerRevision)
-		errs := apivalidation.ValidateObjectMetaUpdate(&r.ObjectMeta, &o.ObjectMeta, field.NewPath("metadata"))
+		var errs field.ErrorList
 		errs = append(errs, validate(r)...)
 		return append(errs, apivalidation.ValidateImmutableField(r.Data, o.Data, field.NewPath("data"))...)
 	}

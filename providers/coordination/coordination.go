@@ -39,10 +39,9 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
 		return validateLease(obj.(*coordinationv1.Lease))
 	}
-	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		l, o := obj.(*coordinationv1.Lease), old.(*coordinationv1.Lease)
-		errs := apivalidation.ValidateObjectMetaUpdate(&l.ObjectMeta, &o.ObjectMeta, field.NewPath("metadata"))
-		return append(errs, validateLease(l)...)
+	st.ValidateOnUpdate = func(_ context.Context, obj, _ runtime.Object) field.ErrorList {
+		l := obj.(*coordinationv1.Lease)
+		return validateLease(l)
 	}
 	holder := metav1.TableColumnDefinition{Name: "Holder", Type: "string", Description: coordinationv1.LeaseSpec{}.SwaggerDoc()["holderIdentity"]}
 	store, err := registry.NewStore(ctx, registry.StoreConfig{

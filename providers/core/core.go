@@ -153,10 +153,6 @@ func validateMeta(m *metav1.ObjectMeta, namespaced bool, nameFn apivalidation.Va
 	return apivalidation.ValidateObjectMeta(m, namespaced, nameFn, field.NewPath("metadata"))
 }
 
-func validateMetaUpdate(m, old *metav1.ObjectMeta) field.ErrorList {
-	return apivalidation.ValidateObjectMetaUpdate(m, old, field.NewPath("metadata"))
-}
-
 // fieldChange says whether a top-level field changed in an update.
 type fieldChange struct {
 	field   string
@@ -194,10 +190,9 @@ func configMapStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 	}
 	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
 		cm, oldCM := obj.(*corev1.ConfigMap), old.(*corev1.ConfigMap)
-		errs := validateMetaUpdate(&cm.ObjectMeta, &oldCM.ObjectMeta)
-		errs = append(errs, validateImmutable(cm.Immutable, oldCM.Immutable,
+		errs := validateImmutable(cm.Immutable, oldCM.Immutable,
 			fieldChange{"data", !reflect.DeepEqual(cm.Data, oldCM.Data)},
-			fieldChange{"binaryData", !reflect.DeepEqual(cm.BinaryData, oldCM.BinaryData)})...)
+			fieldChange{"binaryData", !reflect.DeepEqual(cm.BinaryData, oldCM.BinaryData)})
 		return append(errs, validateConfigMap(cm)...)
 	}
 	store, err := registry.NewStore(ctx, registry.StoreConfig{

@@ -127,9 +127,9 @@ func eventStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 	st := strategy(ctx.Scheme, true)
 	st.CreateOnUpdate = true
 	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList { return ValidateEvent(obj.(*corev1.Event)) }
-	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		e, o := obj.(*corev1.Event), old.(*corev1.Event)
-		return append(validateMetaUpdate(&e.ObjectMeta, &o.ObjectMeta), ValidateEvent(e)...)
+	st.ValidateOnUpdate = func(_ context.Context, obj, _ runtime.Object) field.ErrorList {
+		e := obj.(*corev1.Event)
+		return ValidateEvent(e)
 	}
 	store, err := registry.NewStore(ctx, registry.StoreConfig{
 		Resource: corev1.Resource("events"), Singular: "event",

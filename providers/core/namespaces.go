@@ -46,10 +46,9 @@ func namespaceStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 		errs := validateMeta(&ns.ObjectMeta, false, apivalidation.NameIsDNSLabel)
 		return append(errs, validateNamespaceFinalizers(ns.Spec.Finalizers)...)
 	}
-	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		ns, o := obj.(*corev1.Namespace), old.(*corev1.Namespace)
-		errs := validateMetaUpdate(&ns.ObjectMeta, &o.ObjectMeta)
-		return append(errs, validateMeta(&ns.ObjectMeta, false, apivalidation.NameIsDNSLabel)...)
+	st.ValidateOnUpdate = func(_ context.Context, obj, _ runtime.Object) field.ErrorList {
+		ns := obj.(*corev1.Namespace)
+		return validateMeta(&ns.ObjectMeta, false, apivalidation.NameIsDNSLabel)
 	}
 	store, err := registry.NewStore(ctx, registry.StoreConfig{
 		Resource: corev1.Resource("namespaces"), Singular: "namespace",
@@ -76,8 +75,8 @@ func namespaceStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 		ns.Spec = o.Spec
 	}
 	status.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		ns, o := obj.(*corev1.Namespace), old.(*corev1.Namespace)
-		errs := validateMetaUpdate(&ns.ObjectMeta, &o.ObjectMeta)
+		ns := obj.(*corev1.Namespace)
+		var errs field.ErrorList
 		// kube-apiserver names this field with a capital P.
 		phase := field.NewPath("status", "Phase")
 		if ns.DeletionTimestamp.IsZero() {
@@ -95,10 +94,9 @@ func namespaceStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 		ns, o := obj.(*corev1.Namespace), old.(*corev1.Namespace)
 		ns.Status = o.Status
 	}
-	finalize.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		ns, o := obj.(*corev1.Namespace), old.(*corev1.Namespace)
-		errs := validateMetaUpdate(&ns.ObjectMeta, &o.ObjectMeta)
-		return append(errs, validateNamespaceFinalizers(ns.Spec.Finalizers)...)
+	finalize.ValidateOnUpdate = func(_ context.Context, obj, _ runtime.Object) field.ErrorList {
+		ns := obj.(*corev1.Namespace)
+		return validateNamespaceFinalizers(ns.Spec.Finalizers)
 	}
 
 	return map[string]rest.Storage{

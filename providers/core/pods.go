@@ -137,7 +137,7 @@ func podStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 	}
 	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
 		p, o := obj.(*corev1.Pod), old.(*corev1.Pod)
-		errs := validateMetaUpdate(&p.ObjectMeta, &o.ObjectMeta)
+		var errs field.ErrorList
 		errs = append(errs, validatePodSpec(&p.Spec, field.NewPath("spec"))...)
 		return append(errs, validatePodSpecUpdate(&p.Spec, &o.Spec)...)
 	}
@@ -168,7 +168,7 @@ func podStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 	}
 	status.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
 		p, o := obj.(*corev1.Pod), old.(*corev1.Pod)
-		errs := validateMetaUpdate(&p.ObjectMeta, &o.ObjectMeta)
+		var errs field.ErrorList
 		switch p.Status.Phase {
 		case "", corev1.PodPending, corev1.PodRunning, corev1.PodSucceeded, corev1.PodFailed, corev1.PodUnknown:
 		default:

@@ -267,7 +267,7 @@ func podSubresourceStrategies(base *registry.Strategy) (ephemeral, resize *regis
 	}
 	ephemeral.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
 		p, o := obj.(*corev1.Pod), old.(*corev1.Pod)
-		errs := validateMetaUpdate(&p.ObjectMeta, &o.ObjectMeta)
+		var errs field.ErrorList
 		path := field.NewPath("spec", "ephemeralContainers")
 		seen := map[string]bool{}
 		for _, c := range p.Spec.Containers {
@@ -317,7 +317,7 @@ func podSubresourceStrategies(base *registry.Strategy) (ephemeral, resize *regis
 	}
 	resize.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
 		p, o := obj.(*corev1.Pod), old.(*corev1.Pod)
-		errs := validateMetaUpdate(&p.ObjectMeta, &o.ObjectMeta)
+		var errs field.ErrorList
 		if qosClass(p) != o.Status.QOSClass && o.Status.QOSClass != "" {
 			errs = append(errs, field.Forbidden(field.NewPath("spec", "containers"), "Pod QOS Class may not change as a result of resizing"))
 		}

@@ -39,7 +39,7 @@ func secretStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 	}
 	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
 		s, o := obj.(*corev1.Secret), old.(*corev1.Secret)
-		errs := validateMetaUpdate(&s.ObjectMeta, &o.ObjectMeta)
+		var errs field.ErrorList
 		errs = append(errs, apivalidation.ValidateImmutableField(s.Type, o.Type, field.NewPath("type"))...)
 		errs = append(errs, validateImmutable(s.Immutable, o.Immutable, fieldChange{"data", !reflect.DeepEqual(s.Data, o.Data)})...)
 		return append(errs, validateSecret(s)...)

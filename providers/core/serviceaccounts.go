@@ -19,10 +19,9 @@ func serviceAccountStorage(ctx providers.Context) (map[string]rest.Storage, erro
 		sa := obj.(*corev1.ServiceAccount)
 		return validateMeta(&sa.ObjectMeta, true, apivalidation.NameIsDNSSubdomain)
 	}
-	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		sa, o := obj.(*corev1.ServiceAccount), old.(*corev1.ServiceAccount)
-		errs := validateMetaUpdate(&sa.ObjectMeta, &o.ObjectMeta)
-		return append(errs, validateMeta(&sa.ObjectMeta, true, apivalidation.NameIsDNSSubdomain)...)
+	st.ValidateOnUpdate = func(_ context.Context, obj, _ runtime.Object) field.ErrorList {
+		sa := obj.(*corev1.ServiceAccount)
+		return validateMeta(&sa.ObjectMeta, true, apivalidation.NameIsDNSSubdomain)
 	}
 	store, err := registry.NewStore(ctx, registry.StoreConfig{
 		Resource: corev1.Resource("serviceaccounts"), Singular: "serviceaccount",

@@ -302,7 +302,7 @@ func serviceStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 	}
 	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
 		s, o := obj.(*corev1.Service), old.(*corev1.Service)
-		errs := validateMetaUpdate(&s.ObjectMeta, &o.ObjectMeta)
+		var errs field.ErrorList
 		errs = append(errs, validateService(s)...)
 		if s.Spec.Type == o.Spec.Type && o.Spec.ClusterIP != "" {
 			if s.Spec.ClusterIP != o.Spec.ClusterIP {
@@ -362,9 +362,6 @@ func serviceStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 	status.ResetFields = registry.ResetSpec(corev1.SchemeGroupVersion)
 	status.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
 		obj.(*corev1.Service).Spec = old.(*corev1.Service).Spec
-	}
-	status.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		return validateMetaUpdate(&obj.(*corev1.Service).ObjectMeta, &old.(*corev1.Service).ObjectMeta)
 	}
 	return map[string]rest.Storage{
 		"services":        &serviceREST{Store: store, alloc: alloc, ips: ips},

@@ -46,9 +46,7 @@ func (k simple[T]) storage(ctx providers.Context) (map[string]rest.Storage, erro
 		return errs
 	}
 	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList { return check(obj.(T)) }
-	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		return append(validateMetaUpdate(k.meta(obj.(T)), k.meta(old.(T))), check(obj.(T))...)
-	}
+	st.ValidateOnUpdate = func(_ context.Context, obj, _ runtime.Object) field.ErrorList { return check(obj.(T)) }
 	store, err := registry.NewStore(ctx, registry.StoreConfig{
 		Resource: corev1.Resource(k.resource), Singular: k.singular,
 		NewFunc: k.newObj, NewList: k.newList, Strategy: st, ShortNames: k.shortNames,

@@ -155,7 +155,7 @@ func nodeStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 	}
 	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
 		n, o := obj.(*corev1.Node), old.(*corev1.Node)
-		errs := validateMetaUpdate(&n.ObjectMeta, &o.ObjectMeta)
+		var errs field.ErrorList
 		if o.Spec.PodCIDR != "" {
 			errs = append(errs, apivalidation.ValidateImmutableField(n.Spec.PodCIDR, o.Spec.PodCIDR, field.NewPath("spec", "podCIDR"))...)
 		}
@@ -192,9 +192,6 @@ func nodeStorage(ctx providers.Context) (map[string]rest.Storage, error) {
 	status := strategy(ctx.Scheme, false)
 	status.ResetFields = registry.ResetSpec(corev1.SchemeGroupVersion)
 	status.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) { obj.(*corev1.Node).Spec = old.(*corev1.Node).Spec }
-	status.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		return validateMetaUpdate(&obj.(*corev1.Node).ObjectMeta, &old.(*corev1.Node).ObjectMeta)
-	}
 	return map[string]rest.Storage{"nodes": store, "nodes/status": registry.Subresource(store, status, status)}, nil
 }
 

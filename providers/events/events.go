@@ -182,10 +182,9 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 	st := &registry.Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: true,
 		CreateOnUpdate: true}
 	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList { return validateV1(obj.(*corev1.Event)) }
-	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		e, o := obj.(*corev1.Event), old.(*corev1.Event)
-		errs := apivalidation.ValidateObjectMetaUpdate(&e.ObjectMeta, &o.ObjectMeta, field.NewPath("metadata"))
-		return append(errs, validateV1(e)...)
+	st.ValidateOnUpdate = func(_ context.Context, obj, _ runtime.Object) field.ErrorList {
+		e := obj.(*corev1.Event)
+		return validateV1(e)
 	}
 	store, err := registry.NewStore(ctx, registry.StoreConfig{
 		Resource: eventsv1.Resource("events"), Singular: "event",

@@ -90,8 +90,7 @@ func strategy(ctx providers.Context, namespaced bool, validate func(runtime.Obje
 		return append(errs, validate(obj)...)
 	}
 	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		errs := apivalidation.ValidateObjectMetaUpdate(meta(obj), meta(old), field.NewPath("metadata"))
-		return append(errs, validate(obj)...)
+		return validate(obj)
 	}
 	return st
 }

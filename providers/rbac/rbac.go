@@ -171,7 +171,7 @@ func (k kind[T]) storage(ctx providers.Context) (rest.Storage, error) {
 	}
 	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
 		o, prev := obj.(T), old.(T)
-		errs := apivalidation.ValidateObjectMetaUpdate(k.meta(o), k.meta(prev), field.NewPath("metadata"))
+		var errs field.ErrorList
 		errs = append(errs, validateMeta(k.meta(o), k.namespaced)...)
 		errs = append(errs, k.validate(o)...)
 		if k.validateUpdate != nil {

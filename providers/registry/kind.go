@@ -142,10 +142,7 @@ func (k Kind[T]) Storage(ctx providers.Context) (map[string]rest.Storage, error)
 		return append(errs, validate(obj)...)
 	}
 	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		m, _ := meta.Accessor(obj)
-		o, _ := meta.Accessor(old)
-		errs := apivalidation.ValidateObjectMetaAccessorUpdate(m, o, field.NewPath("metadata"))
-		errs = append(errs, validate(obj)...)
+		errs := validate(obj)
 		if k.ValidateUpdate != nil {
 			errs = append(errs, k.ValidateUpdate(obj.(T), old.(T))...)
 		}
@@ -193,13 +190,10 @@ func (k Kind[T]) Storage(ctx providers.Context) (map[string]rest.Storage, error)
 			}
 		}
 		st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-			m, _ := meta.Accessor(obj)
-			o, _ := meta.Accessor(old)
-			errs := apivalidation.ValidateObjectMetaAccessorUpdate(m, o, field.NewPath("metadata"))
-			if w.Validate != nil {
-				errs = append(errs, w.Validate(obj.(T), old.(T))...)
+			if w.Validate == nil {
+				return nil
 			}
-			return errs
+			return w.Validate(obj.(T), old.(T))
 		}
 		out[k.Resource+"/"+name] = Subresource(store, st, st)
 	}

@@ -189,8 +189,12 @@ func (s *Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) 
 	if s.ValidateOnUpdate != nil {
 		errs = append(errs, s.ValidateOnUpdate(ctx, obj, old)...)
 	}
+	if len(errs) == 0 {
+		return nil
+	}
 	// The generic registry validates metadata itself before the strategy,
-	// on updates always: what it reports is not repeated.
+	// on updates always: what it reports (and a provider's metadata checks
+	// shared with create repeat) is not reported twice.
 	anyName := func(string, bool) []string { return nil } // names never change on update
 	common := apivalidation.ValidateObjectMetaAccessor(m, s.Namespaced, anyName, field.NewPath("metadata"))
 	return withoutCommon(errs, append(common, apivalidation.ValidateObjectMetaAccessorUpdate(m, o, field.NewPath("metadata"))...))

@@ -108,7 +108,7 @@ func (w Workload[T]) Storage(ctx providers.Context) (map[string]rest.Storage, er
 	}
 	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
 		o, prev := obj.(T), old.(T)
-		errs := apivalidation.ValidateObjectMetaUpdate(w.Meta(o), w.Meta(prev), field.NewPath("metadata"))
+		var errs field.ErrorList
 		errs = append(errs, w.Validate(o)...)
 		if w.ValidateUpdate != nil {
 			errs = append(errs, w.ValidateUpdate(o, prev)...)
@@ -137,13 +137,8 @@ func (w Workload[T]) Storage(ctx providers.Context) (map[string]rest.Storage, er
 			w.PrepareStatusUpdate(o, prev)
 		}
 	}
-	status.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		o, prev := obj.(T), old.(T)
-		errs := apivalidation.ValidateObjectMetaUpdate(w.Meta(o), w.Meta(prev), field.NewPath("metadata"))
-		if w.ValidateStatus != nil {
-			errs = append(errs, w.ValidateStatus(o)...)
-		}
-		return errs
+	if w.ValidateStatus != nil {
+		status.ValidateOnUpdate = func(_ context.Context, obj, _ runtime.Object) field.ErrorList { return w.ValidateStatus(obj.(T)) }
 	}
 	store.Store.ReturnDeletedObject = w.ReturnDeleted
 	var main rest.Storage = store

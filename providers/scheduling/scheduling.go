@@ -91,7 +91,7 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 	}
 	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
 		pc, o := obj.(*schedulingv1.PriorityClass), old.(*schedulingv1.PriorityClass)
-		errs := apivalidation.ValidateObjectMetaUpdate(&pc.ObjectMeta, &o.ObjectMeta, field.NewPath("metadata"))
+		var errs field.ErrorList
 		errs = append(errs, apivalidation.ValidateImmutableField(pc.Value, o.Value, field.NewPath("value"))...)
 		return append(errs, apivalidation.ValidateImmutableField(pc.PreemptionPolicy, o.PreemptionPolicy, field.NewPath("preemptionPolicy"))...)
 	}
