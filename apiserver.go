@@ -16,99 +16,48 @@ import (
 
 	"go.uber.org/zap"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apiextensionslisters "k8s.io/apiextensions-apiserver/pkg/client/listers/apiextensions/v1"
-	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kubeembed/apiserver/internal/certs"
+	"github.com/kubeembed/apiserver/internal/globals"
 	"github.com/kubeembed/apiserver/internal/inproc"
-	"github.com/kubeembed/apiserver/providers"
-	"github.com/kubeembed/apiserver/storage/memory"
 )
 
 // AdminUser is the user name of the admin token's identity.
 const AdminUser = "kubeembed-admin"
 
-// Storage is a storage backend: it creates the storage of every resource of
-// a server. *memory.Backend is one.
-type Storage interface {
-	Decorator() generic.StorageDecorator
-}
-
-// Options configures a Server. The zero value gives a server on a random
-// loopback port with in-memory storage and the built-in API groups. New
-// copies Options and never writes to it.
-type Options struct {
-	// Logger receives the server's logs, and those of the Kubernetes
-	// libraries that log through a context. Default: no logging.
-	Logger *zap.Logger
-
-	// BindAddress is the IP address to listen on. Default "127.0.0.1".
-	BindAddress string
-	// Port is the TCP port to listen on. Default 0: a free port chosen by the
-	// kernel, so that servers never race for ports.
-	Port int
-
-	// Storage is the storage backend. Default: a new memory.Backend owned by
-	// the server and closed by Close. A Storage passed here is not closed.
-	Storage Storage
-
-	// Providers are API groups served in addition to the built-in ones. A
-	// provider for a group that is already served is an error.
-	Providers []providers.Provider
-
-	// CRDs are installed, Established and served before Start returns.
-	CRDs []*apiextensionsv1.CustomResourceDefinition
-	// CRDPaths are files or directories of YAML or JSON CRDs (multi-document,
-	// as controller-gen writes them) installed like CRDs.
-	CRDPaths []string
-
-	// AdminToken is the bearer token of an admin in system:masters. Default:
-	// a random token.
-	AdminToken string
-}
-
 // Server is a Kubernetes API server running in this process. Create one with
 // New, then Start it; Close releases it.
 type Server struct {
-	opts   Options
+	opts   completedOptions
 	log    *zap.Logger
 	url    string
 	ca     *certs.CA
-	token  string
-	crds   []*apiextensionsv1.CustomResourceDefinition
 	config *rest.Config
 
-	listener *trackingListener
-	loopback *inproc.Transport
-	backend  *memory.Backend // owned backend, nil when Options.Storage was given
-	storage  Storage
-
+	listener  *trackingListener
+	loopback  *inproc.Transport
+	informers *informerSet
 	chain     *chain
 	crdLister apiextensionslisters.CustomResourceDefinitionLister
-
-	kubeInformers informers.SharedInformerFactory
-	dynInformers  dynamicinformer.DynamicSharedInformerFactory
 
 	startOnce sync.Once
 	startErr  error
 	started   atomic.Bool
 	cancel    context.CancelFunc
-	runDone   chan struct{}
-	// admissionStop stops the admission policy plugins' controllers, which
-	// start when the server is built.
-	admissionStop chan struct{}
-	runErr        error
+	// runDone is closed when the chain stops running; runErr is written
+	// before, and read only after it is closed.
+	runDone chan struct{}
+	runErr  error
 
 	closeOnce sync.Once
 	closeErr  error
@@ -118,58 +67,54 @@ type Server struct {
 // assembles the chain, but serves nothing until Start. Every invalid option
 // is reported at once.
 func New(opts Options) (_ *Server, err error) {
-	s := &Server{opts: opts, log: opts.Logger, admissionStop: make(chan struct{})}
-	if s.log == nil {
-		s.log = zap.NewNop()
+	c, err := opts.complete()
+	if err != nil {
+		return nil, err
 	}
-	crds, verr := opts.validate()
-	if verr != nil {
-		return nil, verr
-	}
-	s.crds = crds
-	s.token = opts.AdminToken
-	if s.token == "" {
-		s.token = randomToken()
+	s := &Server{opts: c, log: c.log, runDone: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			s.abort()
+		}
+	}()
+	if !c.keepKlog {
+		globals.InitKlog()
 	}
 	if s.ca, err = certs.ProcessCA(); err != nil {
 		return nil, err
 	}
-
-	host := opts.BindAddress
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(opts.Port)))
+	ln, err := net.Listen("tcp", net.JoinHostPort(c.host, strconv.Itoa(c.port)))
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s port %d: %w", host, opts.Port, err)
+		return nil, fmt.Errorf("listen on %s port %d: %w", c.host, c.port, err)
 	}
 	s.listener = newTrackingListener(ln)
-	defer func() {
-		if err != nil {
-			_ = s.listener.Close()
-			if s.backend != nil {
-				_ = s.backend.Close()
-			}
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
-	s.url = "https://" + net.JoinHostPort(hostForURL(host), strconv.Itoa(port))
+	s.url = "https://" + net.JoinHostPort(hostForURL(c.host), strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 	s.config = &rest.Config{
 		Host:            s.url,
-		BearerToken:     s.token,
+		BearerToken:     c.token,
 		TLSClientConfig: rest.TLSClientConfig{CAData: s.ca.CertPEM},
 		QPS:             -1, // no client-side throttling against a test server
 	}
-
-	s.storage = opts.Storage
-	if s.storage == nil {
-		s.backend = memory.NewBackend(memory.Options{})
-		s.storage = s.backend
-	}
-	if s.chain, err = s.buildChain(host, port); err != nil {
+	if s.chain, err = s.buildChain(); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// abort undoes what a failed New began.
+func (s *Server) abort() {
+	if s.informers != nil {
+		s.informers.shutdown()
+	}
+	if s.loopback != nil {
+		s.loopback.Close()
+	}
+	if s.listener != nil {
+		_ = s.listener.Close()
+	}
+	if s.opts.ownsStorage {
+		_ = s.opts.storage.Close()
+	}
 }
 
 // failedChecks keeps the failing lines of a verbose /readyz answer.
@@ -190,38 +135,6 @@ func hostForURL(bind string) string {
 	return bind
 }
 
-func (o Options) validate() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	var errs []error
-	if o.Port < 0 || o.Port > 65535 {
-		errs = append(errs, fmt.Errorf("options: Port %d is not a TCP port (0-65535)", o.Port))
-	}
-	if o.BindAddress != "" && net.ParseIP(o.BindAddress) == nil {
-		errs = append(errs, fmt.Errorf("options: BindAddress %q is not an IP address", o.BindAddress))
-	}
-	seen := map[string]bool{}
-	for _, p := range builtinProviders() {
-		seen[p.GroupName()] = true
-	}
-	for i, p := range o.Providers {
-		if p == nil {
-			errs = append(errs, fmt.Errorf("options: Providers[%d] is nil", i))
-			continue
-		}
-		if seen[p.GroupName()] {
-			errs = append(errs, fmt.Errorf("options: Providers[%d] serves group %q, which is already served", i, p.GroupName()))
-		}
-		seen[p.GroupName()] = true
-	}
-	crds, err := loadCRDs(o.CRDs, o.CRDPaths)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return crds, nil
-}
-
 func randomToken() string {
 	b := make([]byte, 24)
 	_, _ = rand.Read(b) // never fails
@@ -239,22 +152,18 @@ func (s *Server) Start(ctx context.Context) error {
 }
 
 func (s *Server) start(ctx context.Context) error {
-	runCtx, cancel := context.WithCancel(context.Background())
-	runCtx = withLogger(runCtx, s.log)
+	runCtx, cancel := context.WithCancel(withLogger(context.Background(), s.log))
 	s.cancel = cancel
-	s.runDone = make(chan struct{})
 	s.started.Store(true)
 	prepared, err := s.chain.prepare()
 	if err != nil {
 		close(s.runDone)
 		return fmt.Errorf("prepare server: %w", err)
 	}
-	// Sync the informers the post-start hooks wait for before running them:
-	// the hooks poll every 100 ms, so an informer that syncs a moment after
-	// the first poll costs 100 ms. The loopback is in process, so this works
-	// before the listener is up.
-	if err := waitSynced(ctx, s.chain.informers(runCtx)...); err != nil {
-		cancel()
+	// The loopback is in process, so informers sync before the listener is
+	// up: see informerSet for why they start before the chain runs.
+	s.informers.start()
+	if err := s.informers.waitForSync(ctx); err != nil {
 		close(s.runDone)
 		return fmt.Errorf("sync informers: %w", err)
 	}
@@ -270,27 +179,6 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	s.log.Info("kube-apiserver ready", zap.String("url", s.url))
 	return nil
-}
-
-// waitSynced waits until every informer has synced, checking every
-// millisecond (client-go's WaitForCacheSync checks every 100 ms).
-func waitSynced(ctx context.Context, synced ...cache.InformerSynced) error {
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for {
-		all := true
-		for _, ok := range synced {
-			all = all && ok()
-		}
-		if all {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
-	}
 }
 
 // waitReady polls /readyz until it answers 200. Readiness is only visible
@@ -344,7 +232,7 @@ func (s *Server) CACert() []byte { return append([]byte(nil), s.ca.CertPEM...) }
 func (s *Server) Kubeconfig() ([]byte, error) {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["kubeembed"] = &clientcmdapi.Cluster{Server: s.url, CertificateAuthorityData: s.ca.CertPEM}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: s.token}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: s.opts.token}
 	cfg.Contexts["kubeembed"] = &clientcmdapi.Context{Cluster: "kubeembed", AuthInfo: "admin", Namespace: "default"}
 	cfg.CurrentContext = "kubeembed"
 	return clientcmd.Write(*cfg)
@@ -371,28 +259,30 @@ func (s *Server) APIExtensionsClientset() (apiextensionsclient.Interface, error)
 }
 
 // InformerFactory returns the shared typed informer factory the server's
-// tiers use; the start-informers post-start hook starts it.
-func (s *Server) InformerFactory() informers.SharedInformerFactory { return s.kubeInformers }
+// tiers and admission use. Start starts the informers requested before it;
+// start one requested later with the factory's Start (informers stop at
+// Close, whatever channel Start is given).
+func (s *Server) InformerFactory() informers.SharedInformerFactory { return s.informers.kube }
 
-// DynamicInformerFactory returns the shared dynamic informer factory, started
-// by the start-informers post-start hook; informers requested after Start
-// must be started by calling its Start.
+// DynamicInformerFactory returns the server's shared dynamic informer
+// factory. Start starts the informers requested before it; start one
+// requested later with the factory's Start.
 func (s *Server) DynamicInformerFactory() dynamicinformer.DynamicSharedInformerFactory {
-	return s.dynInformers
+	return s.informers.dynamic
 }
 
 // closeTimeout bounds each step of Close that waits on requests or
 // goroutines; what is still stuck then is logged, not waited for.
 const closeTimeout = 5 * time.Second
 
-// Close shuts the server down. In order: it stops the admission policy
-// plugins' controllers; cancels the server's context,
-// which stops post-start hooks, controllers and informers and starts the
-// graceful shutdown; waits for in-flight requests other than watches to
-// finish (at most 5 s, then it logs the requests still running); closes
-// every client connection, which ends watches; waits for the server loop to
-// return; shuts the informer factories down, waiting for their goroutines;
-// and closes the storage backend it owns, waiting for its watches.
+// Close shuts the server down. In order: it stops every informer and the
+// admission policy plugins' controllers; cancels the server's context, which
+// stops post-start hooks and controllers and starts the graceful shutdown;
+// waits for in-flight requests other than watches to finish (at most 5 s,
+// then it logs the requests still running); closes every client
+// connection, which ends watches; waits for the server loop to return (at
+// most 5 s); waits for the informers' goroutines; and closes the storage
+// backend it owns, waiting for its watches.
 //
 // The libraries' controllers stop on the cancelled context on their own and
 // are gone within microseconds of Close returning; a goleak test checks that
@@ -403,36 +293,29 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) close() error {
-	// The admission policy plugins' controllers, and the informers they
-	// started, stop with this channel: before the factories are shut down,
-	// which waits for every informer.
-	close(s.admissionStop)
-	defer s.loopback.Close()
 	if !s.started.Load() {
-		_ = s.listener.Close()
-		if s.backend != nil {
-			return s.backend.Close()
-		}
+		s.abort()
 		return nil
 	}
+	s.informers.cancel()
 	s.cancel()
+	defer s.loopback.Close()
 	if !s.listener.waitIdle(closeTimeout) {
-		s.log.Warn("requests still running at close; closing their connections", zap.Strings("requests", s.listener.requests()))
+		s.log.Warn("requests still running at close; closing their connections", zap.Strings("requests", s.listener.inFlight()))
 	}
 	s.listener.closeConns()
+	var err error
 	select {
 	case <-s.runDone:
+		if s.runErr != nil && !errors.Is(s.runErr, context.Canceled) {
+			err = s.runErr
+		}
 	case <-time.After(closeTimeout):
 		s.log.Error("server loop did not stop", zap.Duration("waited", closeTimeout))
 	}
-	s.kubeInformers.Shutdown()
-	s.dynInformers.Shutdown()
-	var err error
-	if s.backend != nil {
-		err = s.backend.Close()
-	}
-	if s.runErr != nil && !errors.Is(s.runErr, context.Canceled) {
-		err = errors.Join(err, s.runErr)
+	s.informers.shutdown()
+	if s.opts.ownsStorage {
+		err = errors.Join(err, s.opts.storage.Close())
 	}
 	return err
 }

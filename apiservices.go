@@ -9,9 +9,9 @@ import (
 	"sync"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	discoveryaggregated "k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/tools/cache"
@@ -53,6 +53,16 @@ var groupPriorities = map[schema.GroupVersion]struct{ group, version int32 }{
 	{Group: "admissionregistration.k8s.io", Version: "v1beta1"}: {16700, 12},
 }
 
+// newDiscoveryManager returns the aggregated discovery (/apis) the tiers
+// share, listing groups in kube-apiserver's priority order.
+func newDiscoveryManager() discoveryaggregated.ResourceManager {
+	m := discoveryaggregated.NewResourceManager("apis")
+	for gv, p := range groupPriorities {
+		m.SetGroupVersionPriority(metav1.GroupVersion{Group: gv.Group, Version: gv.Version}, int(p.group), int(p.version))
+	}
+	return m
+}
+
 // Priorities of group versions not in the table (user providers) and of
 // custom resources, as kube-apiserver gives CRDs.
 const (
@@ -84,7 +94,7 @@ func localAPIService(gv schema.GroupVersion) *apiregistrationv1.APIService {
 // served version of every CRD, kept in sync as CRDs come and go. The
 // aggregator serves discovery from these APIServices.
 func registerAPIServices(agg *aggregatorapiserver.APIAggregator, delegate *genericapiserver.GenericAPIServer,
-	ext *apiextensionsapiserver.CustomResourceDefinitions) error {
+	crdInformer cache.SharedIndexInformer) error {
 	client, err := apiregistrationclient.NewForConfig(agg.GenericAPIServer.LoopbackClientConfig)
 	if err != nil {
 		return err
@@ -104,7 +114,7 @@ func registerAPIServices(agg *aggregatorapiserver.APIAggregator, delegate *gener
 	}
 	sort.Strings(builtin)
 
-	crds := newCRDRegistration(ext.Informers.Apiextensions().V1().CustomResourceDefinitions().Informer(), auto)
+	crds := newCRDRegistration(crdInformer, auto)
 	if err := agg.GenericAPIServer.AddPostStartHook("kube-apiserver-autoregistration", func(ctx genericapiserver.PostStartHookContext) error {
 		go func() {
 			// CRD APIServices must be known before the first sync, or the

@@ -22,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	clientretry "k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubeembed/apiserver/internal/retry"
 )
 
 // crdFileExtensions are the files a CRD directory is read for.
@@ -137,7 +139,7 @@ func isOnlyComments(raw []byte) bool {
 // installCRDs creates the CRDs of Options and waits until each is Established
 // and its resources are served.
 func (s *Server) installCRDs(ctx context.Context) error {
-	if len(s.crds) == 0 {
+	if len(s.opts.crds) == 0 {
 		return nil
 	}
 	client, err := s.APIExtensionsClientset()
@@ -146,7 +148,7 @@ func (s *Server) installCRDs(ctx context.Context) error {
 	}
 	crdClient := client.ApiextensionsV1().CustomResourceDefinitions()
 	var errs []error
-	for _, crd := range s.crds {
+	for _, crd := range s.opts.crds {
 		if _, err := crdClient.Create(ctx, crd.DeepCopy(), metav1.CreateOptions{}); err != nil {
 			errs = append(errs, fmt.Errorf("install CRD %s: %w", crd.Name, err))
 		}
@@ -154,7 +156,7 @@ func (s *Server) installCRDs(ctx context.Context) error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	for _, crd := range s.crds {
+	for _, crd := range s.opts.crds {
 		if err := s.waitEstablished(ctx, crd.Name); err != nil {
 			return err
 		}
@@ -163,13 +165,13 @@ func (s *Server) installCRDs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, crd := range s.crds {
+	for _, crd := range s.opts.crds {
 		for _, v := range crd.Spec.Versions {
 			if !v.Served {
 				continue
 			}
 			gv := schema.GroupVersion{Group: crd.Spec.Group, Version: v.Name}
-			if err := retry(ctx, func(context.Context) error {
+			if err := retry.Until(ctx, func(context.Context) error {
 				list, err := disco.ServerResourcesForGroupVersion(gv.String())
 				if err != nil {
 					return err
@@ -260,7 +262,7 @@ func (s *Server) waitEstablished(ctx context.Context, name string) error {
 	}
 	// The custom resource handler reads CRDs from its informer: wait until it
 	// has seen the backdated condition.
-	return retry(ctx, func(context.Context) error {
+	return retry.Until(ctx, func(context.Context) error {
 		crd, err := s.crdLister.Get(name)
 		if err != nil {
 			return err

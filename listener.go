@@ -18,14 +18,14 @@ type trackingListener struct {
 	idle  chan struct{} // closed when inflight drops to zero; replaced when it rises
 
 	closing  bool
-	inflight int // requests other than watches, guarded by mu
-	paths    map[*http.Request]struct{}
+	inflight int                        // requests other than watches, guarded by mu
+	running  map[*http.Request]struct{} // the requests counted by inflight
 }
 
 func newTrackingListener(ln net.Listener) *trackingListener {
 	idle := make(chan struct{})
 	close(idle)
-	return &trackingListener{Listener: ln, conns: map[net.Conn]struct{}{}, idle: idle, paths: map[*http.Request]struct{}{}}
+	return &trackingListener{Listener: ln, conns: map[net.Conn]struct{}{}, idle: idle, running: map[*http.Request]struct{}{}}
 }
 
 func (l *trackingListener) Accept() (net.Conn, error) {
@@ -88,11 +88,11 @@ func (l *trackingListener) track(h http.Handler) http.Handler {
 		if l.inflight++; l.inflight == 1 {
 			l.idle = make(chan struct{})
 		}
-		l.paths[r] = struct{}{}
+		l.running[r] = struct{}{}
 		l.mu.Unlock()
 		defer func() {
 			l.mu.Lock()
-			delete(l.paths, r)
+			delete(l.running, r)
 			if l.inflight--; l.inflight == 0 {
 				close(l.idle)
 			}
@@ -120,12 +120,12 @@ func (l *trackingListener) waitIdle(timeout time.Duration) bool {
 	}
 }
 
-// requests returns the method and URL of the requests in flight.
-func (l *trackingListener) requests() []string {
+// inFlight returns the method and URL of the requests in flight.
+func (l *trackingListener) inFlight() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []string
-	for r := range l.paths {
+	for r := range l.running {
 		out = append(out, r.Method+" "+r.URL.String())
 	}
 	return out

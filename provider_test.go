@@ -41,7 +41,7 @@ func (storageVersions) GroupName() string { return storageVersionGroup.GroupName
 func (storageVersions) Install(scheme *runtime.Scheme) error {
 	return storageVersionGroup.Install(scheme)
 }
-func (storageVersions) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+func (storageVersions) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
 	return storageVersionGroup.Storage(ctx)
 }
 

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/kube-openapi/pkg/common"
 )
 
@@ -30,7 +31,15 @@ type Provider interface {
 	Install(scheme *runtime.Scheme) error
 	// Storage returns the REST storage of every served resource by version
 	// then resource ("configmaps", "namespaces/status").
-	Storage(ctx Context) (map[string]map[string]rest.Storage, error)
+	Storage(cfg Config) (map[string]map[string]rest.Storage, error)
+}
+
+// PostStartHookProvider is implemented by a Provider with work to do once
+// the server serves, such as creating the group's system objects, as
+// kube-apiserver's RESTStorageProviders do: the hook is registered under its
+// name, gets a loopback client configuration, and /readyz waits for it.
+type PostStartHookProvider interface {
+	PostStartHook(cfg Config) (name string, hook genericapiserver.PostStartHookFunc, err error)
 }
 
 // OpenAPIProvider is implemented by a Provider whose types are not in
@@ -41,8 +50,8 @@ type OpenAPIProvider interface {
 	OpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition
 }
 
-// Context is what the core tier hands a provider to build its storage.
-type Context struct {
+// Config is what the core tier hands a provider to build its storage.
+type Config struct {
 	// RESTOptionsGetter gives each resource its storage (codec, key prefix,
 	// storage backend).
 	RESTOptionsGetter generic.RESTOptionsGetter
@@ -54,6 +63,9 @@ type Context struct {
 	Authorizer    authorizer.Authorizer
 	// RuleResolver lists what a user may do, for SelfSubjectRulesReview.
 	RuleResolver authorizer.RuleResolver
+	// ServingPort is the port the server listens on: the target port of
+	// the default/kubernetes Service.
+	ServingPort int32
 }
 
 // AddInternalVersion registers every kind of gv's own package (not the

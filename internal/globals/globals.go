@@ -7,6 +7,8 @@
 //     through contexts, which the libraries prefer where they support it.
 //   - feature gates (k8s.io/apiserver/pkg/util/feature.DefaultFeatureGate):
 //     read, never written, so every server sees kube-apiserver's defaults.
+//     kubeembed's own code reads them through Features, the one place that
+//     names the process-wide gate.
 //   - the legacy metrics registry: every server would report into the same
 //     counters, so servers do not serve /metrics.
 //   - the effective version: one immutable value shared by every server.
@@ -26,14 +28,19 @@ import (
 	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	basecompatibility "k8s.io/component-base/compatibility"
+	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 )
 
 var initOnce sync.Once
 
-// Init sets up klog once per process.
-func Init() {
+// InitKlog points klog's global logger, once per process, at a logger that
+// prints errors to stderr and drops the rest: the libraries' info logs
+// would otherwise flood a test's output. apiserver.Options.KeepKlogLogger
+// skips it.
+func InitKlog() {
 	initOnce.Do(func() {
 		core := zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()),
 			zapcore.Lock(os.Stderr), zapcore.ErrorLevel)
@@ -54,3 +61,7 @@ func EffectiveVersion(v string) basecompatibility.EffectiveVersion {
 	})
 	return version
 }
+
+// Features is the process-wide feature gate every server reads
+// (kube-apiserver's defaults; nothing in kubeembed writes it).
+func Features() featuregate.FeatureGate { return utilfeature.DefaultFeatureGate }

@@ -1,60 +1,52 @@
 package openapi
 
 import (
-	"net/http"
-	"strings"
-	"sync/atomic"
+	"sync"
 
-	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/kube-openapi/pkg/handler3"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 )
 
-// Builtin shares, for the process, the OpenAPI v3 service of the core tier
-// of servers that serve only the built-in providers. Its documents are the
-// same for every such server, and building them (every group version's
-// spec, at PrepareRun) and marshalling them (kube-aggregator fetches and
-// hashes them while preparing to run) was a large part of start-up. The
-// first server builds its service and publishes it; later servers skip
-// building theirs and serve the published one. The service is read-only
-// once built and safe for concurrent use.
-var Builtin = &Shared{}
-
-// Shared holds a published OpenAPI v3 service.
-type Shared struct {
-	svc atomic.Pointer[handler3.OpenAPIService]
+// Shared holds, for the process, one value per key: OpenAPI artefacts
+// shared by the servers whose documents are equal. The key must name all
+// that determines the document; the servers' roots use the providers they
+// serve (the built-in ones are the same in every server of a binary). A
+// value is read-only once published and safe for concurrent use.
+//
+// Building the core tier's OpenAPI v3 documents (every group version's spec,
+// at PrepareRun) and marshalling them (kube-aggregator fetches and hashes
+// them while preparing to run) was a large part of start-up; the first
+// server of a key builds them, later ones serve the published service.
+type Shared[T any] struct {
+	mu sync.Mutex
+	m  map[string]*T
 }
 
-// Service is the published service, or nil before a first server has
-// prepared to run.
-func (s *Shared) Service() *handler3.OpenAPIService { return s.svc.Load() }
+// Load returns the value published for key, or nil.
+func (s *Shared[T]) Load(key string) *T {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[key]
+}
 
-// Publish makes svc the shared service unless one already is.
-func (s *Shared) Publish(svc *handler3.OpenAPIService) {
-	if svc != nil {
-		s.svc.CompareAndSwap(nil, svc)
+// Publish makes v the value of key unless one already is, and returns the
+// value that is.
+func (s *Shared[T]) Publish(key string, v *T) *T {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur := s.m[key]; cur != nil || v == nil {
+		return cur
 	}
+	if s.m == nil {
+		s.m = map[string]*T{}
+	}
+	s.m[key] = v
+	return v
 }
 
-// Delegate wraps a tier built without its own OpenAPI v3 routes, so that
-// /openapi/v3 is served by svc.
-func Delegate(d *genericapiserver.GenericAPIServer, svc *handler3.OpenAPIService) genericapiserver.DelegationTarget {
-	h := d.UnprotectedHandler()
-	return &servedOpenAPITarget{GenericAPIServer: d, handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.URL.Path == "/openapi/v3" || r.URL.Path == "/openapi/v3/":
-			svc.HandleDiscovery(w, r)
-		case strings.HasPrefix(r.URL.Path, "/openapi/v3/"):
-			svc.HandleGroupVersion(w, r)
-		default:
-			h.ServeHTTP(w, r)
-		}
-	})}
-}
+// V3Services are the core tiers' OpenAPI v3 services, by providers.
+var V3Services = &Shared[handler3.OpenAPIService]{}
 
-type servedOpenAPITarget struct {
-	*genericapiserver.GenericAPIServer
-	handler http.Handler
-}
-
-// UnprotectedHandler implements genericapiserver.DelegationTarget.
-func (t *servedOpenAPITarget) UnprotectedHandler() http.Handler { return t.handler }
+// V2Routes are the three tiers' routes' OpenAPI v2 specs (before CRDs are
+// merged in), by providers.
+var V2Routes = &Shared[spec.Swagger]{}

@@ -28,54 +28,34 @@ type V2 struct {
 	config *common.Config
 	routes func() []*restful.WebService
 	crds   func() ([]*apiextensionsv1.CustomResourceDefinition, error)
-	shared *sharedV2
+	// routesKey keys the routes' spec in V2Routes.
+	routesKey string
 
-	mu   sync.Mutex
-	key  string // the CRDs the served spec was built with
-	svc  *handler.OpenAPIService
-	mux  *http.ServeMux
-	base *spec.Swagger
+	mu  sync.Mutex
+	key string // the CRDs the served spec was built with
+	svc *handler.OpenAPIService
+	mux *http.ServeMux
 }
 
-// sharedV2 is the built-in routes' spec, for servers with only the
-// built-in providers: the same in each.
-type sharedV2 struct {
-	once sync.Once
-	spec *spec.Swagger
-	err  error
-}
-
-// BuiltinV2 shares the built-in routes' v2 spec across the process.
-var BuiltinV2 = &sharedV2{}
-
-// NewV2 returns the handler. routes are every tier's web services; crds
-// lists the CRDs to publish; builtinOnly shares the routes' spec with the
-// other built-in-only servers of the process.
+// NewV2 returns the handler. routes are every tier's web services, whose
+// spec is shared in V2Routes under routesKey; crds lists the CRDs to
+// publish.
 func NewV2(config *common.Config, routes func() []*restful.WebService,
-	crds func() ([]*apiextensionsv1.CustomResourceDefinition, error), builtinOnly bool) *V2 {
-	v := &V2{config: config, routes: routes, crds: crds}
-	if builtinOnly {
-		v.shared = BuiltinV2
-	}
-	return v
+	crds func() ([]*apiextensionsv1.CustomResourceDefinition, error), routesKey string) *V2 {
+	return &V2{config: config, routes: routes, crds: crds, routesKey: routesKey}
 }
 
-func (v *V2) baseSpec() (*spec.Swagger, error) {
-	build := func() (*spec.Swagger, error) {
-		return builder.BuildOpenAPISpecFromRoutes(restfuladapter.AdaptWebServices(v.routes()), v.config)
+// routesSpec returns the routes' spec, built by the first server of its key
+// to need it.
+func (v *V2) routesSpec() (*spec.Swagger, error) {
+	if s := V2Routes.Load(v.routesKey); s != nil {
+		return s, nil
 	}
-	if v.shared == nil {
-		if v.base == nil {
-			s, err := build()
-			if err != nil {
-				return nil, err
-			}
-			v.base = s
-		}
-		return v.base, nil
+	s, err := builder.BuildOpenAPISpecFromRoutes(restfuladapter.AdaptWebServices(v.routes()), v.config)
+	if err != nil {
+		return nil, err
 	}
-	v.shared.once.Do(func() { v.shared.spec, v.shared.err = build() })
-	return v.shared.spec, v.shared.err
+	return V2Routes.Publish(v.routesKey, s), nil
 }
 
 // ServeHTTP implements http.Handler.
@@ -112,7 +92,7 @@ func (v *V2) refresh() error {
 	if v.svc != nil && key == v.key {
 		return nil
 	}
-	base, err := v.baseSpec()
+	base, err := v.routesSpec()
 	if err != nil {
 		return err
 	}

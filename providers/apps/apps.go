@@ -86,9 +86,9 @@ func defaultDeployment(d *appsv1.Deployment) {
 }
 
 // Storage implements providers.Provider.
-func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
 	out := map[string]rest.Storage{}
-	for name, build := range map[string]func(providers.Context) (map[string]rest.Storage, error){
+	for name, build := range map[string]func(providers.Config) (map[string]rest.Storage, error){
 		"deployments":         deployments.Storage,
 		"replicasets":         replicaSets.Storage,
 		"statefulsets":        statefulSets.Storage,

@@ -17,7 +17,7 @@ import (
 
 // controllerRevisionStorage serves controllerrevisions, whose data and
 // revision are immutable.
-func controllerRevisionStorage(ctx providers.Context) (map[string]rest.Storage, error) {
+func controllerRevisionStorage(ctx providers.Config) (map[string]rest.Storage, error) {
 	st := &registry.Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: true}
 	validate := func(r *appsv1.ControllerRevision) field.ErrorList {
 		errs := apivalidation.ValidateObjectMeta(&r.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))

@@ -34,7 +34,7 @@ func (Provider) Install(scheme *runtime.Scheme) error {
 }
 
 // Storage implements providers.Provider.
-func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
 	return map[string]map[string]rest.Storage{"v1": {
 		"tokenreviews": &registry.CreateOnly{NewFunc: func() runtime.Object { return &authenticationv1.TokenReview{} },
 			Singular: "tokenreview", CreateFunc: tokenReview(ctx.Authenticator)},

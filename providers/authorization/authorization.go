@@ -38,7 +38,7 @@ func (Provider) Install(scheme *runtime.Scheme) error {
 }
 
 // Storage implements providers.Provider.
-func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
 	authz, rules := ctx.Authorizer, ctx.RuleResolver
 	return map[string]map[string]rest.Storage{"v1": {
 		"subjectaccessreviews": &registry.CreateOnly{NewFunc: func() runtime.Object { return &authorizationv1.SubjectAccessReview{} },

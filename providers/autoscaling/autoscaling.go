@@ -121,7 +121,7 @@ func (Provider) Install(scheme *runtime.Scheme) error {
 }
 
 // Storage implements providers.Provider: v1 is served by the same stores.
-func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
 	s, err := group.Storage(ctx)
 	if err != nil {
 		return nil, err

@@ -121,9 +121,9 @@ func defaultCronJob(c *batchv1.CronJob) {
 }
 
 // Storage implements providers.Provider.
-func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
 	out := map[string]rest.Storage{}
-	for _, build := range []func(providers.Context) (map[string]rest.Storage, error){jobs.Storage, cronJobs.Storage} {
+	for _, build := range []func(providers.Config) (map[string]rest.Storage, error){jobs.Storage, cronJobs.Storage} {
 		m, err := build(ctx)
 		if err != nil {
 			return nil, err

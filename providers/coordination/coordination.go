@@ -34,7 +34,7 @@ func (Provider) Install(scheme *runtime.Scheme) error {
 }
 
 // Storage implements providers.Provider.
-func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
 	st := &registry.Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: true}
 	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
 		return validateLease(obj.(*coordinationv1.Lease))

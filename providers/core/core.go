@@ -84,9 +84,9 @@ func (Provider) Install(scheme *runtime.Scheme) error {
 }
 
 // Storage implements providers.Provider.
-func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
 	s := map[string]rest.Storage{}
-	add := func(name string, build func(providers.Context) (map[string]rest.Storage, error)) error {
+	add := func(name string, build func(providers.Config) (map[string]rest.Storage, error)) error {
 		m, err := build(ctx)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -98,7 +98,7 @@ func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Stora
 	}
 	for _, b := range []struct {
 		name  string
-		build func(providers.Context) (map[string]rest.Storage, error)
+		build func(providers.Config) (map[string]rest.Storage, error)
 	}{
 		{"namespaces", namespaceStorage},
 		{"configmaps", configMapStorage},
@@ -183,7 +183,7 @@ const maxDataSize = corev1.MaxSecretSize
 
 // --- ConfigMaps ---
 
-func configMapStorage(ctx providers.Context) (map[string]rest.Storage, error) {
+func configMapStorage(ctx providers.Config) (map[string]rest.Storage, error) {
 	st := strategy(ctx.Scheme, true)
 	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
 		return validateConfigMap(obj.(*corev1.ConfigMap))

@@ -123,7 +123,7 @@ func lower(s string) string {
 	return string(b)
 }
 
-func eventStorage(ctx providers.Context) (map[string]rest.Storage, error) {
+func eventStorage(ctx providers.Config) (map[string]rest.Storage, error) {
 	st := strategy(ctx.Scheme, true)
 	st.CreateOnUpdate = true
 	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList { return ValidateEvent(obj.(*corev1.Event)) }

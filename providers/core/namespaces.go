@@ -23,7 +23,7 @@ import (
 // own name, so namespace selectors can select by name.
 const namespaceNameLabel = "kubernetes.io/metadata.name"
 
-func namespaceStorage(ctx providers.Context) (map[string]rest.Storage, error) {
+func namespaceStorage(ctx providers.Config) (map[string]rest.Storage, error) {
 	gv := corev1.SchemeGroupVersion
 	st := strategy(ctx.Scheme, false)
 	st.ResetFields = registry.ResetStatus(gv)

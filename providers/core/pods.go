@@ -114,7 +114,7 @@ func add(list corev1.ResourceList, name corev1.ResourceName, q resource.Quantity
 	list[name] = q.DeepCopy()
 }
 
-func podStorage(ctx providers.Context) (map[string]rest.Storage, error) {
+func podStorage(ctx providers.Config) (map[string]rest.Storage, error) {
 	gv := corev1.SchemeGroupVersion
 	st := strategy(ctx.Scheme, true)
 	st.ResetFields = registry.ResetStatus(gv)

@@ -32,7 +32,7 @@ func defaultSecret(s *corev1.Secret) {
 	}
 }
 
-func secretStorage(ctx providers.Context) (map[string]rest.Storage, error) {
+func secretStorage(ctx providers.Config) (map[string]rest.Storage, error) {
 	st := strategy(ctx.Scheme, true)
 	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
 		return validateSecret(obj.(*corev1.Secret))

@@ -13,7 +13,7 @@ import (
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
-func serviceAccountStorage(ctx providers.Context) (map[string]rest.Storage, error) {
+func serviceAccountStorage(ctx providers.Config) (map[string]rest.Storage, error) {
 	st := strategy(ctx.Scheme, true)
 	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
 		sa := obj.(*corev1.ServiceAccount)

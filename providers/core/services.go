@@ -26,10 +26,10 @@ import (
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
-// ServiceCIDR is the service cluster IP range: kube-apiserver's default
+// serviceCIDR is the service cluster IP range: kube-apiserver's default
 // --service-cluster-ip-range. Its first address belongs to the "kubernetes"
 // service.
-var ServiceCIDR = netip.MustParsePrefix("10.0.0.0/24")
+var serviceCIDR = netip.MustParsePrefix("10.0.0.0/24")
 
 // NodePortRange is kube-apiserver's default --service-node-port-range.
 const nodePortMin, nodePortMax = 30000, 32767
@@ -88,7 +88,7 @@ func (a *allocator) allocateIP(requested string) (string, error) {
 	defer a.mu.Unlock()
 	if requested != "" {
 		ip, err := netip.ParseAddr(requested)
-		if err != nil || !ServiceCIDR.Contains(ip) {
+		if err != nil || !serviceCIDR.Contains(ip) {
 			return "", fmt.Errorf("failed to allocate IP %s: the provided network does not match the current range", requested)
 		}
 		if a.ips[ip] {
@@ -99,8 +99,8 @@ func (a *allocator) allocateIP(requested string) (string, error) {
 	}
 	// Usable: from the third address (.0 is the network, .1 the kubernetes
 	// service's) to the one before the broadcast address.
-	base := binary.BigEndian.Uint32(ServiceCIDR.Addr().AsSlice())
-	n := uint32(1)<<(32-ServiceCIDR.Bits()) - 3
+	base := binary.BigEndian.Uint32(serviceCIDR.Addr().AsSlice())
+	n := uint32(1)<<(32-serviceCIDR.Bits()) - 3
 	for i := uint32(0); i < n; i++ {
 		off := (a.next + i) % n
 		var b [4]byte
@@ -287,7 +287,7 @@ func validateService(s *corev1.Service) field.ErrorList {
 	return errs
 }
 
-func serviceStorage(ctx providers.Context) (map[string]rest.Storage, error) {
+func serviceStorage(ctx providers.Config) (map[string]rest.Storage, error) {
 	alloc := newAllocator()
 	st := strategy(ctx.Scheme, true)
 	st.ResetFields = registry.ResetStatus(corev1.SchemeGroupVersion)
@@ -446,7 +446,7 @@ func serviceTable() rest.TableConvertor {
 // which service holds each cluster IP, as kube-apiserver's allocator does.
 type ipAddresses struct{ store *registry.Store }
 
-func newIPAddresses(ctx providers.Context) (*ipAddresses, error) {
+func newIPAddresses(ctx providers.Config) (*ipAddresses, error) {
 	store, err := registry.NewStore(ctx, registry.StoreConfig{
 		Resource: networkingv1.Resource("ipaddresses"), Singular: "ipaddress",
 		NewFunc:  func() runtime.Object { return &networkingv1.IPAddress{} },

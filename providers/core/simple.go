@@ -35,7 +35,7 @@ type simple[T runtime.Object] struct {
 	noAge              bool // no AGE column
 }
 
-func (k simple[T]) storage(ctx providers.Context) (map[string]rest.Storage, error) {
+func (k simple[T]) storage(ctx providers.Config) (map[string]rest.Storage, error) {
 	st := strategy(ctx.Scheme, k.namespaced)
 	st.Generation = k.generation
 	check := func(o T) field.ErrorList {
@@ -227,7 +227,7 @@ func defaultReplicationController(rc *corev1.ReplicationController) {
 
 // replicationControllers serves replicationcontrollers with /status and
 // /scale.
-func replicationControllers(ctx providers.Context) (map[string]rest.Storage, error) {
+func replicationControllers(ctx providers.Config) (map[string]rest.Storage, error) {
 	w := registry.Workload[*corev1.ReplicationController]{
 		GroupVersion: corev1.SchemeGroupVersion, Categories: []string{"all"},
 		// core/v1 keeps a deleted controller's pods unless asked otherwise.

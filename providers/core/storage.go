@@ -50,7 +50,7 @@ func validatePVCSpec(s *corev1.PersistentVolumeClaimSpec, p *field.Path) field.E
 // pvcStorage serves persistentvolumeclaims: a claim's spec is immutable
 // after creation but for its storage request (expansion), volume binding and
 // attributes class, as kube-apiserver allows.
-func pvcStorage(ctx providers.Context) (map[string]rest.Storage, error) {
+func pvcStorage(ctx providers.Config) (map[string]rest.Storage, error) {
 	w := registry.Workload[*corev1.PersistentVolumeClaim]{
 		GroupVersion: corev1.SchemeGroupVersion,
 		Resource:     "persistentvolumeclaims", Singular: "persistentvolumeclaim", ShortNames: []string{"pvc"},
@@ -133,7 +133,7 @@ func accessModesString(modes []corev1.PersistentVolumeAccessMode) string {
 }
 
 // nodeStorage serves nodes (cluster-scoped) with status.
-func nodeStorage(ctx providers.Context) (map[string]rest.Storage, error) {
+func nodeStorage(ctx providers.Config) (map[string]rest.Storage, error) {
 	st := strategy(ctx.Scheme, false)
 	st.ResetFields = registry.ResetStatus(corev1.SchemeGroupVersion)
 	st.PrepareCreate = func(_ context.Context, obj runtime.Object) {
@@ -222,7 +222,7 @@ func boolString(b bool) string {
 // pvStorage serves persistentvolumes (cluster-scoped) with /status. A new
 // volume is Pending since its creation; the phase's transition time moves
 // when /status changes the phase, as kube-apiserver records it.
-func pvStorage(ctx providers.Context) (map[string]rest.Storage, error) {
+func pvStorage(ctx providers.Config) (map[string]rest.Storage, error) {
 	doc := corev1.PersistentVolumeSpec{}.SwaggerDoc()
 	w := registry.Workload[*corev1.PersistentVolume]{
 		GroupVersion: corev1.SchemeGroupVersion, Cluster: true,

@@ -178,7 +178,7 @@ func validateV1(e *corev1.Event) field.ErrorList {
 }
 
 // Storage implements providers.Provider.
-func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
 	st := &registry.Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: true,
 		CreateOnUpdate: true}
 	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList { return validateV1(obj.(*corev1.Event)) }

@@ -83,7 +83,7 @@ func withGeneration(st *registry.Strategy) *registry.Strategy {
 	return st
 }
 
-func strategy(ctx providers.Context, namespaced bool, validate func(runtime.Object) field.ErrorList, meta func(runtime.Object) *metav1.ObjectMeta) *registry.Strategy {
+func strategy(ctx providers.Config, namespaced bool, validate func(runtime.Object) field.ErrorList, meta func(runtime.Object) *metav1.ObjectMeta) *registry.Strategy {
 	st := &registry.Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: namespaced}
 	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
 		errs := apivalidation.ValidateObjectMeta(meta(obj), namespaced, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
@@ -200,7 +200,7 @@ func validateIngressClass(obj runtime.Object) field.ErrorList {
 }
 
 // Storage implements providers.Provider.
-func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
 	out := map[string]rest.Storage{}
 	np, err := registry.NewStore(ctx, registry.StoreConfig{
 		Resource: networkingv1.Resource("networkpolicies"), Singular: "networkpolicy",

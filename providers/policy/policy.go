@@ -51,7 +51,7 @@ func validateIntOrPercent(v *intstr.IntOrString, p *field.Path) field.ErrorList 
 }
 
 // Storage implements providers.Provider.
-func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
 	pdbs := registry.Workload[*policyv1.PodDisruptionBudget]{
 		NameValidation: registry.PathSegmentName,
 		GroupVersion:   policyv1.SchemeGroupVersion,

@@ -163,7 +163,7 @@ type kind[T runtime.Object] struct {
 	columns            []registry.Column
 }
 
-func (k kind[T]) storage(ctx providers.Context) (rest.Storage, error) {
+func (k kind[T]) storage(ctx providers.Config) (rest.Storage, error) {
 	st := &registry.Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: k.namespaced}
 	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
 		o := obj.(T)
@@ -244,7 +244,7 @@ func immutableRoleRef(ref, old rbacv1.RoleRef) field.ErrorList {
 }
 
 // Storage implements providers.Provider.
-func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
 	roles := kind[*rbacv1.Role]{resource: "roles", singular: "role", namespaced: true,
 		newObj: func() runtime.Object { return &rbacv1.Role{} }, newList: func() runtime.Object { return &rbacv1.RoleList{} },
 		meta:     func(r *rbacv1.Role) *metav1.ObjectMeta { return &r.ObjectMeta },

@@ -15,7 +15,7 @@ import (
 // Served is a resource a Group serves: a Kind, or anything that builds its
 // own storage and field selectors.
 type Served interface {
-	Storage(providers.Context) (map[string]rest.Storage, error)
+	Storage(providers.Config) (map[string]rest.Storage, error)
 	// FieldLabels registers the field selectors of the kind.
 	FieldLabels(scheme *runtime.Scheme) error
 }
@@ -57,7 +57,7 @@ func (g Group) Install(scheme *runtime.Scheme) error {
 }
 
 // Storage implements providers.Provider.
-func (g Group) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+func (g Group) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
 	out := map[string]rest.Storage{}
 	for _, s := range g.Served {
 		m, err := s.Storage(ctx)

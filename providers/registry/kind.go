@@ -83,7 +83,7 @@ type Kind[T runtime.Object] struct {
 func PathSegmentName(string, bool) []string { return nil }
 
 // Storage builds the kind's store, and its /status when it has one.
-func (k Kind[T]) Storage(ctx providers.Context) (map[string]rest.Storage, error) {
+func (k Kind[T]) Storage(ctx providers.Config) (map[string]rest.Storage, error) {
 	nameFn := k.NameValidation
 	if nameFn == nil {
 		nameFn = apivalidation.NameIsDNSSubdomain

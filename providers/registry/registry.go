@@ -420,7 +420,7 @@ type StoreConfig struct {
 }
 
 // NewStore completes a generic registry store from cfg.
-func NewStore(ctx providers.Context, cfg StoreConfig) (*Store, error) {
+func NewStore(ctx providers.Config, cfg StoreConfig) (*Store, error) {
 	s := &genericregistry.Store{
 		NewFunc:                   cfg.NewFunc,
 		NewListFunc:               cfg.NewList,

@@ -65,7 +65,7 @@ type Workload[T runtime.Object] struct {
 }
 
 // Storage builds the stores of the kind and its subresources.
-func (w Workload[T]) Storage(ctx providers.Context) (map[string]rest.Storage, error) {
+func (w Workload[T]) Storage(ctx providers.Config) (map[string]rest.Storage, error) {
 	gv := w.GroupVersion
 	namespaced := !w.Cluster
 	st := &Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: namespaced}

@@ -14,8 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/storage/names"
+	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubeembed/apiserver/internal/retry"
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
@@ -27,9 +30,28 @@ const (
 	systemPrefix                 = "system-"
 )
 
-// SystemPriorityClasses are created when a server starts, as
-// kube-apiserver's bootstrap controller does.
-func SystemPriorityClasses() []*schedulingv1.PriorityClass {
+// PostStartHook implements providers.PostStartHookProvider: the system
+// priority classes are created when a server starts, as kube-apiserver's
+// hook of the same name does.
+func (Provider) PostStartHook(providers.Config) (string, genericapiserver.PostStartHookFunc, error) {
+	return "scheduling/bootstrap-system-priority-classes", func(ctx genericapiserver.PostStartHookContext) error {
+		client, err := kubernetes.NewForConfig(ctx.LoopbackClientConfig)
+		if err != nil {
+			return err
+		}
+		for _, pc := range systemPriorityClasses() {
+			if err := retry.Ensure(ctx, func(c context.Context) error {
+				_, err := client.SchedulingV1().PriorityClasses().Create(c, pc, metav1.CreateOptions{})
+				return err
+			}); err != nil {
+				return fmt.Errorf("create priority class %s: %w", pc.Name, err)
+			}
+		}
+		return nil
+	}, nil
+}
+
+func systemPriorityClasses() []*schedulingv1.PriorityClass {
 	return []*schedulingv1.PriorityClass{
 		{ObjectMeta: metav1.ObjectMeta{Name: "system-node-critical"}, Value: SystemCriticalPriority + 1000,
 			Description: "Used for system critical pods that must not be moved from their current node."},
@@ -65,7 +87,7 @@ func validate(pc *schedulingv1.PriorityClass) field.ErrorList {
 	errs := apivalidation.ValidateObjectMeta(&pc.ObjectMeta, false, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
 	if strings.HasPrefix(pc.Name, systemPrefix) {
 		known := false
-		for _, sys := range SystemPriorityClasses() {
+		for _, sys := range systemPriorityClasses() {
 			if sys.Name == pc.Name {
 				known = true
 				if pc.Value != sys.Value {
@@ -84,7 +106,7 @@ func validate(pc *schedulingv1.PriorityClass) field.ErrorList {
 }
 
 // Storage implements providers.Provider.
-func (Provider) Storage(ctx providers.Context) (map[string]map[string]rest.Storage, error) {
+func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
 	st := &registry.Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Generation: true}
 	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
 		return validate(obj.(*schedulingv1.PriorityClass))

@@ -21,7 +21,8 @@ import (
 	"k8s.io/apiserver/pkg/features"
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/value"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
+
+	"github.com/kubeembed/apiserver/internal/globals"
 )
 
 // Messages kube-apiserver's etcd3 store returns for compacted reads; clients
@@ -336,7 +337,7 @@ func (s *store) Delete(ctx context.Context, key string, out runtime.Object, prec
 		return fmt.Errorf("unable to convert output object to pointer: %v", err)
 	}
 	expectCorrupt := opts.ExpectTransformOrDecodeError &&
-		utilfeature.DefaultFeatureGate.Enabled(features.AllowUnsafeMalformedObjectDeletion)
+		globals.Features().Enabled(features.AllowUnsafeMalformedObjectDeletion)
 	current := s.currentState(ctx, k, v, false, expectCorrupt)
 
 	cached := cachedExistingObject
@@ -629,7 +630,7 @@ func (s *store) GetList(ctx context.Context, key string, opts storage.ListOption
 	if err := s.versioner.UpdateList(listObj, uint64(withRev), cont, remaining); err != nil {
 		return err
 	}
-	if utilfeature.DefaultFeatureGate.Enabled(features.ShardedListAndWatch) {
+	if globals.Features().Enabled(features.ShardedListAndWatch) {
 		opts.Predicate.SetShardInfoOnList(listObj)
 	}
 	return nil

@@ -15,8 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/features"
 	"k8s.io/apiserver/pkg/storage"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
+
+	"github.com/kubeembed/apiserver/internal/globals"
 )
 
 const (
@@ -50,7 +51,7 @@ func (s *store) watch(ctx context.Context, key string, rev int64, opts storage.L
 	if opts.ProgressNotify && s.newFunc == nil {
 		return nil, apierrors.NewInternalError(errors.New("progressNotify for watch is unsupported by the memory storage because no newFunc was provided"))
 	}
-	watchList := utilfeature.DefaultFeatureGate.Enabled(features.WatchList)
+	watchList := globals.Features().Enabled(features.WatchList)
 	sendInitial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
 	forceInitial := (opts.SendInitialEvents == nil && rev == 0) || (watchList && sendInitial)
 	endBookmark := watchList && sendInitial && opts.Predicate.AllowWatchBookmarks
@@ -251,7 +252,7 @@ func (w *watcher) transform(ev *event) (*watch.Event, error) {
 		// The previous state carries the revision of the change, so a
 		// DELETED event has the deletion's resourceVersion.
 		if prev, err = w.decode(ev.key, ev.prevValue, ev.rev); err != nil {
-			if ev.deleted && utilfeature.DefaultFeatureGate.Enabled(features.AllowUnsafeMalformedObjectDeletion) {
+			if ev.deleted && globals.Features().Enabled(features.AllowUnsafeMalformedObjectDeletion) {
 				// An object that could not be read was deleted on purpose
 				// (unsafe deletion); say so, as etcd3's watcher does.
 				return nil, &apierrors.StatusError{ErrStatus: metav1.Status{

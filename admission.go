@@ -1,0 +1,123 @@
+package apiserver
+
+import (
+	"fmt"
+
+	noopoteltrace "go.opentelemetry.io/otel/trace/noop"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/initializer"
+	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
+	mutatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
+	validatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	webhookinit "k8s.io/apiserver/pkg/admission/plugin/webhook/initializer"
+	mutatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
+	validatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/util/webhook"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	basecompatibility "k8s.io/component-base/compatibility"
+
+	kubeadmission "github.com/kubeembed/apiserver/internal/admission"
+	"github.com/kubeembed/apiserver/internal/globals"
+)
+
+// newAdmission returns the admission chain in kube-apiserver's order:
+// namespace lifecycle (no objects in missing or terminating namespaces, no
+// deleting the system namespaces), the pod plugins (service account,
+// priority, default tolerations), mutating admission policies and webhooks,
+// then validating admission policies and webhooks. Webhooks are called at
+// their URL (a service reference resolves to its in-cluster DNS name, which
+// a test process cannot reach: give webhooks a URL, as envtest does). The
+// plugins use the informers of inf, and the policy plugins run controllers
+// until inf shuts down.
+func newAdmission(loopback *rest.Config, inf *informerSet, authz authorizer.Authorizer, version basecompatibility.EffectiveVersion) (admission.Interface, error) {
+	client, err := kubernetes.NewForConfig(loopback)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(loopback)
+	if err != nil {
+		return nil, err
+	}
+	nsLifecycle, err := lifecycle.NewLifecycle(sets.New(metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic))
+	if err != nil {
+		return nil, err
+	}
+	mutatingHooks, err := mutatingwebhook.NewMutatingWebhook(nil)
+	if err != nil {
+		return nil, err
+	}
+	validatingHooks, err := validatingwebhook.NewValidatingAdmissionWebhook(nil)
+	if err != nil {
+		return nil, err
+	}
+	// Policies find the kinds of their parameters through discovery, which
+	// is reset as CRDs come and go.
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))
+	inits := admission.PluginInitializers{
+		initializer.New(client, dyn, inf.kube, authz, globals.Features(), version, inf.done(), mapper),
+		webhookinit.NewPluginInitializer(
+			webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, loopback, noopoteltrace.NewTracerProvider()),
+			webhook.NewDefaultServiceResolver()),
+	}
+	for _, p := range []admission.Interface{nsLifecycle, mutatingHooks, validatingHooks} {
+		if err := initialize(inits, p); err != nil {
+			return nil, fmt.Errorf("admission plugin %T: %w", p, err)
+		}
+	}
+	mutatingPolicies, validatingPolicies := policyPlugins(inits, inf)
+	return admission.NewChainHandler(nsLifecycle, kubeadmission.NewPods(client),
+		mutatingPolicies, mutatingHooks, validatingPolicies, validatingHooks), nil
+}
+
+func initialize(inits admission.PluginInitializers, p admission.Interface) error {
+	inits.Initialize(p)
+	return admission.ValidateInitialization(p)
+}
+
+// policyPlugins returns the mutating and validating admission policy
+// plugins, each built when the first policy of its kind exists
+// (internal/admission.WhenAny): building them starts controllers and
+// informers every request would otherwise pay for at start-up. The
+// webhook and policy plugins refuse requests until their configurations'
+// informers have synced, so readiness waits for those.
+func policyPlugins(inits admission.PluginInitializers, inf *informerSet) (mutating, validating admission.Interface) {
+	v1 := inf.kube.Admissionregistration().V1()
+	inf.need(v1.MutatingWebhookConfigurations().Informer().HasSynced,
+		v1.ValidatingWebhookConfigurations().Informer().HasSynced,
+		v1.ValidatingAdmissionPolicies().Informer().HasSynced,
+		v1.MutatingAdmissionPolicies().Informer().HasSynced,
+		inf.kube.Core().V1().Namespaces().Informer().HasSynced) // namespace lifecycle's
+	lazily := func(newPlugin func() (admission.Interface, error), lister func() (int, error)) admission.Interface {
+		return kubeadmission.WhenAny(func() (admission.Interface, error) {
+			p, err := newPlugin()
+			if err != nil {
+				return nil, err
+			}
+			if err := initialize(inits, p); err != nil {
+				return nil, err
+			}
+			inf.start() // the informers the plugin asked for
+			return p, nil
+		}, func() bool {
+			n, err := lister()
+			return err != nil || n > 0
+		})
+	}
+	mutating = lazily(func() (admission.Interface, error) { return mutatingpolicy.NewPlugin(nil) }, func() (int, error) {
+		l, err := v1.MutatingAdmissionPolicies().Lister().List(labels.Everything())
+		return len(l), err
+	})
+	validating = lazily(func() (admission.Interface, error) { return validatingpolicy.NewPlugin(nil) }, func() (int, error) {
+		l, err := v1.ValidatingAdmissionPolicies().Lister().List(labels.Everything())
+		return len(l), err
+	})
+	return mutating, validating
+}

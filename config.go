@@ -1,0 +1,131 @@
+package apiserver
+
+import (
+	"errors"
+	"fmt"
+	"net"
+
+	"go.uber.org/zap"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/storage"
+	"github.com/kubeembed/apiserver/storage/memory"
+)
+
+// Options configures a Server. The zero value gives a server on a random
+// loopback port with in-memory storage and the built-in API groups. New
+// copies Options and never writes to it.
+type Options struct {
+	// Logger receives the server's logs, and those of the Kubernetes
+	// libraries that log through a context. Default: no logging.
+	Logger *zap.Logger
+
+	// BindAddress is the IP address to listen on. Default "127.0.0.1".
+	BindAddress string
+	// Port is the TCP port to listen on. Default 0: a free port chosen by the
+	// kernel, so that servers never race for ports.
+	Port int
+
+	// Storage is the storage backend. Default: a new memory.Backend owned by
+	// the server and closed by Close. A Storage passed here is not closed.
+	Storage storage.Backend
+
+	// Providers are API groups served in addition to the built-in ones. A
+	// provider for a group that is already served is an error.
+	Providers []providers.Provider
+
+	// CRDs are installed, Established and served before Start returns.
+	CRDs []*apiextensionsv1.CustomResourceDefinition
+	// CRDPaths are files or directories of YAML or JSON CRDs (multi-document,
+	// as controller-gen writes them) installed like CRDs.
+	CRDPaths []string
+
+	// AdminToken is the bearer token of an admin in system:masters. Default:
+	// a random token.
+	AdminToken string
+
+	// KeepKlogLogger leaves klog's process-wide logger alone. By default the
+	// first New of a process points it at a logger that prints only errors
+	// to stderr: the Kubernetes libraries log through klog where they have
+	// no contextual logger, and their info logs would flood test output.
+	// Set it when the program configures klog itself.
+	KeepKlogLogger bool
+}
+
+// completedOptions is Options with every default filled in and every CRD
+// file read: New builds only from it, so the compiler proves that defaults
+// were applied.
+type completedOptions struct {
+	log  *zap.Logger
+	host string
+	port int
+	// storage is Options.Storage or a memory backend the server owns.
+	storage     storage.Backend
+	ownsStorage bool
+	// providers are the built-in providers, then Options.Providers.
+	providers []providers.Provider
+	crds      []*apiextensionsv1.CustomResourceDefinition
+	token     string
+	keepKlog  bool
+}
+
+// complete validates o, reporting every problem at once, and fills in its
+// defaults. The memory backend it may create is closed by whoever fails
+// after it.
+func (o Options) complete() (completedOptions, error) {
+	crds, err := o.validate()
+	if err != nil {
+		return completedOptions{}, err
+	}
+	c := completedOptions{
+		log: o.Logger, host: o.BindAddress, port: o.Port, storage: o.Storage,
+		providers: append(builtinProviders(), o.Providers...),
+		crds:      crds, token: o.AdminToken, keepKlog: o.KeepKlogLogger,
+	}
+	if c.log == nil {
+		c.log = zap.NewNop()
+	}
+	if c.host == "" {
+		c.host = "127.0.0.1"
+	}
+	if c.token == "" {
+		c.token = randomToken()
+	}
+	if c.storage == nil {
+		c.storage, c.ownsStorage = memory.NewBackend(memory.Options{}), true
+	}
+	return c, nil
+}
+
+func (o Options) validate() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var errs []error
+	if o.Port < 0 || o.Port > 65535 {
+		errs = append(errs, fmt.Errorf("options: Port %d is not a TCP port (0-65535)", o.Port))
+	}
+	if o.BindAddress != "" && net.ParseIP(o.BindAddress) == nil {
+		errs = append(errs, fmt.Errorf("options: BindAddress %q is not an IP address", o.BindAddress))
+	}
+	seen := map[string]bool{}
+	for _, p := range builtinProviders() {
+		seen[p.GroupName()] = true
+	}
+	for i, p := range o.Providers {
+		if p == nil {
+			errs = append(errs, fmt.Errorf("options: Providers[%d] is nil", i))
+			continue
+		}
+		if seen[p.GroupName()] {
+			errs = append(errs, fmt.Errorf("options: Providers[%d] serves group %q, which is already served", i, p.GroupName()))
+		}
+		seen[p.GroupName()] = true
+	}
+	crds, err := loadCRDs(o.CRDs, o.CRDPaths)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return crds, nil
+}

@@ -1,0 +1,41 @@
+// Package retry retries the server's calls to itself while it starts: the
+// first calls of post-start hooks and of Start may race the server's own
+// start-up (handlers not installed yet, informers not synced).
+package retry
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// Until calls f until it succeeds or ctx ends, backing off from 1 ms to
+// 50 ms; the error then names ctx's error and f's last.
+func Until(ctx context.Context, f func(context.Context) error) error {
+	delay := time.Millisecond
+	for {
+		err := f(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 50*time.Millisecond)
+	}
+}
+
+// Ensure is Until for a create that may find its object already there,
+// which counts as success.
+func Ensure(ctx context.Context, create func(context.Context) error) error {
+	return Until(ctx, func(ctx context.Context) error {
+		if err := create(ctx); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		return nil
+	})
+}

@@ -1,0 +1,56 @@
+// Package storage is the seam between a kubeembed server and where its
+// objects live. A Backend plays the role of one etcd cluster: the server asks
+// it for one store per resource (pods, deployments, each CRD's custom
+// resources...), each a k8s.io/apiserver storage.Interface, the interface the
+// generic registry, apiextensions and the aggregator already store through.
+//
+// storage/memory is the default backend. Another backend (etcd, say) is a
+// sibling package implementing Backend; nothing above this seam knows which
+// backend it talks to.
+package storage
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8sstorage "k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/value"
+)
+
+// Backend creates the store of each resource a server serves. Its stores
+// share one revision counter, as an etcd cluster's keys do: resourceVersions
+// are revisions, read and written by storage.APIObjectVersioner.
+//
+// A Backend must be safe for concurrent use; the server calls Store while it
+// is being built and never after Start.
+type Backend interface {
+	// Store returns the storage of one resource. Objects are stored as the
+	// bytes Codec and Transformer produce, under
+	// Prefix + ResourcePrefix + "/" [+ namespace + "/"] + name.
+	Store(ResourceConfig) (k8sstorage.Interface, error)
+	// Close releases the backend and ends the watches of its stores. The
+	// server closes a backend only if it created it.
+	Close() error
+}
+
+// ResourceConfig is what a Backend is told about one resource.
+type ResourceConfig struct {
+	// GroupResource names the resource ("deployments.apps"), in errors.
+	GroupResource schema.GroupResource
+	// Codec encodes objects into stored bytes and decodes them back.
+	Codec runtime.Codec
+	// Transformer transforms stored bytes (encryption at rest); nil for
+	// none.
+	Transformer value.Transformer
+	// Prefix is the server's key prefix, kube-apiserver's --etcd-prefix
+	// ("/registry").
+	Prefix string
+	// ResourcePrefix is the resource's keys' prefix below Prefix, such as
+	// "/pods" or "/apps/deployments".
+	ResourcePrefix string
+	// NewFunc and NewListFunc return an empty object and list of the
+	// resource, for decoding and watch bookmarks.
+	NewFunc, NewListFunc func() runtime.Object
+	// AttrFunc returns an object's labels and selectable fields, for a
+	// backend that filters or caches (a watch cache) by them.
+	AttrFunc k8sstorage.AttrFunc
+}

@@ -1,0 +1,233 @@
+package apiserver
+
+// The configuration every tier shares, and the apiextensions and aggregator
+// tiers' own (the core tier's is in core.go).
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	noopoteltrace "go.opentelemetry.io/otel/trace/noop"
+	apiextensionsv1beta1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1beta1"
+	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	apimachineryversion "k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	discoveryaggregated "k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
+	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
+	"k8s.io/apiserver/pkg/registry/generic"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	serverstorage "k8s.io/apiserver/pkg/server/storage"
+	"k8s.io/apiserver/pkg/util/webhook"
+	"k8s.io/client-go/rest"
+	basecompatibility "k8s.io/component-base/compatibility"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	apiregistrationv1beta1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1beta1"
+	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
+	aggregatorscheme "k8s.io/kube-aggregator/pkg/apiserver/scheme"
+	openapicommon "k8s.io/kube-openapi/pkg/common"
+
+	"github.com/kubeembed/apiserver/internal/globals"
+	"github.com/kubeembed/apiserver/internal/inproc"
+	"github.com/kubeembed/apiserver/internal/version"
+	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/storage"
+)
+
+// tierConfig is what the three tiers' configurations have in common, built
+// once, as kube-apiserver builds one generic configuration and copies it
+// into each tier.
+type tierConfig struct {
+	serving   *genericapiserver.SecureServingInfo
+	loopback  *rest.Config
+	authn     authenticator.Request
+	authz     authorizer.Authorizer
+	admission admission.Interface
+	version   basecompatibility.EffectiveVersion
+	external  string
+	informers *informerSet
+	storage   storage.Backend
+	openAPI   *openapicommon.OpenAPIV3Config
+	// discovery is the aggregated discovery (/apis) of all tiers: each adds
+	// its groups, the aggregator serves them, as in kube-apiserver.
+	discovery discoveryaggregated.ResourceManager
+
+	providers []providers.Provider
+	scheme    *runtime.Scheme // the core tier's: every provider installed
+	// openAPIKey names the providers, which determine the OpenAPI
+	// documents (see internal/openapi.Shared).
+	openAPIKey string
+}
+
+// newTierConfig builds the shared configuration: certificates, the
+// in-process loopback, the informers, authentication, admission, OpenAPI.
+func (s *Server) newTierConfig() (*tierConfig, error) {
+	serving, err := s.servingInfo()
+	if err != nil {
+		return nil, err
+	}
+	loopback := s.loopbackConfig()
+	if s.informers, err = newInformerSet(loopback, s.log); err != nil {
+		return nil, err
+	}
+	scheme, err := coreScheme(s.opts.providers)
+	if err != nil {
+		return nil, err
+	}
+	tc := &tierConfig{
+		serving: serving, loopback: loopback,
+		authn: s.authenticator(), authz: authorizerFunc(authorize),
+		version:   effectiveVersion(),
+		external:  strings.TrimPrefix(s.url, "https://"),
+		informers: s.informers, storage: s.opts.storage,
+		discovery: newDiscoveryManager(),
+		providers: s.opts.providers, scheme: scheme,
+		openAPIKey: providersKey(s.opts.providers),
+	}
+	// One OpenAPI configuration for the three tiers, as kube-apiserver
+	// shares it: building its definitions is 8.7 MB of allocation.
+	tc.openAPI = genericapiserver.DefaultOpenAPIV3Config(withProviderDefinitions(s.opts.providers),
+		openapinamer.NewDefinitionNamer(scheme, apiextensionsapiserver.Scheme, aggregatorscheme.Scheme))
+	tc.openAPI.Info.Title = "Kubernetes"
+	if tc.admission, err = newAdmission(loopback, s.informers, tc.authz, tc.version); err != nil {
+		return nil, err
+	}
+	return tc, nil
+}
+
+// servingInfo serves TLS on the server's listener with a certificate of the
+// process CA, and trusts client certificates it signed.
+func (s *Server) servingInfo() (*genericapiserver.SecureServingInfo, error) {
+	serving, err := s.ca.Serving("127.0.0.1", "::1", "localhost", s.opts.host)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := dynamiccertificates.NewStaticCertKeyContent("serving-cert", serving.CertPEM, serving.KeyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("serving certificate: %w", err)
+	}
+	clientCA, err := dynamiccertificates.NewStaticCAContent("client-ca", s.ca.CertPEM)
+	if err != nil {
+		return nil, fmt.Errorf("client CA: %w", err)
+	}
+	return &genericapiserver.SecureServingInfo{Listener: s.listener, Cert: cert, ClientCA: clientCA}, nil
+}
+
+// loopbackConfig is the configuration of the server's own clients: they
+// call its handler chain in process (internal/inproc), with a token only
+// the server knows.
+func (s *Server) loopbackConfig() *rest.Config {
+	s.loopback = &inproc.Transport{}
+	return &rest.Config{
+		Host:        s.url,
+		BearerToken: randomToken(),
+		Transport:   s.loopback,
+		QPS:         -1,
+		ContentConfig: rest.ContentConfig{
+			ContentType:        runtime.ContentTypeProtobuf,
+			AcceptContentTypes: runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON,
+		},
+	}
+}
+
+// effectiveVersion is the version the tiers serve and report at /version:
+// the Kubernetes release of the staging modules kubeembed is built with.
+func effectiveVersion() basecompatibility.EffectiveVersion {
+	return reportedVersion{globals.EffectiveVersion(version.Kubernetes())}
+}
+
+// reportedVersion answers /version with internal/version.Info. The
+// library's own answer reads k8s.io/component-base/version, which only
+// linker flags set: unset, it is "v0.0.0-master+$Format:%H$", which kubectl
+// cannot parse.
+type reportedVersion struct {
+	basecompatibility.EffectiveVersion
+}
+
+func (reportedVersion) Info() *apimachineryversion.Info {
+	v := version.Info()
+	return &v
+}
+
+// genericConfig returns a tier's generic configuration: shared serving,
+// authentication, authorization and admission; no priority and fairness, no
+// metrics or profiling endpoints (their registries are process-wide).
+func (tc *tierConfig) genericConfig(codecs serializer.CodecFactory, getter generic.RESTOptionsGetter, resources *serverstorage.ResourceConfig) *genericapiserver.RecommendedConfig {
+	c := genericapiserver.NewRecommendedConfig(codecs)
+	c.SecureServing = tc.serving
+	c.LoopbackClientConfig = rest.CopyConfig(tc.loopback)
+	c.ClientConfig = c.LoopbackClientConfig
+	c.Authentication.Authenticator = tc.authn
+	c.Authorization.Authorizer = tc.authz
+	c.AdmissionControl = tc.admission
+	c.EffectiveVersion = tc.version
+	c.ExternalAddress = tc.external
+	c.SharedInformerFactory = tc.informers.kube
+	c.RESTOptionsGetter = getter
+	c.MergedResourceConfig = resources
+	c.FlowControl = nil
+	c.EnableMetrics = false
+	c.EnableProfiling = false
+	c.EnableIndex = false
+	c.ShutdownDelayDuration = 0
+	c.ShutdownWatchTerminationGracePeriod = 0
+	c.AggregatedDiscoveryGroupManager = tc.discovery
+	c.OpenAPIV3Config = tc.openAPI
+	return c
+}
+
+// extensionsConfig is the apiextensions tier's configuration: CRDs and the
+// custom resources they define.
+func (tc *tierConfig) extensionsConfig() *apiextensionsapiserver.Config {
+	codecs := apiextensionsapiserver.Codecs
+	getter := simpleGetter(tc.storage, codecs.LegacyCodec(apiextensionsv1beta1.SchemeGroupVersion),
+		runtime.NewMultiGroupVersioner(apiextensionsv1beta1.SchemeGroupVersion, schema.GroupKind{Group: apiextensionsv1beta1.GroupName}))
+	return &apiextensionsapiserver.Config{
+		GenericConfig: tc.genericConfig(codecs, getter, apiextensionsapiserver.DefaultAPIResourceConfigSource()),
+		ExtraConfig: apiextensionsapiserver.ExtraConfig{
+			CRDRESTOptionsGetter: simpleGetter(tc.storage, customResourceCodec(), nil),
+			MasterCount:          1,
+			ServiceResolver:      webhook.NewDefaultServiceResolver(),
+			AuthResolverWrapper:  webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, tc.loopback, noopoteltrace.NewTracerProvider()),
+		},
+	}
+}
+
+// aggregatorConfig is the aggregator tier's configuration: APIServices, the
+// merged discovery and OpenAPI of the tiers behind it. track wraps its
+// handler chain, the outermost of the server.
+func (tc *tierConfig) aggregatorConfig(track func(http.Handler) http.Handler) *aggregatorapiserver.Config {
+	codecs := aggregatorscheme.Codecs
+	getter := simpleGetter(tc.storage, codecs.LegacyCodec(apiregistrationv1.SchemeGroupVersion, apiregistrationv1beta1.SchemeGroupVersion),
+		runtime.NewMultiGroupVersioner(apiregistrationv1.SchemeGroupVersion, schema.GroupKind{Group: apiregistrationv1beta1.GroupName}))
+	gc := tc.genericConfig(codecs, getter, aggregatorapiserver.DefaultAPIResourceConfigSource())
+	// The aggregator serves /openapi/v3 merged from every tier itself.
+	gc.SkipOpenAPIInstallation = true
+	gc.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
+		return track(genericapiserver.DefaultBuildHandlerChain(h, c))
+	}
+	return &aggregatorapiserver.Config{
+		GenericConfig: gc,
+		ExtraConfig: aggregatorapiserver.ExtraConfig{
+			ServiceResolver: noServices{},
+			// Aggregated API servers behind Services are not supported yet;
+			// its informers would watch Services the core tier does not serve.
+			DisableRemoteAvailableConditionController: true,
+		},
+	}
+}
+
+// noServices resolves no Service: kubeembed serves no aggregated API servers
+// behind Services yet.
+type noServices struct{}
+
+func (noServices) ResolveEndpoint(namespace, name string, port int32) (*url.URL, error) {
+	return nil, fmt.Errorf("service %s/%s:%d: aggregated API servers behind services are not supported", namespace, name, port)
+}
