@@ -41,8 +41,8 @@ func (storageVersions) GroupName() string { return storageVersionGroup.GroupName
 func (storageVersions) Install(scheme *runtime.Scheme) error {
 	return storageVersionGroup.Install(scheme)
 }
-func (storageVersions) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
-	return storageVersionGroup.Storage(ctx)
+func (storageVersions) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
+	return storageVersionGroup.Storage(cfg)
 }
 
 // OpenAPIDefinitions implements providers.OpenAPIProvider: these types are

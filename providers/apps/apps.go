@@ -16,7 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeembed/apiserver/providers"
-	"github.com/kubeembed/apiserver/providers/core"
+	"github.com/kubeembed/apiserver/providers/internal/podspec"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -26,29 +26,31 @@ type Provider struct{}
 var _ providers.Provider = Provider{}
 
 // GroupName implements providers.Provider.
-func (Provider) GroupName() string { return appsv1.GroupName }
+func (Provider) GroupName() string { return group.GroupName() }
 
 // Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error {
-	if err := appsv1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := providers.AddInternalVersion(scheme, appsv1.SchemeGroupVersion); err != nil {
-		return err
-	}
+func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
+
+// Storage implements providers.Provider.
+func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
+	return group.Storage(cfg)
+}
+
+var group = registry.Group{
+	GroupVersion: appsv1.SchemeGroupVersion, AddToScheme: appsv1.AddToScheme,
+	Defaults: map[runtime.Object]func(any){
+		&appsv1.Deployment{}:  func(obj any) { defaultDeployment(obj.(*appsv1.Deployment)) },
+		&appsv1.ReplicaSet{}:  func(obj any) { defaultReplicaSet(obj.(*appsv1.ReplicaSet)) },
+		&appsv1.StatefulSet{}: func(obj any) { defaultStatefulSet(obj.(*appsv1.StatefulSet)) },
+		&appsv1.DaemonSet{}:   func(obj any) { defaultDaemonSet(obj.(*appsv1.DaemonSet)) },
+	},
 	// The scale subresource speaks autoscaling/v1 Scale; only Scale, so that
 	// the autoscaling provider owns the group's other kinds.
-	registry.AddScale(scheme)
-	scheme.AddTypeDefaultingFunc(&appsv1.Deployment{}, func(obj any) { defaultDeployment(obj.(*appsv1.Deployment)) })
-	scheme.AddTypeDefaultingFunc(&appsv1.ReplicaSet{}, func(obj any) { defaultReplicaSet(obj.(*appsv1.ReplicaSet)) })
-	scheme.AddTypeDefaultingFunc(&appsv1.StatefulSet{}, func(obj any) { defaultStatefulSet(obj.(*appsv1.StatefulSet)) })
-	scheme.AddTypeDefaultingFunc(&appsv1.DaemonSet{}, func(obj any) { defaultDaemonSet(obj.(*appsv1.DaemonSet)) })
-	for _, kind := range []string{"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "ControllerRevision"} {
-		if err := registry.FieldLabelConversion(scheme, appsv1.SchemeGroupVersion.WithKind(kind), true); err != nil {
-			return err
-		}
-	}
-	return scheme.SetVersionPriority(appsv1.SchemeGroupVersion)
+	Register: func(scheme *runtime.Scheme) error {
+		registry.AddScale(scheme)
+		return nil
+	},
+	Served: []registry.Served{deployments, replicaSets, statefulSets, daemonSets, controllerRevisions},
 }
 
 func defaultDeployment(d *appsv1.Deployment) {
@@ -82,53 +84,25 @@ func defaultDeployment(d *appsv1.Deployment) {
 		v := int32(600)
 		d.Spec.ProgressDeadlineSeconds = &v
 	}
-	core.DefaultPodTemplateSpec(&d.Spec.Template)
+	podspec.DefaultTemplate(&d.Spec.Template)
 }
 
-// Storage implements providers.Provider.
-func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
-	out := map[string]rest.Storage{}
-	for name, build := range map[string]func(providers.Config) (map[string]rest.Storage, error){
-		"deployments":         deployments.Storage,
-		"replicasets":         replicaSets.Storage,
-		"statefulsets":        statefulSets.Storage,
-		"daemonsets":          daemonSets.Storage,
-		"controllerrevisions": controllerRevisionStorage,
-	} {
-		m, err := build(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		for k, v := range m {
-			out[k] = v
-		}
-	}
-	return map[string]map[string]rest.Storage{"v1": out}, nil
-}
-
-var deployments = registry.Workload[*appsv1.Deployment]{
+var deployments = registry.Kind[*appsv1.Deployment]{
+	Status: true, NoAge: true, Namespaced: true,
 	GroupVersion: appsv1.SchemeGroupVersion, Categories: []string{"all"},
 	Resource: "deployments", Singular: "deployment", ShortNames: []string{"deploy"},
 	NewObj:  func() runtime.Object { return &appsv1.Deployment{} },
 	NewList: func() runtime.Object { return &appsv1.DeploymentList{} },
-	Meta:    func(d *appsv1.Deployment) *metav1.ObjectMeta { return &d.ObjectMeta },
 	// A change of annotations is a new generation too (kube-apiserver's
 	// deployment strategy; rollbacks were requested by annotation).
-	Spec: func(d *appsv1.Deployment) any { return []any{d.Spec, d.Annotations} },
-	ResetStatus: func(d, old *appsv1.Deployment) {
-		d.Status = appsv1.DeploymentStatus{}
-		if old != nil {
-			d.Status = old.Status
-		}
-	},
-	ResetSpec: func(d, old *appsv1.Deployment) { d.Spec = old.Spec },
+	GenerationOf: func(d *appsv1.Deployment) any { return []any{d.Spec, d.Annotations} },
 	Validate: func(d *appsv1.Deployment) field.ErrorList {
 		return validateDeploymentSpec(&d.Spec, field.NewPath("spec"))
 	},
 	ValidateUpdate: func(d, old *appsv1.Deployment) field.ErrorList {
 		return apivalidation.ValidateImmutableField(d.Spec.Selector, old.Spec.Selector, field.NewPath("spec", "selector"))
 	},
-	ValidateStatus: func(d *appsv1.Deployment) field.ErrorList {
+	ValidateStatus: func(d, _ *appsv1.Deployment) field.ErrorList {
 		s := d.Status
 		return registry.NonNegative(field.NewPath("status"), registry.N("replicas", s.Replicas), registry.N("updatedReplicas", s.UpdatedReplicas), registry.N("readyReplicas", s.ReadyReplicas), registry.N("availableReplicas", s.AvailableReplicas), registry.N("unavailableReplicas", s.UnavailableReplicas))
 	},
@@ -141,7 +115,7 @@ var deployments = registry.Workload[*appsv1.Deployment]{
 		registry.ColumnOf("Available", "string", appsv1.DeploymentStatus{}.SwaggerDoc()["availableReplicas"], 0,
 			func(d *appsv1.Deployment) any { return int64(d.Status.AvailableReplicas) }),
 		registry.AgeColumn(),
-	}, append(registry.TemplateColumns(func(d *appsv1.Deployment) *corev1.PodTemplateSpec { return &d.Spec.Template }),
+	}, append(registry.TemplateColumns(1, func(d *appsv1.Deployment) *corev1.PodTemplateSpec { return &d.Spec.Template }),
 		registry.SelectorColumn(appsv1.DeploymentSpec{}.SwaggerDoc()["selector"], func(d *appsv1.Deployment) *metav1.LabelSelector { return d.Spec.Selector }))...),
 	Scale: &registry.ScaleAccess{
 		Replicas:       func(o runtime.Object) int32 { return ptrOr(o.(*appsv1.Deployment).Spec.Replicas, 0) },

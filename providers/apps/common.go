@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/kubeembed/apiserver/providers/core"
+	"github.com/kubeembed/apiserver/providers/internal/podspec"
 )
 
 // validateSelectorAndTemplate checks what every apps/v1 workload requires of
@@ -29,7 +29,7 @@ func validateSelectorAndTemplate(selector *metav1.LabelSelector, template *corev
 			errs = append(errs, field.Invalid(p.Child("template", "metadata", "labels"), template.Labels, "`selector` does not match template `labels`"))
 		}
 	}
-	errs = append(errs, core.ValidatePodTemplateSpec(template, p.Child("template"))...)
+	errs = append(errs, podspec.ValidateTemplate(template, p.Child("template"))...)
 	if template.Spec.RestartPolicy != "" && template.Spec.RestartPolicy != corev1.RestartPolicyAlways {
 		errs = append(errs, field.NotSupported(p.Child("template", "spec", "restartPolicy"), template.Spec.RestartPolicy, []string{string(corev1.RestartPolicyAlways)}))
 	}

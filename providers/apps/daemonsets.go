@@ -1,6 +1,7 @@
 package apps
 
 import (
+	"context"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/kubeembed/apiserver/providers/core"
+	"github.com/kubeembed/apiserver/providers/internal/podspec"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -52,24 +53,17 @@ func defaultDaemonSet(d *appsv1.DaemonSet) {
 		ten := int32(10)
 		d.Spec.RevisionHistoryLimit = &ten
 	}
-	core.DefaultPodTemplateSpec(&d.Spec.Template)
+	podspec.DefaultTemplate(&d.Spec.Template)
 }
 
-var daemonSets = registry.Workload[*appsv1.DaemonSet]{
+var daemonSets = registry.Kind[*appsv1.DaemonSet]{
+	Status: true, NoAge: true, Namespaced: true,
 	GroupVersion: appsv1.SchemeGroupVersion, Categories: []string{"all"},
 	Resource: "daemonsets", Singular: "daemonset", ShortNames: []string{"ds"},
-	NewObj:  func() runtime.Object { return &appsv1.DaemonSet{} },
-	NewList: func() runtime.Object { return &appsv1.DaemonSetList{} },
-	Meta:    func(d *appsv1.DaemonSet) *metav1.ObjectMeta { return &d.ObjectMeta },
-	Spec:    func(d *appsv1.DaemonSet) any { return d.Spec },
-	ResetStatus: func(d, old *appsv1.DaemonSet) {
-		d.Status = appsv1.DaemonSetStatus{}
-		if old != nil {
-			d.Status = old.Status
-		}
-	},
-	ResetSpec: func(d, old *appsv1.DaemonSet) { d.Spec = old.Spec },
-	PrepareCreate: func(d *appsv1.DaemonSet) {
+	NewObj:       func() runtime.Object { return &appsv1.DaemonSet{} },
+	NewList:      func() runtime.Object { return &appsv1.DaemonSetList{} },
+	GenerationOf: func(d *appsv1.DaemonSet) any { return d.Spec },
+	PrepareCreate: func(_ context.Context, d *appsv1.DaemonSet) {
 		if d.Annotations == nil {
 			d.Annotations = map[string]string{}
 		}
@@ -103,7 +97,7 @@ var daemonSets = registry.Workload[*appsv1.DaemonSet]{
 	ValidateUpdate: func(d, old *appsv1.DaemonSet) field.ErrorList {
 		return apivalidation.ValidateImmutableField(d.Spec.Selector, old.Spec.Selector, field.NewPath("spec", "selector"))
 	},
-	ValidateStatus: func(d *appsv1.DaemonSet) field.ErrorList {
+	ValidateStatus: func(d, _ *appsv1.DaemonSet) field.ErrorList {
 		s := d.Status
 		return registry.NonNegative(field.NewPath("status"), registry.N("currentNumberScheduled", s.CurrentNumberScheduled), registry.N("numberMisscheduled", s.NumberMisscheduled), registry.N("desiredNumberScheduled", s.DesiredNumberScheduled), registry.N("numberReady", s.NumberReady), registry.N("updatedNumberScheduled", s.UpdatedNumberScheduled), registry.N("numberAvailable", s.NumberAvailable), registry.N("numberUnavailable", s.NumberUnavailable))
 	},
@@ -121,6 +115,6 @@ var daemonSets = registry.Workload[*appsv1.DaemonSet]{
 			return sel
 		}),
 		registry.AgeColumn(),
-	}, append(registry.TemplateColumns(func(d *appsv1.DaemonSet) *corev1.PodTemplateSpec { return &d.Spec.Template }),
+	}, append(registry.TemplateColumns(1, func(d *appsv1.DaemonSet) *corev1.PodTemplateSpec { return &d.Spec.Template }),
 		registry.SelectorColumn(appsv1.DaemonSetSpec{}.SwaggerDoc()["selector"], func(d *appsv1.DaemonSet) *metav1.LabelSelector { return d.Spec.Selector }))...),
 }

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/kubeembed/apiserver/providers/core"
+	"github.com/kubeembed/apiserver/providers/internal/podspec"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -17,23 +17,16 @@ func defaultReplicaSet(rs *appsv1.ReplicaSet) {
 		one := int32(1)
 		rs.Spec.Replicas = &one
 	}
-	core.DefaultPodTemplateSpec(&rs.Spec.Template)
+	podspec.DefaultTemplate(&rs.Spec.Template)
 }
 
-var replicaSets = registry.Workload[*appsv1.ReplicaSet]{
+var replicaSets = registry.Kind[*appsv1.ReplicaSet]{
+	Status: true, NoAge: true, Namespaced: true,
 	GroupVersion: appsv1.SchemeGroupVersion, Categories: []string{"all"},
 	Resource: "replicasets", Singular: "replicaset", ShortNames: []string{"rs"},
-	NewObj:  func() runtime.Object { return &appsv1.ReplicaSet{} },
-	NewList: func() runtime.Object { return &appsv1.ReplicaSetList{} },
-	Meta:    func(rs *appsv1.ReplicaSet) *metav1.ObjectMeta { return &rs.ObjectMeta },
-	Spec:    func(rs *appsv1.ReplicaSet) any { return rs.Spec },
-	ResetStatus: func(rs, old *appsv1.ReplicaSet) {
-		rs.Status = appsv1.ReplicaSetStatus{}
-		if old != nil {
-			rs.Status = old.Status
-		}
-	},
-	ResetSpec: func(rs, old *appsv1.ReplicaSet) { rs.Spec = old.Spec },
+	NewObj:       func() runtime.Object { return &appsv1.ReplicaSet{} },
+	NewList:      func() runtime.Object { return &appsv1.ReplicaSetList{} },
+	GenerationOf: func(rs *appsv1.ReplicaSet) any { return rs.Spec },
 	Validate: func(rs *appsv1.ReplicaSet) field.ErrorList {
 		p := field.NewPath("spec")
 		errs := registry.NonNegative(p, registry.N("replicas", ptrOr(rs.Spec.Replicas, 0)), registry.N("minReadySeconds", rs.Spec.MinReadySeconds))
@@ -42,7 +35,7 @@ var replicaSets = registry.Workload[*appsv1.ReplicaSet]{
 	ValidateUpdate: func(rs, old *appsv1.ReplicaSet) field.ErrorList {
 		return apivalidation.ValidateImmutableField(rs.Spec.Selector, old.Spec.Selector, field.NewPath("spec", "selector"))
 	},
-	ValidateStatus: func(rs *appsv1.ReplicaSet) field.ErrorList {
+	ValidateStatus: func(rs, _ *appsv1.ReplicaSet) field.ErrorList {
 		s := rs.Status
 		p := field.NewPath("status")
 		errs := registry.NonNegative(p, registry.N("replicas", s.Replicas), registry.N("fullyLabeledReplicas", s.FullyLabeledReplicas),
@@ -63,7 +56,7 @@ var replicaSets = registry.Workload[*appsv1.ReplicaSet]{
 		registry.ColumnOf("Current", "integer", appsv1.ReplicaSetStatus{}.SwaggerDoc()["replicas"], 0, func(rs *appsv1.ReplicaSet) any { return int64(rs.Status.Replicas) }),
 		registry.ColumnOf("Ready", "integer", appsv1.ReplicaSetStatus{}.SwaggerDoc()["readyReplicas"], 0, func(rs *appsv1.ReplicaSet) any { return int64(rs.Status.ReadyReplicas) }),
 		registry.AgeColumn(),
-	}, append(registry.TemplateColumns(func(rs *appsv1.ReplicaSet) *corev1.PodTemplateSpec { return &rs.Spec.Template }),
+	}, append(registry.TemplateColumns(1, func(rs *appsv1.ReplicaSet) *corev1.PodTemplateSpec { return &rs.Spec.Template }),
 		registry.SelectorColumn(appsv1.ReplicaSetSpec{}.SwaggerDoc()["selector"], func(rs *appsv1.ReplicaSet) *metav1.LabelSelector { return rs.Spec.Selector }))...),
 	Scale: &registry.ScaleAccess{
 		Replicas:       func(o runtime.Object) int32 { return ptrOr(o.(*appsv1.ReplicaSet).Spec.Replicas, 0) },

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/kubeembed/apiserver/providers/core"
+	"github.com/kubeembed/apiserver/providers/internal/podspec"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -73,25 +73,18 @@ func defaultStatefulSet(s *appsv1.StatefulSet) {
 			pvc.Status.Phase = corev1.ClaimPending
 		}
 	}
-	core.DefaultPodTemplateSpec(&s.Spec.Template)
+	podspec.DefaultTemplate(&s.Spec.Template)
 }
 
-var statefulSets = registry.Workload[*appsv1.StatefulSet]{
+var statefulSets = registry.Kind[*appsv1.StatefulSet]{
+	Status: true, NoAge: true, Namespaced: true,
 	// A StatefulSet's name is in its pods' hostnames: a DNS label.
 	NameValidation: apivalidation.NameIsDNSLabel,
 	GroupVersion:   appsv1.SchemeGroupVersion, Categories: []string{"all"},
 	Resource: "statefulsets", Singular: "statefulset", ShortNames: []string{"sts"},
-	NewObj:  func() runtime.Object { return &appsv1.StatefulSet{} },
-	NewList: func() runtime.Object { return &appsv1.StatefulSetList{} },
-	Meta:    func(s *appsv1.StatefulSet) *metav1.ObjectMeta { return &s.ObjectMeta },
-	Spec:    func(s *appsv1.StatefulSet) any { return s.Spec },
-	ResetStatus: func(s, old *appsv1.StatefulSet) {
-		s.Status = appsv1.StatefulSetStatus{}
-		if old != nil {
-			s.Status = old.Status
-		}
-	},
-	ResetSpec: func(s, old *appsv1.StatefulSet) { s.Spec = old.Spec },
+	NewObj:       func() runtime.Object { return &appsv1.StatefulSet{} },
+	NewList:      func() runtime.Object { return &appsv1.StatefulSetList{} },
+	GenerationOf: func(s *appsv1.StatefulSet) any { return s.Spec },
 	Validate: func(s *appsv1.StatefulSet) field.ErrorList {
 		p := field.NewPath("spec")
 		errs := registry.NonNegative(p, registry.N("replicas", ptrOr(s.Spec.Replicas, 0)), registry.N("minReadySeconds", s.Spec.MinReadySeconds))
@@ -122,7 +115,7 @@ var statefulSets = registry.Workload[*appsv1.StatefulSet]{
 		errs = append(errs, apivalidation.ValidateImmutableField(s.Spec.ServiceName, old.Spec.ServiceName, p.Child("serviceName"))...)
 		return append(errs, apivalidation.ValidateImmutableField(s.Spec.PodManagementPolicy, old.Spec.PodManagementPolicy, p.Child("podManagementPolicy"))...)
 	},
-	ValidateStatus: func(s *appsv1.StatefulSet) field.ErrorList {
+	ValidateStatus: func(s, _ *appsv1.StatefulSet) field.ErrorList {
 		st := s.Status
 		return registry.NonNegative(field.NewPath("status"), registry.N("replicas", st.Replicas), registry.N("readyReplicas", st.ReadyReplicas), registry.N("currentReplicas", st.CurrentReplicas), registry.N("updatedReplicas", st.UpdatedReplicas), registry.N("availableReplicas", st.AvailableReplicas))
 	},
@@ -131,7 +124,7 @@ var statefulSets = registry.Workload[*appsv1.StatefulSet]{
 			return fmt.Sprintf("%d/%d", s.Status.ReadyReplicas, ptrOr(s.Spec.Replicas, 0))
 		}),
 		registry.AgeColumn(),
-	}, registry.TemplateColumns(func(s *appsv1.StatefulSet) *corev1.PodTemplateSpec { return &s.Spec.Template })...),
+	}, registry.TemplateColumns(1, func(s *appsv1.StatefulSet) *corev1.PodTemplateSpec { return &s.Spec.Template })...),
 	Scale: &registry.ScaleAccess{
 		Replicas:       func(o runtime.Object) int32 { return ptrOr(o.(*appsv1.StatefulSet).Spec.Replicas, 0) },
 		SetReplicas:    func(o runtime.Object, n int32) { o.(*appsv1.StatefulSet).Spec.Replicas = &n },

@@ -26,21 +26,30 @@ type Provider struct{}
 var _ providers.Provider = Provider{}
 
 // GroupName implements providers.Provider.
-func (Provider) GroupName() string { return authenticationv1.GroupName }
+func (Provider) GroupName() string { return group.GroupName() }
 
 // Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error {
-	return providers.InstallGroupVersion(scheme, authenticationv1.SchemeGroupVersion, authenticationv1.AddToScheme)
-}
+func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
 
 // Storage implements providers.Provider.
-func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
-	return map[string]map[string]rest.Storage{"v1": {
-		"tokenreviews": &registry.CreateOnly{NewFunc: func() runtime.Object { return &authenticationv1.TokenReview{} },
-			Singular: "tokenreview", CreateFunc: tokenReview(ctx.Authenticator)},
-		"selfsubjectreviews": &registry.CreateOnly{NewFunc: func() runtime.Object { return &authenticationv1.SelfSubjectReview{} },
-			Singular: "selfsubjectreview", CreateFunc: selfSubjectReview},
-	}}, nil
+func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
+	return group.Storage(cfg)
+}
+
+// group's resources are never stored: TokenReview asks the server's
+// authenticator, SelfSubjectReview answers who is asking.
+var group = registry.Group{
+	GroupVersion: authenticationv1.SchemeGroupVersion, AddToScheme: authenticationv1.AddToScheme,
+	Served: []registry.Served{
+		registry.Computed{Resource: "tokenreviews", Build: func(cfg providers.Config) rest.Storage {
+			return &registry.CreateOnly{NewFunc: func() runtime.Object { return &authenticationv1.TokenReview{} },
+				Singular: "tokenreview", CreateFunc: tokenReview(cfg.Authenticator)}
+		}},
+		registry.Computed{Resource: "selfsubjectreviews", Build: func(providers.Config) rest.Storage {
+			return &registry.CreateOnly{NewFunc: func() runtime.Object { return &authenticationv1.SelfSubjectReview{} },
+				Singular: "selfsubjectreview", CreateFunc: selfSubjectReview}
+		}},
+	},
 }
 
 func tokenReview(authn authenticator.Request) func(context.Context, runtime.Object, func() error) (runtime.Object, error) {

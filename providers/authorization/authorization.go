@@ -30,120 +30,151 @@ var _ providers.Provider = Provider{}
 var gv = authorizationv1.SchemeGroupVersion
 
 // GroupName implements providers.Provider.
-func (Provider) GroupName() string { return authorizationv1.GroupName }
+func (Provider) GroupName() string { return group.GroupName() }
 
 // Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error {
-	return providers.InstallGroupVersion(scheme, gv, authorizationv1.AddToScheme)
-}
+func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
 
 // Storage implements providers.Provider.
-func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
-	authz, rules := ctx.Authorizer, ctx.RuleResolver
-	return map[string]map[string]rest.Storage{"v1": {
-		"subjectaccessreviews": &registry.CreateOnly{NewFunc: func() runtime.Object { return &authorizationv1.SubjectAccessReview{} },
-			Singular: "subjectaccessreview", CreateFunc: func(ctx context.Context, obj runtime.Object, validate func() error) (runtime.Object, error) {
-				sar := obj.(*authorizationv1.SubjectAccessReview)
-				errs := validateSpec(sar.Spec, true)
-				if !emptyMeta(sar.ObjectMeta) {
-					errs = append(errs, field.Invalid(field.NewPath("metadata"), sar.ObjectMeta, "must be empty"))
-				}
-				if len(errs) > 0 {
-					return nil, invalid(errs)
-				}
-				if err := validate(); err != nil {
-					return nil, err
-				}
-				sar.Status = review(ctx, authz, subject(sar.Spec), sar.Spec.ResourceAttributes, sar.Spec.NonResourceAttributes)
-				return sar, nil
-			}},
-		"selfsubjectaccessreviews": &registry.CreateOnly{NewFunc: func() runtime.Object { return &authorizationv1.SelfSubjectAccessReview{} },
-			Singular: "selfsubjectaccessreview", CreateFunc: func(ctx context.Context, obj runtime.Object, validate func() error) (runtime.Object, error) {
-				sar := obj.(*authorizationv1.SelfSubjectAccessReview)
-				errs := validateSpec(authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: sar.Spec.ResourceAttributes,
-					NonResourceAttributes: sar.Spec.NonResourceAttributes}, false)
-				if !emptyMeta(sar.ObjectMeta) {
-					errs = append(errs, field.Invalid(field.NewPath("metadata"), sar.ObjectMeta, "must be empty"))
-				}
-				if len(errs) > 0 {
-					return nil, invalid(errs)
-				}
-				u, ok := genericapirequest.UserFrom(ctx)
-				if !ok {
-					return nil, apierrors.NewBadRequest("no user present on request")
-				}
-				if err := validate(); err != nil {
-					return nil, err
-				}
-				sar.Status = review(ctx, authz, u, sar.Spec.ResourceAttributes, sar.Spec.NonResourceAttributes)
-				return sar, nil
-			}},
-		"localsubjectaccessreviews": &registry.CreateOnly{NewFunc: func() runtime.Object { return &authorizationv1.LocalSubjectAccessReview{} },
-			Namespaced: true, Singular: "localsubjectaccessreview", CreateFunc: func(ctx context.Context, obj runtime.Object, validate func() error) (runtime.Object, error) {
-				sar := obj.(*authorizationv1.LocalSubjectAccessReview)
-				ns := genericapirequest.NamespaceValue(ctx)
-				if sar.Namespace == "" {
-					sar.Namespace = ns
-				}
-				errs := validateSpec(sar.Spec, true)
-				meta := sar.ObjectMeta
-				meta.Namespace = ""
-				if !emptyMeta(meta) {
-					errs = append(errs, field.Invalid(field.NewPath("metadata"), sar.ObjectMeta, "must be empty except for namespace"))
-				}
-				if ra := sar.Spec.ResourceAttributes; ra != nil && ra.Namespace != sar.Namespace {
-					errs = append(errs, field.Invalid(field.NewPath("spec.resourceAttributes.namespace"), ra.Namespace, "must match metadata.namespace"))
-				}
-				if sar.Spec.NonResourceAttributes != nil {
-					errs = append(errs, field.Invalid(field.NewPath("spec.nonResourceAttributes"), sar.Spec.NonResourceAttributes, "disallowed on this kind of request"))
-				}
-				if len(errs) > 0 {
-					return nil, invalid(errs)
-				}
-				if sar.Namespace != ns {
-					return nil, apierrors.NewBadRequest(fmt.Sprintf("spec.resourceAttributes.namespace must match namespace: %v", ns))
-				}
-				if err := validate(); err != nil {
-					return nil, err
-				}
-				sar.Status = review(ctx, authz, subject(sar.Spec), sar.Spec.ResourceAttributes, nil)
-				return sar, nil
-			}},
-		"selfsubjectrulesreviews": &registry.CreateOnly{NewFunc: func() runtime.Object { return &authorizationv1.SelfSubjectRulesReview{} },
-			Singular: "selfsubjectrulesreview", CreateFunc: func(ctx context.Context, obj runtime.Object, validate func() error) (runtime.Object, error) {
-				srr := obj.(*authorizationv1.SelfSubjectRulesReview)
-				u, ok := genericapirequest.UserFrom(ctx)
-				if !ok {
-					return nil, apierrors.NewBadRequest("no user present on request")
-				}
-				if srr.Spec.Namespace == "" {
-					return nil, apierrors.NewBadRequest("no namespace on request")
-				}
-				if err := validate(); err != nil {
-					return nil, err
-				}
-				out := &authorizationv1.SelfSubjectRulesReview{}
-				if rules == nil {
-					out.Status.Incomplete = true
-					return out, nil
-				}
-				res, nonRes, incomplete, err := rules.RulesFor(ctx, u, srr.Spec.Namespace)
-				out.Status = authorizationv1.SubjectRulesReviewStatus{
-					ResourceRules: []authorizationv1.ResourceRule{}, NonResourceRules: []authorizationv1.NonResourceRule{}, Incomplete: incomplete}
-				for _, r := range res {
-					out.Status.ResourceRules = append(out.Status.ResourceRules, authorizationv1.ResourceRule{
-						Verbs: r.GetVerbs(), APIGroups: r.GetAPIGroups(), Resources: r.GetResources(), ResourceNames: r.GetResourceNames()})
-				}
-				for _, r := range nonRes {
-					out.Status.NonResourceRules = append(out.Status.NonResourceRules, authorizationv1.NonResourceRule{
-						Verbs: r.GetVerbs(), NonResourceURLs: r.GetNonResourceURLs()})
-				}
-				if err != nil {
-					out.Status.EvaluationError = err.Error()
-				}
-				return out, nil
-			}},
-	}}, nil
+func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
+	return group.Storage(cfg)
+}
+
+// group's reviews are never stored: they ask the server's authorizer and
+// rule resolver.
+var group = registry.Group{
+	GroupVersion: gv, AddToScheme: authorizationv1.AddToScheme,
+	Served: []registry.Served{
+		registry.Computed{Resource: "subjectaccessreviews", Build: func(cfg providers.Config) rest.Storage {
+			return &registry.CreateOnly{NewFunc: func() runtime.Object { return &authorizationv1.SubjectAccessReview{} },
+				Singular: "subjectaccessreview", CreateFunc: subjectAccessReview(cfg.Authorizer)}
+		}},
+		registry.Computed{Resource: "selfsubjectaccessreviews", Build: func(cfg providers.Config) rest.Storage {
+			return &registry.CreateOnly{NewFunc: func() runtime.Object { return &authorizationv1.SelfSubjectAccessReview{} },
+				Singular: "selfsubjectaccessreview", CreateFunc: selfSubjectAccessReview(cfg.Authorizer)}
+		}},
+		registry.Computed{Resource: "localsubjectaccessreviews", Build: func(cfg providers.Config) rest.Storage {
+			return &registry.CreateOnly{NewFunc: func() runtime.Object { return &authorizationv1.LocalSubjectAccessReview{} },
+				Singular: "localsubjectaccessreview", Namespaced: true, CreateFunc: localSubjectAccessReview(cfg.Authorizer)}
+		}},
+		registry.Computed{Resource: "selfsubjectrulesreviews", Build: func(cfg providers.Config) rest.Storage {
+			return &registry.CreateOnly{NewFunc: func() runtime.Object { return &authorizationv1.SelfSubjectRulesReview{} },
+				Singular: "selfsubjectrulesreview", CreateFunc: selfSubjectRulesReview(cfg.RuleResolver)}
+		}},
+	},
+}
+
+// createFunc answers a review (registry.CreateOnly.CreateFunc).
+type createFunc = func(ctx context.Context, obj runtime.Object, validate func() error) (runtime.Object, error)
+
+func subjectAccessReview(authz authorizer.Authorizer) createFunc {
+	return func(ctx context.Context, obj runtime.Object, validate func() error) (runtime.Object, error) {
+		sar := obj.(*authorizationv1.SubjectAccessReview)
+		errs := validateSpec(sar.Spec, true)
+		if !emptyMeta(sar.ObjectMeta) {
+			errs = append(errs, field.Invalid(field.NewPath("metadata"), sar.ObjectMeta, "must be empty"))
+		}
+		if len(errs) > 0 {
+			return nil, invalid(errs)
+		}
+		if err := validate(); err != nil {
+			return nil, err
+		}
+		sar.Status = review(ctx, authz, subject(sar.Spec), sar.Spec.ResourceAttributes, sar.Spec.NonResourceAttributes)
+		return sar, nil
+	}
+}
+
+func selfSubjectAccessReview(authz authorizer.Authorizer) createFunc {
+	return func(ctx context.Context, obj runtime.Object, validate func() error) (runtime.Object, error) {
+		sar := obj.(*authorizationv1.SelfSubjectAccessReview)
+		errs := validateSpec(authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: sar.Spec.ResourceAttributes,
+			NonResourceAttributes: sar.Spec.NonResourceAttributes}, false)
+		if !emptyMeta(sar.ObjectMeta) {
+			errs = append(errs, field.Invalid(field.NewPath("metadata"), sar.ObjectMeta, "must be empty"))
+		}
+		if len(errs) > 0 {
+			return nil, invalid(errs)
+		}
+		u, ok := genericapirequest.UserFrom(ctx)
+		if !ok {
+			return nil, apierrors.NewBadRequest("no user present on request")
+		}
+		if err := validate(); err != nil {
+			return nil, err
+		}
+		sar.Status = review(ctx, authz, u, sar.Spec.ResourceAttributes, sar.Spec.NonResourceAttributes)
+		return sar, nil
+	}
+}
+
+func localSubjectAccessReview(authz authorizer.Authorizer) createFunc {
+	return func(ctx context.Context, obj runtime.Object, validate func() error) (runtime.Object, error) {
+		sar := obj.(*authorizationv1.LocalSubjectAccessReview)
+		ns := genericapirequest.NamespaceValue(ctx)
+		if sar.Namespace == "" {
+			sar.Namespace = ns
+		}
+		errs := validateSpec(sar.Spec, true)
+		meta := sar.ObjectMeta
+		meta.Namespace = ""
+		if !emptyMeta(meta) {
+			errs = append(errs, field.Invalid(field.NewPath("metadata"), sar.ObjectMeta, "must be empty except for namespace"))
+		}
+		if ra := sar.Spec.ResourceAttributes; ra != nil && ra.Namespace != sar.Namespace {
+			errs = append(errs, field.Invalid(field.NewPath("spec.resourceAttributes.namespace"), ra.Namespace, "must match metadata.namespace"))
+		}
+		if sar.Spec.NonResourceAttributes != nil {
+			errs = append(errs, field.Invalid(field.NewPath("spec.nonResourceAttributes"), sar.Spec.NonResourceAttributes, "disallowed on this kind of request"))
+		}
+		if len(errs) > 0 {
+			return nil, invalid(errs)
+		}
+		if sar.Namespace != ns {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("spec.resourceAttributes.namespace must match namespace: %v", ns))
+		}
+		if err := validate(); err != nil {
+			return nil, err
+		}
+		sar.Status = review(ctx, authz, subject(sar.Spec), sar.Spec.ResourceAttributes, nil)
+		return sar, nil
+	}
+}
+
+func selfSubjectRulesReview(rules authorizer.RuleResolver) createFunc {
+	return func(ctx context.Context, obj runtime.Object, validate func() error) (runtime.Object, error) {
+		srr := obj.(*authorizationv1.SelfSubjectRulesReview)
+		u, ok := genericapirequest.UserFrom(ctx)
+		if !ok {
+			return nil, apierrors.NewBadRequest("no user present on request")
+		}
+		if srr.Spec.Namespace == "" {
+			return nil, apierrors.NewBadRequest("no namespace on request")
+		}
+		if err := validate(); err != nil {
+			return nil, err
+		}
+		out := &authorizationv1.SelfSubjectRulesReview{}
+		if rules == nil {
+			out.Status.Incomplete = true
+			return out, nil
+		}
+		res, nonRes, incomplete, err := rules.RulesFor(ctx, u, srr.Spec.Namespace)
+		out.Status = authorizationv1.SubjectRulesReviewStatus{
+			ResourceRules: []authorizationv1.ResourceRule{}, NonResourceRules: []authorizationv1.NonResourceRule{}, Incomplete: incomplete}
+		for _, r := range res {
+			out.Status.ResourceRules = append(out.Status.ResourceRules, authorizationv1.ResourceRule{
+				Verbs: r.GetVerbs(), APIGroups: r.GetAPIGroups(), Resources: r.GetResources(), ResourceNames: r.GetResourceNames()})
+		}
+		for _, r := range nonRes {
+			out.Status.NonResourceRules = append(out.Status.NonResourceRules, authorizationv1.NonResourceRule{
+				Verbs: r.GetVerbs(), NonResourceURLs: r.GetNonResourceURLs()})
+		}
+		if err != nil {
+			out.Status.EvaluationError = err.Error()
+		}
+		return out, nil
+	}
 }
 
 // invalid is kube-apiserver's error for an invalid review: it names the

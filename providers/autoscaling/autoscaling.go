@@ -26,6 +26,9 @@ var gv = autoscalingv2.SchemeGroupVersion
 
 var group = registry.Group{
 	GroupVersion: gv, AddToScheme: autoscalingv2.AddToScheme,
+	// autoscaling/v1 is served by the same stores, converted (v1.go).
+	Register:     installV1,
+	AlsoServedAs: []string{autoscalingv1.SchemeGroupVersion.Version},
 	Defaults: map[runtime.Object]func(any){&autoscalingv2.HorizontalPodAutoscaler{}: func(obj any) {
 		h := obj.(*autoscalingv2.HorizontalPodAutoscaler)
 		if h.Spec.MinReplicas == nil {
@@ -106,26 +109,10 @@ func targets(h *autoscalingv2.HorizontalPodAutoscaler) any {
 // GroupName implements providers.Provider.
 func (Provider) GroupName() string { return group.GroupName() }
 
-// Install implements providers.Provider: v2, the storage version, then v1.
-func (Provider) Install(scheme *runtime.Scheme) error {
-	if err := group.Install(scheme); err != nil {
-		return err
-	}
-	if err := installV1(scheme); err != nil {
-		return err
-	}
-	if err := registry.FieldLabelConversion(scheme, autoscalingv1.SchemeGroupVersion.WithKind("HorizontalPodAutoscaler"), true); err != nil {
-		return err
-	}
-	return scheme.SetVersionPriority(gv, autoscalingv1.SchemeGroupVersion)
-}
+// Install implements providers.Provider.
+func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
 
-// Storage implements providers.Provider: v1 is served by the same stores.
-func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
-	s, err := group.Storage(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s["v1"] = s["v2"]
-	return s, nil
+// Storage implements providers.Provider.
+func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
+	return group.Storage(cfg)
 }

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kubeembed/apiserver/providers/registry"
 )
 
 // autoscaling/v1 is served from the v2 objects (the storage version) by
@@ -68,7 +70,11 @@ func installV1(scheme *runtime.Scheme) error {
 			return err
 		}
 	}
-	return nil
+	if err := registry.FieldLabelConversion(scheme, gv.WithKind("HorizontalPodAutoscaler"), true); err != nil {
+		return err
+	}
+	// v2 stays the storage version.
+	return scheme.SetVersionPriority(autoscalingv2.SchemeGroupVersion, gv)
 }
 
 func withoutRoundTrip(a map[string]string) map[string]string {

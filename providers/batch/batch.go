@@ -3,8 +3,10 @@
 package batch
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -12,6 +14,7 @@ import (
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -19,7 +22,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeembed/apiserver/providers"
-	"github.com/kubeembed/apiserver/providers/core"
+	"github.com/kubeembed/apiserver/providers/internal/podspec"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -29,19 +32,23 @@ type Provider struct{}
 var _ providers.Provider = Provider{}
 
 // GroupName implements providers.Provider.
-func (Provider) GroupName() string { return batchv1.GroupName }
+func (Provider) GroupName() string { return group.GroupName() }
 
 // Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error {
-	if err := providers.InstallGroupVersion(scheme, batchv1.SchemeGroupVersion, batchv1.AddToScheme); err != nil {
-		return err
-	}
-	scheme.AddTypeDefaultingFunc(&batchv1.Job{}, func(obj any) { defaultJob(obj.(*batchv1.Job)) })
-	scheme.AddTypeDefaultingFunc(&batchv1.CronJob{}, func(obj any) { defaultCronJob(obj.(*batchv1.CronJob)) })
-	if err := registry.FieldLabelConversion(scheme, batchv1.SchemeGroupVersion.WithKind("Job"), true, "status.successful"); err != nil {
-		return err
-	}
-	return registry.FieldLabelConversion(scheme, batchv1.SchemeGroupVersion.WithKind("CronJob"), true)
+func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
+
+// Storage implements providers.Provider.
+func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
+	return group.Storage(cfg)
+}
+
+var group = registry.Group{
+	GroupVersion: batchv1.SchemeGroupVersion, AddToScheme: batchv1.AddToScheme,
+	Defaults: map[runtime.Object]func(any){
+		&batchv1.Job{}:     func(obj any) { defaultJob(obj.(*batchv1.Job)) },
+		&batchv1.CronJob{}: func(obj any) { defaultCronJob(obj.(*batchv1.CronJob)) },
+	},
+	Served: []registry.Served{jobs, cronJobs},
 }
 
 func defaultJob(j *batchv1.Job) {
@@ -96,7 +103,7 @@ func defaultJobSpec(s *batchv1.JobSpec) {
 			}
 		}
 	}
-	core.DefaultPodTemplateSpec(&s.Template)
+	podspec.DefaultTemplate(&s.Template)
 }
 
 func defaultCronJob(c *batchv1.CronJob) {
@@ -117,25 +124,11 @@ func defaultCronJob(c *batchv1.CronJob) {
 	}
 	// Only the pod template: kube-apiserver leaves the job spec inside a
 	// CronJob to be defaulted when the Job is created.
-	core.DefaultPodTemplateSpec(&c.Spec.JobTemplate.Spec.Template)
+	podspec.DefaultTemplate(&c.Spec.JobTemplate.Spec.Template)
 }
 
-// Storage implements providers.Provider.
-func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
-	out := map[string]rest.Storage{}
-	for _, build := range []func(providers.Config) (map[string]rest.Storage, error){jobs.Storage, cronJobs.Storage} {
-		m, err := build(ctx)
-		if err != nil {
-			return nil, err
-		}
-		for k, v := range m {
-			out[k] = v
-		}
-	}
-	return map[string]map[string]rest.Storage{"v1": out}, nil
-}
-
-var jobs = registry.Workload[*batchv1.Job]{
+var jobs = registry.Kind[*batchv1.Job]{
+	Status: true, NoAge: true, Namespaced: true,
 	GroupVersion: batchv1.SchemeGroupVersion, Categories: []string{"all"},
 	Resource: "jobs", Singular: "job",
 	// batch/v1 keeps a deleted Job's pods unless asked otherwise.
@@ -143,17 +136,13 @@ var jobs = registry.Workload[*batchv1.Job]{
 	DeleteWarning:   "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning",
 	NewObj:          func() runtime.Object { return &batchv1.Job{} },
 	NewList:         func() runtime.Object { return &batchv1.JobList{} },
-	Meta:            func(j *batchv1.Job) *metav1.ObjectMeta { return &j.ObjectMeta },
-	Spec:            func(j *batchv1.Job) any { return j.Spec },
-	ResetStatus: func(j, old *batchv1.Job) {
-		j.Status = batchv1.JobStatus{}
-		if old != nil {
-			j.Status = old.Status
-		}
+	GenerationOf:    func(j *batchv1.Job) any { return j.Spec },
+	PrepareCreate:   generateSelector,
+	Fields: func(j *batchv1.Job) fields.Set {
+		return fields.Set{"status.successful": strconv.Itoa(int(j.Status.Succeeded))}
 	},
-	ResetSpec:     func(j, old *batchv1.Job) { j.Spec = old.Spec },
-	PrepareCreate: generateSelector,
-	Validate:      func(j *batchv1.Job) field.ErrorList { return validateJobSpec(&j.Spec, field.NewPath("spec")) },
+	FieldNames: []string{"status.successful"},
+	Validate:   func(j *batchv1.Job) field.ErrorList { return validateJobSpec(&j.Spec, field.NewPath("spec")) },
 	ValidateUpdate: func(j, old *batchv1.Job) field.ErrorList {
 		p := field.NewPath("spec")
 		errs := apivalidation.ValidateImmutableField(j.Spec.Selector, old.Spec.Selector, p.Child("selector"))
@@ -167,7 +156,7 @@ var jobs = registry.Workload[*batchv1.Job]{
 		}
 		return errs
 	},
-	ValidateStatus: func(j *batchv1.Job) field.ErrorList {
+	ValidateStatus: func(j, _ *batchv1.Job) field.ErrorList {
 		s := j.Status
 		return registry.NonNegative(field.NewPath("status"), registry.N("active", s.Active), registry.N("succeeded", s.Succeeded), registry.N("failed", s.Failed))
 	},
@@ -192,8 +181,8 @@ var jobs = registry.Workload[*batchv1.Job]{
 			return duration.HumanDuration(j.Status.CompletionTime.Sub(j.Status.StartTime.Time))
 		}),
 		registry.AgeColumn(),
-		registry.TemplateColumns(func(j *batchv1.Job) *corev1.PodTemplateSpec { return &j.Spec.Template })[0],
-		registry.TemplateColumns(func(j *batchv1.Job) *corev1.PodTemplateSpec { return &j.Spec.Template })[1],
+		registry.TemplateColumns(1, func(j *batchv1.Job) *corev1.PodTemplateSpec { return &j.Spec.Template })[0],
+		registry.TemplateColumns(1, func(j *batchv1.Job) *corev1.PodTemplateSpec { return &j.Spec.Template })[1],
 		registry.SelectorColumn(batchv1.JobSpec{}.SwaggerDoc()["selector"], func(j *batchv1.Job) *metav1.LabelSelector { return j.Spec.Selector }),
 	},
 }
@@ -243,7 +232,7 @@ func validateJobSpec(s *batchv1.JobSpec, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("template", "metadata", "labels"), s.Template.Labels, "`selector` does not match template `labels`"))
 		}
 	}
-	errs = append(errs, core.ValidatePodTemplateSpec(&s.Template, p.Child("template"))...)
+	errs = append(errs, podspec.ValidateTemplate(&s.Template, p.Child("template"))...)
 	switch rp := s.Template.Spec.RestartPolicy; rp {
 	case corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever:
 	case corev1.RestartPolicyAlways, "":
@@ -259,7 +248,7 @@ func validateJobSpec(s *batchv1.JobSpec, p *field.Path) field.ErrorList {
 
 // generateSelector gives a Job without manualSelector a selector on its UID
 // and the matching pod labels, as kube-apiserver does on create.
-func generateSelector(j *batchv1.Job) {
+func generateSelector(_ context.Context, j *batchv1.Job) {
 	if j.Spec.ManualSelector != nil && *j.Spec.ManualSelector {
 		return
 	}

@@ -16,21 +16,14 @@ import (
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
-var cronJobs = registry.Workload[*batchv1.CronJob]{
+var cronJobs = registry.Kind[*batchv1.CronJob]{
+	Status: true, NoAge: true, Namespaced: true,
 	GroupVersion: batchv1.SchemeGroupVersion, Categories: []string{"all"},
 	Resource: "cronjobs", Singular: "cronjob", ShortNames: []string{"cj"},
-	NewObj:  func() runtime.Object { return &batchv1.CronJob{} },
-	NewList: func() runtime.Object { return &batchv1.CronJobList{} },
-	Meta:    func(c *batchv1.CronJob) *metav1.ObjectMeta { return &c.ObjectMeta },
-	Spec:    func(c *batchv1.CronJob) any { return c.Spec },
-	ResetStatus: func(c, old *batchv1.CronJob) {
-		c.Status = batchv1.CronJobStatus{}
-		if old != nil {
-			c.Status = old.Status
-		}
-	},
-	ResetSpec: func(c, old *batchv1.CronJob) { c.Spec = old.Spec },
-	Validate:  validateCronJob,
+	NewObj:       func() runtime.Object { return &batchv1.CronJob{} },
+	NewList:      func() runtime.Object { return &batchv1.CronJobList{} },
+	GenerationOf: func(c *batchv1.CronJob) any { return c.Spec },
+	Validate:     validateCronJob,
 	Columns: []registry.Column{
 		registry.ColumnOf("Schedule", "string", "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron.", 0, func(c *batchv1.CronJob) any { return c.Spec.Schedule }),
 		registry.ColumnOf("Timezone", "string", batchv1.CronJobSpec{}.SwaggerDoc()["timeZone"], 0, func(c *batchv1.CronJob) any {
@@ -54,8 +47,8 @@ var cronJobs = registry.Workload[*batchv1.CronJob]{
 			return registry.Since(*c.Status.LastScheduleTime)
 		}),
 		registry.AgeColumn(),
-		registry.TemplateColumns(cronJobTemplate)[0],
-		registry.TemplateColumns(cronJobTemplate)[1],
+		registry.TemplateColumns(1, cronJobTemplate)[0],
+		registry.TemplateColumns(1, cronJobTemplate)[1],
 		registry.SelectorColumn(batchv1.JobSpec{}.SwaggerDoc()["selector"], func(c *batchv1.CronJob) *metav1.LabelSelector { return c.Spec.JobTemplate.Spec.Selector }),
 	},
 }

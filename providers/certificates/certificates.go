@@ -147,7 +147,9 @@ var csrs = registry.Kind[*certificatesv1.CertificateSigningRequest]{
 			return nil
 		},
 	}},
+	NoAge: true,
 	Columns: []registry.Column{
+		registry.AgeColumn(),
 		registry.ColumnOf("SignerName", "string", certificatesv1beta1.CertificateSigningRequestSpec{}.SwaggerDoc()["signerName"], 0, func(c *certificatesv1.CertificateSigningRequest) any { return c.Spec.SignerName }),
 		registry.ColumnOf("Requestor", "string", certificatesv1beta1.CertificateSigningRequestSpec{}.SwaggerDoc()["request"], 0, func(c *certificatesv1.CertificateSigningRequest) any { return c.Spec.Username }),
 		registry.ColumnOf("RequestedDuration", "string", certificatesv1.CertificateSigningRequestSpec{}.SwaggerDoc()["expirationSeconds"], 0, func(c *certificatesv1.CertificateSigningRequest) any {
@@ -158,7 +160,6 @@ var csrs = registry.Kind[*certificatesv1.CertificateSigningRequest]{
 		}),
 		registry.ColumnOf("Condition", "string", certificatesv1beta1.CertificateSigningRequestStatus{}.SwaggerDoc()["conditions"], 0, conditionSummary),
 	},
-	AgeAt: new(int),
 	Fields: func(c *certificatesv1.CertificateSigningRequest) fields.Set {
 		return fields.Set{"spec.signerName": c.Spec.SignerName}
 	},
@@ -221,8 +222,8 @@ func (Provider) GroupName() string { return group.GroupName() }
 func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
 
 // Storage implements providers.Provider.
-func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
-	return group.Storage(ctx)
+func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
+	return group.Storage(cfg)
 }
 
 // trustBundles are cluster trust bundles: PEM CA certificates published

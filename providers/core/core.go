@@ -1,24 +1,27 @@
 // Package core serves the legacy core group (/api/v1): namespaces (with
-// status and finalize), configmaps, secrets, serviceaccounts, events and pods
-// (with status).
+// status and finalize), configmaps, secrets, serviceaccounts, events, pods
+// (with status, binding, eviction, ephemeralcontainers and resize),
+// services (with status; cluster IPs and node ports allocated), endpoints,
+// nodes (with status), persistentvolumes and persistentvolumeclaims (with
+// status), podtemplates, limitranges, resourcequotas (with status),
+// replicationcontrollers (with status and scale) and the legacy bindings.
 package core
 
 import (
 	"context"
-	"fmt"
 	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
-	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
-	"k8s.io/apiserver/pkg/storage/names"
 
 	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/internal/eventstore"
+	"github.com/kubeembed/apiserver/providers/internal/podspec"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -28,100 +31,48 @@ type Provider struct{}
 var _ providers.Provider = Provider{}
 
 // GroupName implements providers.Provider.
-func (Provider) GroupName() string { return corev1.GroupName }
+func (Provider) GroupName() string { return group.GroupName() }
 
 // Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error {
-	if err := providers.InstallGroupVersion(scheme, corev1.SchemeGroupVersion, corev1.AddToScheme); err != nil {
-		return err
-	}
-	registry.AddScale(scheme) // replicationcontrollers/scale
-	scheme.AddTypeDefaultingFunc(&corev1.Secret{}, func(obj any) { defaultSecret(obj.(*corev1.Secret)) })
-	scheme.AddTypeDefaultingFunc(&corev1.Pod{}, func(obj any) { defaultPod(obj.(*corev1.Pod)) })
-	scheme.AddTypeDefaultingFunc(&corev1.Service{}, func(obj any) { defaultService(obj.(*corev1.Service)) })
-	scheme.AddTypeDefaultingFunc(&corev1.PersistentVolumeClaim{}, func(obj any) { defaultPVC(obj.(*corev1.PersistentVolumeClaim)) })
-	scheme.AddTypeDefaultingFunc(&corev1.PersistentVolume{}, func(obj any) { defaultPV(obj.(*corev1.PersistentVolume)) })
-	// The name label is a default too (so the writer owns it in managed
-	// fields), and set again once a generated name is known.
-	scheme.AddTypeDefaultingFunc(&corev1.Namespace{}, func(obj any) {
-		if ns := obj.(*corev1.Namespace); ns.Name != "" {
-			setNameLabel(ns)
-		}
-	})
-	scheme.AddTypeDefaultingFunc(&corev1.Endpoints{}, func(obj any) { defaultEndpoints(obj.(*corev1.Endpoints)) })
-	scheme.AddTypeDefaultingFunc(&corev1.LimitRange{}, func(obj any) { defaultLimitRange(obj.(*corev1.LimitRange)) })
-	scheme.AddTypeDefaultingFunc(&corev1.ReplicationController{}, func(obj any) {
-		defaultReplicationController(obj.(*corev1.ReplicationController))
-	})
-	scheme.AddTypeDefaultingFunc(&corev1.PodTemplate{}, func(obj any) { DefaultPodTemplateSpec(&obj.(*corev1.PodTemplate).Template) })
-	gv := corev1.SchemeGroupVersion
-	for _, fl := range []struct {
-		kind       string
-		namespaced bool
-		extra      []string
-	}{
-		{"Namespace", false, []string{"status.phase"}},
-		{"ConfigMap", true, nil},
-		{"Secret", true, []string{"type"}},
-		{"ServiceAccount", true, nil},
-		{"Event", true, eventFields},
-		{"Pod", true, podFields},
-		{"Service", true, nil},
-		{"PersistentVolumeClaim", true, nil},
-		{"Node", false, []string{"spec.unschedulable"}},
-		{"Endpoints", true, nil},
-		{"PodTemplate", true, nil},
-		{"LimitRange", true, nil},
-		{"PersistentVolume", false, nil},
-		{"ReplicationController", true, []string{"status.replicas"}},
-		{"ResourceQuota", true, nil},
-	} {
-		if err := registry.FieldLabelConversion(scheme, gv.WithKind(fl.kind), fl.namespaced, fl.extra...); err != nil {
-			return err
-		}
-	}
-	return scheme.SetVersionPriority(gv)
-}
+func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
 
 // Storage implements providers.Provider.
-func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
-	s := map[string]rest.Storage{}
-	add := func(name string, build func(providers.Config) (map[string]rest.Storage, error)) error {
-		m, err := build(ctx)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		for k, v := range m {
-			s[k] = v
-		}
+func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
+	return group.Storage(cfg)
+}
+
+var group = registry.Group{
+	GroupVersion: corev1.SchemeGroupVersion, AddToScheme: corev1.AddToScheme,
+	Defaults: map[runtime.Object]func(any){
+		&corev1.Secret{}:                func(obj any) { defaultSecret(obj.(*corev1.Secret)) },
+		&corev1.Pod{}:                   func(obj any) { defaultPod(obj.(*corev1.Pod)) },
+		&corev1.Service{}:               func(obj any) { defaultService(obj.(*corev1.Service)) },
+		&corev1.PersistentVolumeClaim{}: func(obj any) { defaultPVC(obj.(*corev1.PersistentVolumeClaim)) },
+		&corev1.PersistentVolume{}:      func(obj any) { defaultPV(obj.(*corev1.PersistentVolume)) },
+		// The name label is a default too (so the writer owns it in managed
+		// fields), and set again once a generated name is known.
+		&corev1.Namespace{}: func(obj any) {
+			if ns := obj.(*corev1.Namespace); ns.Name != "" {
+				setNameLabel(ns)
+			}
+		},
+		&corev1.Endpoints{}:             func(obj any) { defaultEndpoints(obj.(*corev1.Endpoints)) },
+		&corev1.LimitRange{}:            func(obj any) { defaultLimitRange(obj.(*corev1.LimitRange)) },
+		&corev1.ReplicationController{}: func(obj any) { defaultReplicationController(obj.(*corev1.ReplicationController)) },
+		&corev1.PodTemplate{}:           func(obj any) { podspec.DefaultTemplate(&obj.(*corev1.PodTemplate).Template) },
+	},
+	Register: func(scheme *runtime.Scheme) error {
+		registry.AddScale(scheme) // replicationcontrollers/scale
 		return nil
-	}
-	for _, b := range []struct {
-		name  string
-		build func(providers.Config) (map[string]rest.Storage, error)
-	}{
-		{"namespaces", namespaceStorage},
-		{"configmaps", configMapStorage},
-		{"secrets", secretStorage},
-		{"serviceaccounts", serviceAccountStorage},
-		{"events", eventStorage},
-		{"pods", podStorage},
-		{"services", serviceStorage},
-		{"persistentvolumeclaims", pvcStorage},
-		{"nodes", nodeStorage},
-		{"endpoints", endpoints.storage},
-		{"podtemplates", podTemplates.storage},
-		{"limitranges", limitRanges.storage},
-		{"persistentvolumes", pvStorage},
-		{"replicationcontrollers", replicationControllers},
-		{"resourcequotas", resourceQuotas.Storage},
-	} {
-		if err := add(b.name, b.build); err != nil {
-			return nil, err
-		}
-	}
-	defaultServiceAccounts(s["namespaces"].(*namespaceREST).Store.Store, s["serviceaccounts"].(*registry.Store).Store)
-	return map[string]map[string]rest.Storage{"v1": s}, nil
+	},
+	Served: []registry.Served{namespaces, configMaps, secrets, serviceAccounts,
+		eventstore.Kind(corev1.SchemeGroupVersion, eventstore.ValidateCore),
+		pods, services, persistentVolumeClaims, nodes, endpoints, podTemplates, limitRanges,
+		persistentVolumes, replicationControllers, resourceQuotas},
+	Link: func(s map[string]rest.Storage) error {
+		defaultServiceAccounts(s["namespaces"].(*namespaceREST).Store.Store, s["serviceaccounts"].(*registry.Store).Store)
+		return nil
+	},
 }
 
 // defaultServiceAccounts gives every new namespace its "default" service
@@ -141,16 +92,6 @@ func defaultServiceAccounts(namespaces, serviceAccounts *genericregistry.Store) 
 		// controller failed; AlreadyExists is the common case on restart.
 		_, _ = serviceAccounts.Create(ctx, sa, nil, &metav1.CreateOptions{})
 	}
-}
-
-func strategy(scheme *runtime.Scheme, namespaced bool) *registry.Strategy {
-	return &registry.Strategy{ObjectTyper: scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: namespaced}
-}
-
-// validateMeta validates metadata as kube-apiserver's ValidateObjectMeta with
-// the given name rule.
-func validateMeta(m *metav1.ObjectMeta, namespaced bool, nameFn apivalidation.ValidateNameFunc) field.ErrorList {
-	return apivalidation.ValidateObjectMeta(m, namespaced, nameFn, field.NewPath("metadata"))
 }
 
 // fieldChange says whether a top-level field changed in an update.
@@ -181,42 +122,24 @@ func validateImmutable(immutable, oldImmutable *bool, changes ...fieldChange) fi
 // maxDataSize is the limit on the data of a ConfigMap or Secret (1 MiB).
 const maxDataSize = corev1.MaxSecretSize
 
-// --- ConfigMaps ---
-
-func configMapStorage(ctx providers.Config) (map[string]rest.Storage, error) {
-	st := strategy(ctx.Scheme, true)
-	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		return validateConfigMap(obj.(*corev1.ConfigMap))
-	}
-	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		cm, oldCM := obj.(*corev1.ConfigMap), old.(*corev1.ConfigMap)
-		errs := validateImmutable(cm.Immutable, oldCM.Immutable,
-			fieldChange{"data", !reflect.DeepEqual(cm.Data, oldCM.Data)},
-			fieldChange{"binaryData", !reflect.DeepEqual(cm.BinaryData, oldCM.BinaryData)})
-		return append(errs, validateConfigMap(cm)...)
-	}
-	store, err := registry.NewStore(ctx, registry.StoreConfig{
-		Resource: corev1.Resource("configmaps"), Singular: "configmap",
-		NewFunc:  func() runtime.Object { return &corev1.ConfigMap{} },
-		NewList:  func() runtime.Object { return &corev1.ConfigMapList{} },
-		Strategy: st, ShortNames: []string{"cm"},
-		Table: registry.Table(registry.NameColumn(),
-			registry.Column{TableColumnDefinition: col("Data", "string", corev1.ConfigMap{}.SwaggerDoc()["data"]),
-				Value: func(o runtime.Object) any {
-					cm := o.(*corev1.ConfigMap)
-					return int64(len(cm.Data) + len(cm.BinaryData))
-				}},
-			registry.AgeColumn()),
-		AttrFunc: registry.AttrFunc[*corev1.ConfigMap](true, nil),
-	})
-	if err != nil {
-		return nil, err
-	}
-	return map[string]rest.Storage{"configmaps": store}, nil
+var configMaps = registry.Kind[*corev1.ConfigMap]{
+	GroupVersion: corev1.SchemeGroupVersion, Resource: "configmaps", Singular: "configmap", ShortNames: []string{"cm"},
+	Namespaced: true,
+	NewObj:     func() runtime.Object { return &corev1.ConfigMap{} },
+	NewList:    func() runtime.Object { return &corev1.ConfigMapList{} },
+	Validate:   validateConfigMap,
+	ValidateUpdate: func(cm, old *corev1.ConfigMap) field.ErrorList {
+		return validateImmutable(cm.Immutable, old.Immutable,
+			fieldChange{"data", !reflect.DeepEqual(cm.Data, old.Data)},
+			fieldChange{"binaryData", !reflect.DeepEqual(cm.BinaryData, old.BinaryData)})
+	},
+	Columns: []registry.Column{registry.ColumnOf("Data", "string", corev1.ConfigMap{}.SwaggerDoc()["data"], 0, func(cm *corev1.ConfigMap) any {
+		return int64(len(cm.Data) + len(cm.BinaryData))
+	})},
 }
 
 func validateConfigMap(cm *corev1.ConfigMap) field.ErrorList {
-	errs := validateMeta(&cm.ObjectMeta, true, apivalidation.NameIsDNSSubdomain)
+	var errs field.ErrorList
 	total := 0
 	for key, value := range cm.Data {
 		for _, msg := range isConfigMapKey(key) {
@@ -237,8 +160,4 @@ func validateConfigMap(cm *corev1.ConfigMap) field.ErrorList {
 		errs = append(errs, field.TooLong(field.NewPath(""), "", maxDataSize))
 	}
 	return errs
-}
-
-func col(name, typ, desc string) metaTableColumn {
-	return metaTableColumn{Name: name, Type: typ, Description: desc}
 }

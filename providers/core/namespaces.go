@@ -14,6 +14,7 @@ import (
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/names"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
@@ -23,87 +24,62 @@ import (
 // own name, so namespace selectors can select by name.
 const namespaceNameLabel = "kubernetes.io/metadata.name"
 
-func namespaceStorage(ctx providers.Config) (map[string]rest.Storage, error) {
-	gv := corev1.SchemeGroupVersion
-	st := strategy(ctx.Scheme, false)
-	st.ResetFields = registry.ResetStatus(gv)
-	st.PrepareCreate = func(_ context.Context, obj runtime.Object) {
-		ns := obj.(*corev1.Namespace)
+var namespaces = registry.Kind[*corev1.Namespace]{
+	GroupVersion: corev1.SchemeGroupVersion, Resource: "namespaces", Singular: "namespace", ShortNames: []string{"ns"},
+	NameValidation: apivalidation.NameIsDNSLabel,
+	Status:         true, StatusWritesLabels: true,
+	NewObj:  func() runtime.Object { return &corev1.Namespace{} },
+	NewList: func() runtime.Object { return &corev1.NamespaceList{} },
+	PrepareCreate: func(_ context.Context, ns *corev1.Namespace) {
 		ns.Status = corev1.NamespaceStatus{Phase: corev1.NamespaceActive}
 		if !hasFinalizer(ns.Spec.Finalizers, corev1.FinalizerKubernetes) {
 			ns.Spec.Finalizers = append(ns.Spec.Finalizers, corev1.FinalizerKubernetes)
 		}
 		setNameLabel(ns)
-	}
-	st.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
-		ns, o := obj.(*corev1.Namespace), old.(*corev1.Namespace)
-		ns.Spec.Finalizers = o.Spec.Finalizers
-		ns.Status = o.Status
+	},
+	// Finalizers change only through /finalize.
+	PrepareUpdate: func(ns, old *corev1.Namespace) {
+		ns.Spec.Finalizers = old.Spec.Finalizers
 		setNameLabel(ns)
-	}
-	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		ns := obj.(*corev1.Namespace)
-		errs := validateMeta(&ns.ObjectMeta, false, apivalidation.NameIsDNSLabel)
-		return append(errs, validateNamespaceFinalizers(ns.Spec.Finalizers)...)
-	}
-	st.ValidateOnUpdate = func(_ context.Context, obj, _ runtime.Object) field.ErrorList {
-		ns := obj.(*corev1.Namespace)
-		return validateMeta(&ns.ObjectMeta, false, apivalidation.NameIsDNSLabel)
-	}
-	store, err := registry.NewStore(ctx, registry.StoreConfig{
-		Resource: corev1.Resource("namespaces"), Singular: "namespace",
-		NewFunc:  func() runtime.Object { return &corev1.Namespace{} },
-		NewList:  func() runtime.Object { return &corev1.NamespaceList{} },
-		Strategy: st, ShortNames: []string{"ns"},
-		Table: registry.Table(registry.NameColumn(),
-			registry.Column{TableColumnDefinition: col("Status", "string", "The status of the namespace"),
-				Value: func(o runtime.Object) any { return string(o.(*corev1.Namespace).Status.Phase) }},
-			registry.AgeColumn()),
-		AttrFunc: registry.AttrFunc(false, func(ns *corev1.Namespace) fields.Set {
-			return fields.Set{"status.phase": string(ns.Status.Phase)}
-		}),
-		ShouldDeleteDuringUpdate: shouldDeleteNamespaceDuringUpdate,
-	})
-	if err != nil {
-		return nil, err
-	}
-
-	status := strategy(ctx.Scheme, false)
-	status.ResetFields = registry.ResetSpec(gv)
-	status.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
-		ns, o := obj.(*corev1.Namespace), old.(*corev1.Namespace)
-		ns.Spec = o.Spec
-	}
-	status.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		ns := obj.(*corev1.Namespace)
-		var errs field.ErrorList
+	},
+	Validate: func(ns *corev1.Namespace) field.ErrorList { return validateNamespaceFinalizers(ns.Spec.Finalizers) },
+	ValidateStatus: func(ns, _ *corev1.Namespace) field.ErrorList {
 		// kube-apiserver names this field with a capital P.
 		phase := field.NewPath("status", "Phase")
 		if ns.DeletionTimestamp.IsZero() {
 			if ns.Status.Phase != corev1.NamespaceActive {
-				errs = append(errs, field.Invalid(phase, ns.Status.Phase, "may only be 'Active' if `deletionTimestamp` is empty"))
+				return field.ErrorList{field.Invalid(phase, ns.Status.Phase, "may only be 'Active' if `deletionTimestamp` is empty")}
 			}
 		} else if ns.Status.Phase != corev1.NamespaceTerminating {
-			errs = append(errs, field.Invalid(phase, ns.Status.Phase, "may only be 'Terminating' if `deletionTimestamp` is not empty"))
+			return field.ErrorList{field.Invalid(phase, ns.Status.Phase, "may only be 'Terminating' if `deletionTimestamp` is not empty")}
 		}
-		return errs
-	}
+		return nil
+	},
+	ShouldDeleteDuringUpdate: shouldDeleteNamespaceDuringUpdate,
+	Columns: []registry.Column{registry.ColumnOf("Status", "string", "The status of the namespace", 0, func(ns *corev1.Namespace) any {
+		return string(ns.Status.Phase)
+	})},
+	Fields:     func(ns *corev1.Namespace) fields.Set { return fields.Set{"status.phase": string(ns.Status.Phase)} },
+	FieldNames: []string{"status.phase"},
+	Customize: func(cfg providers.Config, store *registry.Store, s map[string]rest.Storage) error {
+		s["namespaces"] = &namespaceREST{Store: store}
+		finalize := finalizeStrategy(cfg)
+		s["namespaces/finalize"] = registry.Subresource(store, finalize, finalize)
+		return nil
+	},
+}
 
-	finalize := strategy(ctx.Scheme, false)
-	finalize.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
-		ns, o := obj.(*corev1.Namespace), old.(*corev1.Namespace)
-		ns.Status = o.Status
+// finalizeStrategy writes /finalize: the spec's finalizers and metadata,
+// never the status.
+func finalizeStrategy(cfg providers.Config) *registry.Strategy {
+	st := &registry.Strategy{ObjectTyper: cfg.Scheme, NameGenerator: names.SimpleNameGenerator}
+	st.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
+		obj.(*corev1.Namespace).Status = old.(*corev1.Namespace).Status
 	}
-	finalize.ValidateOnUpdate = func(_ context.Context, obj, _ runtime.Object) field.ErrorList {
-		ns := obj.(*corev1.Namespace)
-		return validateNamespaceFinalizers(ns.Spec.Finalizers)
+	st.ValidateOnUpdate = func(_ context.Context, obj, _ runtime.Object) field.ErrorList {
+		return validateNamespaceFinalizers(obj.(*corev1.Namespace).Spec.Finalizers)
 	}
-
-	return map[string]rest.Storage{
-		"namespaces":          &namespaceREST{Store: store},
-		"namespaces/status":   registry.Subresource(store, status, status),
-		"namespaces/finalize": registry.Subresource(store, finalize, finalize),
-	}, nil
+	return st
 }
 
 // shouldDeleteNamespaceDuringUpdate removes a terminating namespace on update

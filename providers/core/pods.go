@@ -9,7 +9,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
-	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/internal/podspec"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -43,7 +43,7 @@ func podFieldSet(p *corev1.Pod) fields.Set {
 // kube-apiserver 1.37 defaults on pods only, not in workload templates), and
 // requests from limits where requests are not set.
 func defaultPod(p *corev1.Pod) {
-	DefaultPodSpec(&p.Spec)
+	podspec.DefaultSpec(&p.Spec)
 	if p.Spec.EnableServiceLinks == nil {
 		v := corev1.DefaultEnableServiceLinks
 		p.Spec.EnableServiceLinks = &v
@@ -114,91 +114,68 @@ func add(list corev1.ResourceList, name corev1.ResourceName, q resource.Quantity
 	list[name] = q.DeepCopy()
 }
 
-func podStorage(ctx providers.Config) (map[string]rest.Storage, error) {
-	gv := corev1.SchemeGroupVersion
-	st := strategy(ctx.Scheme, true)
-	st.ResetFields = registry.ResetStatus(gv)
-	st.PrepareCreate = func(_ context.Context, obj runtime.Object) {
-		p := obj.(*corev1.Pod)
-		p.Generation = 1
-		p.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: qosClass(p)}
-	}
-	st.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
-		p, o := obj.(*corev1.Pod), old.(*corev1.Pod)
-		p.Status = o.Status
-		if !apiequality.Semantic.DeepEqual(p.Spec, o.Spec) {
-			p.Generation = o.Generation + 1
-		}
-	}
-	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		p := obj.(*corev1.Pod)
-		errs := validateMeta(&p.ObjectMeta, true, apivalidation.NameIsDNSSubdomain)
-		return append(errs, validatePodSpec(&p.Spec, field.NewPath("spec"))...)
-	}
-	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		p, o := obj.(*corev1.Pod), old.(*corev1.Pod)
-		var errs field.ErrorList
-		errs = append(errs, validatePodSpec(&p.Spec, field.NewPath("spec"))...)
-		return append(errs, validatePodSpecUpdate(&p.Spec, &o.Spec)...)
-	}
-	store, err := registry.NewStore(ctx, registry.StoreConfig{
-		Resource: corev1.Resource("pods"), Singular: "pod",
-		NewFunc:  func() runtime.Object { return &corev1.Pod{} },
-		NewList:  func() runtime.Object { return &corev1.PodList{} },
-		Strategy: st, ShortNames: []string{"po"}, Categories: []string{"all"},
-		Table:    podTable(),
-		AttrFunc: registry.AttrFunc(true, podFieldSet),
-	})
-	if err != nil {
-		return nil, err
-	}
-	store.Store.DeleteStrategy = &podDeleteStrategy{Strategy: st}
+var pods = registry.Kind[*corev1.Pod]{
+	GroupVersion: corev1.SchemeGroupVersion, Resource: "pods", Singular: "pod",
+	ShortNames: []string{"po"}, Categories: []string{"all"}, Namespaced: true,
+	NewObj:  func() runtime.Object { return &corev1.Pod{} },
+	NewList: func() runtime.Object { return &corev1.PodList{} },
 	// DELETE answers with the pod, as kube-apiserver: with its deletion
 	// timestamp when the deletion is graceful.
-	store.Store.ReturnDeletedObject = true
+	ReturnDeleted: true,
+	GenerationOf:  func(p *corev1.Pod) any { return p.Spec },
+	PrepareCreate: func(_ context.Context, p *corev1.Pod) {
+		p.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: qosClass(p)}
+	},
+	Validate:       func(p *corev1.Pod) field.ErrorList { return podspec.ValidateSpec(&p.Spec, field.NewPath("spec")) },
+	ValidateUpdate: func(p, old *corev1.Pod) field.ErrorList { return validatePodSpecUpdate(&p.Spec, &old.Spec) },
+	Status:         true, StatusWritesLabels: true,
+	// /status never changes who owns the pod or its deletion.
+	StatusResetPaths: []string{"metadata.deletionTimestamp", "metadata.ownerReferences"},
+	PrepareStatusUpdate: func(p, old *corev1.Pod) {
+		p.DeletionTimestamp = old.DeletionTimestamp
+		p.DeletionGracePeriodSeconds = old.DeletionGracePeriodSeconds
+		p.OwnerReferences = old.OwnerReferences
+	},
+	ValidateStatus: validatePodStatus,
+	NoAge:          true, Columns: podColumns(),
+	Fields: podFieldSet, FieldNames: podFields,
+	Customize: podSubresources,
+}
 
-	status := strategy(ctx.Scheme, true)
-	status.ResetFields = registry.ResetSpec(gv, "metadata.deletionTimestamp", "metadata.ownerReferences")
-	status.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
-		p, o := obj.(*corev1.Pod), old.(*corev1.Pod)
-		p.Spec = o.Spec
-		p.DeletionTimestamp = o.DeletionTimestamp
-		p.DeletionGracePeriodSeconds = o.DeletionGracePeriodSeconds
-		p.OwnerReferences = o.OwnerReferences
-	}
-	status.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		p, o := obj.(*corev1.Pod), old.(*corev1.Pod)
-		var errs field.ErrorList
-		switch p.Status.Phase {
-		case "", corev1.PodPending, corev1.PodRunning, corev1.PodSucceeded, corev1.PodFailed, corev1.PodUnknown:
-		default:
-			errs = append(errs, field.NotSupported(field.NewPath("status", "phase"), p.Status.Phase,
-				[]string{string(corev1.PodPending), string(corev1.PodRunning), string(corev1.PodSucceeded), string(corev1.PodFailed), string(corev1.PodUnknown)}))
-		}
-		if terminal(o.Status.Phase) && p.Status.Phase != o.Status.Phase {
-			errs = append(errs, field.Forbidden(field.NewPath("status", "phase"), fmt.Sprintf("cannot transition from terminal phase %s to %s", o.Status.Phase, p.Status.Phase)))
-		}
-		return errs
-	}
-	ephemeral, resize := podSubresourceStrategies(st)
-	pdbs, err := registry.NewStore(ctx, registry.StoreConfig{
-		Resource: policyv1.Resource("poddisruptionbudgets"), Singular: "poddisruptionbudget",
-		NewFunc:  func() runtime.Object { return &policyv1.PodDisruptionBudget{} },
-		NewList:  func() runtime.Object { return &policyv1.PodDisruptionBudgetList{} },
-		Strategy: strategy(ctx.Scheme, true),
-	})
+// podSubresources makes deletion graceful and adds the subresources with
+// logic of their own.
+func podSubresources(cfg providers.Config, store *registry.Store, s map[string]rest.Storage) error {
+	store.Store.DeleteStrategy = &podDeleteStrategy{Strategy: store.Strategy}
+	pdbs, err := registry.Kind[*policyv1.PodDisruptionBudget]{
+		GroupVersion: policyv1.SchemeGroupVersion, Resource: "poddisruptionbudgets", Singular: "poddisruptionbudget",
+		Namespaced: true, NameValidation: registry.PathSegmentName,
+		NewObj:  func() runtime.Object { return &policyv1.PodDisruptionBudget{} },
+		NewList: func() runtime.Object { return &policyv1.PodDisruptionBudgetList{} },
+	}.Store(cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return map[string]rest.Storage{
-		"pods":                     store,
-		"pods/status":              registry.Subresource(store, status, status),
-		"pods/binding":             &bindingREST{pods: store},
-		"bindings":                 &legacyBindingREST{bindingREST{pods: store}},
-		"pods/eviction":            &evictionREST{pods: store, pdbs: pdbs},
-		"pods/ephemeralcontainers": registry.Subresource(store, ephemeral, ephemeral),
-		"pods/resize":              registry.Subresource(store, resize, resize),
-	}, nil
+	ephemeral, resize := podSubresourceStrategies(store.Strategy)
+	s["pods/binding"] = &bindingREST{pods: store}
+	s["bindings"] = &legacyBindingREST{bindingREST{pods: store}}
+	s["pods/eviction"] = &evictionREST{pods: store, pdbs: pdbs}
+	s["pods/ephemeralcontainers"] = registry.Subresource(store, ephemeral, ephemeral)
+	s["pods/resize"] = registry.Subresource(store, resize, resize)
+	return nil
+}
+
+func validatePodStatus(p, old *corev1.Pod) field.ErrorList {
+	var errs field.ErrorList
+	switch p.Status.Phase {
+	case "", corev1.PodPending, corev1.PodRunning, corev1.PodSucceeded, corev1.PodFailed, corev1.PodUnknown:
+	default:
+		errs = append(errs, field.NotSupported(field.NewPath("status", "phase"), p.Status.Phase,
+			[]string{string(corev1.PodPending), string(corev1.PodRunning), string(corev1.PodSucceeded), string(corev1.PodFailed), string(corev1.PodUnknown)}))
+	}
+	if terminal(old.Status.Phase) && p.Status.Phase != old.Status.Phase {
+		errs = append(errs, field.Forbidden(field.NewPath("status", "phase"), fmt.Sprintf("cannot transition from terminal phase %s to %s", old.Status.Phase, p.Status.Phase)))
+	}
+	return errs
 }
 
 func terminal(p corev1.PodPhase) bool { return p == corev1.PodSucceeded || p == corev1.PodFailed }
@@ -260,13 +237,10 @@ func (s *podDeleteStrategy) CheckGracefulDelete(_ context.Context, obj runtime.O
 	return true
 }
 
-func podTable() rest.TableConvertor {
-	c := func(name, typ, desc string, priority int32, f func(p *corev1.Pod) any) registry.Column {
-		d := col(name, typ, desc)
-		d.Priority = priority
-		return registry.Column{TableColumnDefinition: d, Value: func(o runtime.Object) any { return f(o.(*corev1.Pod)) }}
-	}
-	return registry.Table(registry.NameColumn(),
+// podColumns are kubectl get pods' columns after NAME.
+func podColumns() []registry.Column {
+	c := registry.ColumnOf[*corev1.Pod]
+	return []registry.Column{
 		c("Ready", "string", "The aggregate readiness state of this pod for accepting traffic.", 0, func(p *corev1.Pod) any {
 			ready := 0
 			for _, s := range p.Status.ContainerStatuses {
@@ -317,7 +291,7 @@ func podTable() rest.TableConvertor {
 			}
 			return fmt.Sprintf("%d/%d", ready, len(p.Spec.ReadinessGates))
 		}),
-	)
+	}
 }
 
 func podStatusReason(p *corev1.Pod) any {

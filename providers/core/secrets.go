@@ -7,18 +7,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/rest"
 
-	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
-
-type metaTableColumn = metav1.TableColumnDefinition
 
 var isConfigMapKey = utilvalidation.IsConfigMapKey
 
@@ -32,37 +27,23 @@ func defaultSecret(s *corev1.Secret) {
 	}
 }
 
-func secretStorage(ctx providers.Config) (map[string]rest.Storage, error) {
-	st := strategy(ctx.Scheme, true)
-	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		return validateSecret(obj.(*corev1.Secret))
-	}
-	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		s, o := obj.(*corev1.Secret), old.(*corev1.Secret)
-		var errs field.ErrorList
-		errs = append(errs, apivalidation.ValidateImmutableField(s.Type, o.Type, field.NewPath("type"))...)
-		errs = append(errs, validateImmutable(s.Immutable, o.Immutable, fieldChange{"data", !reflect.DeepEqual(s.Data, o.Data)})...)
-		return append(errs, validateSecret(s)...)
-	}
-	st.PrepareCreate = func(_ context.Context, obj runtime.Object) { mergeStringData(obj.(*corev1.Secret)) }
-	st.PrepareUpdate = func(_ context.Context, obj, _ runtime.Object) { mergeStringData(obj.(*corev1.Secret)) }
-	store, err := registry.NewStore(ctx, registry.StoreConfig{
-		Resource: corev1.Resource("secrets"), Singular: "secret",
-		NewFunc:  func() runtime.Object { return &corev1.Secret{} },
-		NewList:  func() runtime.Object { return &corev1.SecretList{} },
-		Strategy: st,
-		Table: registry.Table(registry.NameColumn(),
-			registry.Column{TableColumnDefinition: col("Type", "string", corev1.Secret{}.SwaggerDoc()["type"]),
-				Value: func(o runtime.Object) any { return string(o.(*corev1.Secret).Type) }},
-			registry.Column{TableColumnDefinition: col("Data", "string", corev1.Secret{}.SwaggerDoc()["data"]),
-				Value: func(o runtime.Object) any { return int64(len(o.(*corev1.Secret).Data)) }},
-			registry.AgeColumn()),
-		AttrFunc: registry.AttrFunc(true, func(s *corev1.Secret) fields.Set { return fields.Set{"type": string(s.Type)} }),
-	})
-	if err != nil {
-		return nil, err
-	}
-	return map[string]rest.Storage{"secrets": store}, nil
+var secrets = registry.Kind[*corev1.Secret]{
+	GroupVersion: corev1.SchemeGroupVersion, Resource: "secrets", Singular: "secret", Namespaced: true,
+	NewObj:        func() runtime.Object { return &corev1.Secret{} },
+	NewList:       func() runtime.Object { return &corev1.SecretList{} },
+	PrepareCreate: func(_ context.Context, s *corev1.Secret) { mergeStringData(s) },
+	PrepareUpdate: func(s, _ *corev1.Secret) { mergeStringData(s) },
+	Validate:      validateSecret,
+	ValidateUpdate: func(s, old *corev1.Secret) field.ErrorList {
+		errs := apivalidation.ValidateImmutableField(s.Type, old.Type, field.NewPath("type"))
+		return append(errs, validateImmutable(s.Immutable, old.Immutable, fieldChange{"data", !reflect.DeepEqual(s.Data, old.Data)})...)
+	},
+	Columns: []registry.Column{
+		registry.ColumnOf("Type", "string", corev1.Secret{}.SwaggerDoc()["type"], 0, func(s *corev1.Secret) any { return string(s.Type) }),
+		registry.ColumnOf("Data", "string", corev1.Secret{}.SwaggerDoc()["data"], 0, func(s *corev1.Secret) any { return int64(len(s.Data)) }),
+	},
+	Fields:     func(s *corev1.Secret) fields.Set { return fields.Set{"type": string(s.Type)} },
+	FieldNames: []string{"type"},
 }
 
 // mergeStringData folds the write-only stringData into data, as the real
@@ -81,7 +62,7 @@ func mergeStringData(s *corev1.Secret) {
 }
 
 func validateSecret(s *corev1.Secret) field.ErrorList {
-	errs := validateMeta(&s.ObjectMeta, true, apivalidation.NameIsDNSSubdomain)
+	var errs field.ErrorList
 	dataPath := field.NewPath("data")
 	total := 0
 	for key, value := range s.Data {

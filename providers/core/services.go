@@ -23,6 +23,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/internal/podspec"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -247,7 +248,7 @@ func needsNodePorts(s *corev1.Service) bool {
 var serviceTypes = []string{string(corev1.ServiceTypeClusterIP), string(corev1.ServiceTypeExternalName), string(corev1.ServiceTypeLoadBalancer), string(corev1.ServiceTypeNodePort)}
 
 func validateService(s *corev1.Service) field.ErrorList {
-	errs := validateMeta(&s.ObjectMeta, true, apivalidation.NameIsDNSLabel)
+	var errs field.ErrorList
 	p := field.NewPath("spec")
 	if !sets.New(serviceTypes...).Has(string(s.Spec.Type)) {
 		errs = append(errs, field.NotSupported(p.Child("type"), s.Spec.Type, serviceTypes))
@@ -276,8 +277,8 @@ func validateService(s *corev1.Service) field.ErrorList {
 		for _, msg := range utilvalidation.IsValidPortNum(int(port.Port)) {
 			errs = append(errs, field.Invalid(pp.Child("port"), port.Port, msg))
 		}
-		if !protocols.Has(string(port.Protocol)) {
-			errs = append(errs, field.NotSupported(pp.Child("protocol"), port.Protocol, sets.List(protocols)))
+		if !podspec.Protocols().Has(string(port.Protocol)) {
+			errs = append(errs, field.NotSupported(pp.Child("protocol"), port.Protocol, sets.List(podspec.Protocols())))
 		}
 		if port.NodePort != 0 && s.Spec.Type == corev1.ServiceTypeClusterIP {
 			errs = append(errs, field.Forbidden(pp.Child("nodePort"), "may not be used when `type` is 'ClusterIP'"))
@@ -287,50 +288,36 @@ func validateService(s *corev1.Service) field.ErrorList {
 	return errs
 }
 
-func serviceStorage(ctx providers.Config) (map[string]rest.Storage, error) {
-	alloc := newAllocator()
-	st := strategy(ctx.Scheme, true)
-	st.ResetFields = registry.ResetStatus(corev1.SchemeGroupVersion)
-	st.PrepareCreate = func(_ context.Context, obj runtime.Object) { obj.(*corev1.Service).Status = corev1.ServiceStatus{} }
-	st.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
-		s, o := obj.(*corev1.Service), old.(*corev1.Service)
-		s.Status = o.Status
-		carryOver(s, o)
-	}
-	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		return validateService(obj.(*corev1.Service))
-	}
-	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		s, o := obj.(*corev1.Service), old.(*corev1.Service)
-		var errs field.ErrorList
-		errs = append(errs, validateService(s)...)
-		if s.Spec.Type == o.Spec.Type && o.Spec.ClusterIP != "" {
-			if s.Spec.ClusterIP != o.Spec.ClusterIP {
-				errs = append(errs, field.Invalid(field.NewPath("spec", "clusterIPs").Index(0), s.Spec.ClusterIPs, "may not change once set"))
-			}
-		}
-		return errs
-	}
-	store, err := registry.NewStore(ctx, registry.StoreConfig{
-		Resource: corev1.Resource("services"), Singular: "service",
-		NewFunc:  func() runtime.Object { return &corev1.Service{} },
-		NewList:  func() runtime.Object { return &corev1.ServiceList{} },
-		Strategy: st, ShortNames: []string{"svc"}, Categories: []string{"all"},
-		Table:    serviceTable(),
-		AttrFunc: registry.AttrFunc[*corev1.Service](true, nil),
-	})
-	if err != nil {
-		return nil, err
-	}
+var services = registry.Kind[*corev1.Service]{
+	GroupVersion: corev1.SchemeGroupVersion, Resource: "services", Singular: "service",
+	ShortNames: []string{"svc"}, Categories: []string{"all"}, Namespaced: true,
+	NameValidation: apivalidation.NameIsDNSLabel,
+	NewObj:         func() runtime.Object { return &corev1.Service{} },
+	NewList:        func() runtime.Object { return &corev1.ServiceList{} },
+	Status:         true, StatusWritesLabels: true,
 	// DELETE returns the deleted Service, as kube-apiserver's; Delete below
 	// needs it to release what was allocated.
-	store.Store.ReturnDeletedObject = true
-	// Allocation is a transaction around the write, on every path that
-	// creates (POST, and PUT or apply of a missing service) or changes the
-	// type: released if the write fails or is a dry run.
-	ips, err := newIPAddresses(ctx)
+	ReturnDeleted: true,
+	PrepareUpdate: func(s, old *corev1.Service) { carryOver(s, old) },
+	Validate:      validateService,
+	ValidateUpdate: func(s, old *corev1.Service) field.ErrorList {
+		if s.Spec.Type == old.Spec.Type && old.Spec.ClusterIP != "" && s.Spec.ClusterIP != old.Spec.ClusterIP {
+			return field.ErrorList{field.Invalid(field.NewPath("spec", "clusterIPs").Index(0), s.Spec.ClusterIPs, "may not change once set")}
+		}
+		return nil
+	},
+	NoAge: true, Columns: serviceColumns(),
+	Customize: allocateServices,
+}
+
+// allocateServices makes allocation a transaction around the write, on
+// every path that creates (POST, and PUT or apply of a missing service) or
+// changes the type: released if the write fails or is a dry run.
+func allocateServices(cfg providers.Config, store *registry.Store, s map[string]rest.Storage) error {
+	alloc := newAllocator()
+	ips, err := newIPAddresses(cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	finish := func(s *corev1.Service, dryRun bool) genericregistry.FinishFunc {
 		return func(ctx context.Context, success bool) {
@@ -358,15 +345,8 @@ func serviceStorage(ctx providers.Config) (map[string]rest.Storage, error) {
 		}
 		return finish(added, len(opts.DryRun) > 0), nil
 	}
-	status := strategy(ctx.Scheme, true)
-	status.ResetFields = registry.ResetSpec(corev1.SchemeGroupVersion)
-	status.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
-		obj.(*corev1.Service).Spec = old.(*corev1.Service).Spec
-	}
-	return map[string]rest.Storage{
-		"services":        &serviceREST{Store: store, alloc: alloc, ips: ips},
-		"services/status": registry.Subresource(store, status, status),
-	}, nil
+	s["services"] = &serviceREST{Store: store, alloc: alloc, ips: ips}
+	return nil
 }
 
 // serviceREST allocates cluster IPs and node ports on create and releases
@@ -389,13 +369,10 @@ func (r *serviceREST) Delete(ctx context.Context, name string, deleteValidation 
 	return obj, deleted, err
 }
 
-func serviceTable() rest.TableConvertor {
-	c := func(name, typ, desc string, priority int32, f func(s *corev1.Service) any) registry.Column {
-		d := col(name, typ, desc)
-		d.Priority = priority
-		return registry.Column{TableColumnDefinition: d, Value: func(o runtime.Object) any { return f(o.(*corev1.Service)) }}
-	}
-	return registry.Table(registry.NameColumn(),
+// serviceColumns are kubectl get services' columns after NAME.
+func serviceColumns() []registry.Column {
+	c := registry.ColumnOf[*corev1.Service]
+	return []registry.Column{
 		c("Type", "string", corev1.ServiceSpec{}.SwaggerDoc()["type"], 0, func(s *corev1.Service) any { return string(s.Spec.Type) }),
 		c("Cluster-IP", "string", corev1.ServiceSpec{}.SwaggerDoc()["clusterIP"], 0, func(s *corev1.Service) any {
 			if s.Spec.ClusterIP == "" {
@@ -439,20 +416,19 @@ func serviceTable() rest.TableConvertor {
 			}
 			return metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: s.Spec.Selector})
 		}),
-	)
+	}
 }
 
 // ipAddresses writes the networking.k8s.io IPAddress objects that record
 // which service holds each cluster IP, as kube-apiserver's allocator does.
 type ipAddresses struct{ store *registry.Store }
 
-func newIPAddresses(ctx providers.Config) (*ipAddresses, error) {
-	store, err := registry.NewStore(ctx, registry.StoreConfig{
-		Resource: networkingv1.Resource("ipaddresses"), Singular: "ipaddress",
-		NewFunc:  func() runtime.Object { return &networkingv1.IPAddress{} },
-		NewList:  func() runtime.Object { return &networkingv1.IPAddressList{} },
-		Strategy: strategy(ctx.Scheme, false),
-	})
+func newIPAddresses(cfg providers.Config) (*ipAddresses, error) {
+	store, err := registry.Kind[*networkingv1.IPAddress]{
+		GroupVersion: networkingv1.SchemeGroupVersion, Resource: "ipaddresses", Singular: "ipaddress",
+		NewObj:  func() runtime.Object { return &networkingv1.IPAddress{} },
+		NewList: func() runtime.Object { return &networkingv1.IPAddressList{} },
+	}.Store(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@
 package events
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
@@ -16,10 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/rest"
-	"k8s.io/apiserver/pkg/storage/names"
 
 	"github.com/kubeembed/apiserver/providers"
-	"github.com/kubeembed/apiserver/providers/core"
+	"github.com/kubeembed/apiserver/providers/internal/eventstore"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -30,10 +28,14 @@ type Provider struct{}
 var _ providers.Provider = Provider{}
 
 // GroupName implements providers.Provider.
-func (Provider) GroupName() string { return eventsv1.GroupName }
+func (Provider) GroupName() string { return group.GroupName() }
 
 // Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error {
+func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
+
+// install registers events.k8s.io/v1 with core/v1 Events as its internal
+// version, and the conversions between them.
+func install(scheme *runtime.Scheme) error {
 	if err := eventsv1.AddToScheme(scheme); err != nil {
 		return err
 	}
@@ -68,7 +70,6 @@ func (Provider) Install(scheme *runtime.Scheme) error {
 			}
 			return nil
 		}),
-		scheme.AddFieldLabelConversionFunc(eventsv1.SchemeGroupVersion.WithKind("Event"), convertFieldLabel),
 	} {
 		if err != nil {
 			return err
@@ -145,7 +146,7 @@ const noteLengthLimit = 1024
 // validateV1 checks what kube-apiserver requires of an event created through
 // events.k8s.io/v1, on the stored (core) form: field paths are the v1 names.
 func validateV1(e *corev1.Event) field.ErrorList {
-	errs := apivalidation.ValidateObjectMeta(&e.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	var errs field.ErrorList
 	if e.EventTime.IsZero() {
 		errs = append(errs, field.Required(field.NewPath("eventTime"), ""))
 	}
@@ -178,25 +179,22 @@ func validateV1(e *corev1.Event) field.ErrorList {
 }
 
 // Storage implements providers.Provider.
-func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
-	st := &registry.Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: true,
-		CreateOnUpdate: true}
-	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList { return validateV1(obj.(*corev1.Event)) }
-	st.ValidateOnUpdate = func(_ context.Context, obj, _ runtime.Object) field.ErrorList {
-		e := obj.(*corev1.Event)
-		return validateV1(e)
-	}
-	store, err := registry.NewStore(ctx, registry.StoreConfig{
-		Resource: eventsv1.Resource("events"), Singular: "event",
-		NewFunc:  func() runtime.Object { return &corev1.Event{} },
-		NewList:  func() runtime.Object { return &corev1.EventList{} },
-		Strategy: st, ShortNames: []string{"ev"},
-		Table:    core.EventTable(),
-		AttrFunc: registry.AttrFunc(true, core.EventFields),
-		TTL:      func(runtime.Object, uint64, bool) (uint64, error) { return core.EventTTL, nil },
-	})
-	if err != nil {
-		return nil, err
-	}
-	return map[string]map[string]rest.Storage{"v1": {"events": store}}, nil
+func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
+	return group.Storage(cfg)
+}
+
+var group = registry.Group{
+	GroupVersion: eventsv1.SchemeGroupVersion,
+	// The internal version is core/v1's Event: see install.
+	Register: install,
+	Served:   []registry.Served{eventsKind()},
+}
+
+// eventsKind is the one store of events (providers/internal/eventstore),
+// served with events.k8s.io's names, field selectors and validation.
+func eventsKind() registry.Kind[*corev1.Event] {
+	k := eventstore.Kind(eventsv1.SchemeGroupVersion, validateV1)
+	k.NameValidation = apivalidation.NameIsDNSSubdomain
+	k.FieldLabel = convertFieldLabel
+	return k
 }

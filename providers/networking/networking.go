@@ -3,21 +3,17 @@
 package networking
 
 import (
-	"context"
-	"maps"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/rest"
-	"k8s.io/apiserver/pkg/storage/names"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
@@ -29,25 +25,22 @@ type Provider struct{}
 var _ providers.Provider = Provider{}
 
 // GroupName implements providers.Provider.
-func (Provider) GroupName() string { return networkingv1.GroupName }
+func (Provider) GroupName() string { return group.GroupName() }
 
 // Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error {
-	if err := providers.InstallGroupVersion(scheme, networkingv1.SchemeGroupVersion, networkingv1.AddToScheme); err != nil {
-		return err
-	}
-	scheme.AddTypeDefaultingFunc(&networkingv1.NetworkPolicy{}, func(obj any) { defaultNetworkPolicy(obj.(*networkingv1.NetworkPolicy)) })
-	for _, k := range []registry.Served{serviceCIDRs, ipAddresses} {
-		if err := k.FieldLabels(scheme); err != nil {
-			return err
-		}
-	}
-	for kind, namespaced := range map[string]bool{"Ingress": true, "IngressClass": false, "NetworkPolicy": true} {
-		if err := registry.FieldLabelConversion(scheme, networkingv1.SchemeGroupVersion.WithKind(kind), namespaced); err != nil {
-			return err
-		}
-	}
-	return nil
+func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
+
+// Storage implements providers.Provider.
+func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
+	return group.Storage(cfg)
+}
+
+var group = registry.Group{
+	GroupVersion: networkingv1.SchemeGroupVersion, AddToScheme: networkingv1.AddToScheme,
+	Defaults: map[runtime.Object]func(any){
+		&networkingv1.NetworkPolicy{}: func(obj any) { defaultNetworkPolicy(obj.(*networkingv1.NetworkPolicy)) },
+	},
+	Served: []registry.Served{networkPolicies, ingressClasses, ingresses, serviceCIDRs, ipAddresses},
 }
 
 // defaultNetworkPolicy applies networking/v1's defaults: port protocol TCP,
@@ -76,27 +69,7 @@ func defaultNetworkPolicy(np *networkingv1.NetworkPolicy) {
 	}
 }
 
-// withGeneration counts metadata.generation, as kube-apiserver does for
-// network policies and ingress classes.
-func withGeneration(st *registry.Strategy) *registry.Strategy {
-	st.Generation = true
-	return st
-}
-
-func strategy(ctx providers.Config, namespaced bool, validate func(runtime.Object) field.ErrorList, meta func(runtime.Object) *metav1.ObjectMeta) *registry.Strategy {
-	st := &registry.Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: namespaced}
-	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		errs := apivalidation.ValidateObjectMeta(meta(obj), namespaced, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
-		return append(errs, validate(obj)...)
-	}
-	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		return validate(obj)
-	}
-	return st
-}
-
-func validateNetworkPolicy(obj runtime.Object) field.ErrorList {
-	np := obj.(*networkingv1.NetworkPolicy)
+func validateNetworkPolicy(np *networkingv1.NetworkPolicy) field.ErrorList {
 	p := field.NewPath("spec")
 	errs := metav1validation.ValidateLabelSelector(&np.Spec.PodSelector, metav1validation.LabelSelectorValidationOptions{}, p.Child("podSelector"))
 	allowed := []string{string(networkingv1.PolicyTypeIngress), string(networkingv1.PolicyTypeEgress)}
@@ -151,8 +124,7 @@ func validateBackend(b *networkingv1.IngressBackend, p *field.Path) field.ErrorL
 	return errs
 }
 
-func validateIngress(obj runtime.Object) field.ErrorList {
-	ing := obj.(*networkingv1.Ingress)
+func validateIngress(ing *networkingv1.Ingress) field.ErrorList {
 	p := field.NewPath("spec")
 	var errs field.ErrorList
 	if ing.Spec.DefaultBackend != nil {
@@ -190,8 +162,7 @@ func validateIngress(obj runtime.Object) field.ErrorList {
 	return errs
 }
 
-func validateIngressClass(obj runtime.Object) field.ErrorList {
-	ic := obj.(*networkingv1.IngressClass)
+func validateIngressClass(ic *networkingv1.IngressClass) field.ErrorList {
 	p := field.NewPath("spec", "controller")
 	if ic.Spec.Controller == "" {
 		return field.ErrorList{field.Required(p, "")}
@@ -199,123 +170,79 @@ func validateIngressClass(obj runtime.Object) field.ErrorList {
 	return utilvalidation.IsDomainPrefixedPath(p, ic.Spec.Controller)
 }
 
-// Storage implements providers.Provider.
-func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
-	out := map[string]rest.Storage{}
-	np, err := registry.NewStore(ctx, registry.StoreConfig{
-		Resource: networkingv1.Resource("networkpolicies"), Singular: "networkpolicy",
-		NewFunc: func() runtime.Object { return &networkingv1.NetworkPolicy{} },
-		NewList: func() runtime.Object { return &networkingv1.NetworkPolicyList{} },
-		Strategy: withGeneration(strategy(ctx, true, validateNetworkPolicy, func(o runtime.Object) *metav1.ObjectMeta {
-			return &o.(*networkingv1.NetworkPolicy).ObjectMeta
-		})),
-		ShortNames: []string{"netpol"},
-		Table: registry.Table(registry.NameColumn(),
-			registry.ColumnOf("Pod-Selector", "string", networkingv1.NetworkPolicySpec{}.SwaggerDoc()["podSelector"], 0, func(n *networkingv1.NetworkPolicy) any {
-				s := metav1.FormatLabelSelector(&n.Spec.PodSelector)
-				if s == "<none>" {
-					return "<none>"
-				}
-				return s
-			}),
-			registry.AgeColumn()),
-		AttrFunc: registry.AttrFunc[*networkingv1.NetworkPolicy](true, nil),
-	})
-	if err != nil {
-		return nil, err
-	}
-	out["networkpolicies"] = np
+// networkPolicies and ingressClasses count metadata.generation, as
+// kube-apiserver does.
+var networkPolicies = registry.Kind[*networkingv1.NetworkPolicy]{
+	GroupVersion: networkingv1.SchemeGroupVersion, Resource: "networkpolicies", Singular: "networkpolicy",
+	ShortNames: []string{"netpol"}, Namespaced: true, Generation: true,
+	NewObj:   func() runtime.Object { return &networkingv1.NetworkPolicy{} },
+	NewList:  func() runtime.Object { return &networkingv1.NetworkPolicyList{} },
+	Validate: validateNetworkPolicy,
+	Columns: []registry.Column{registry.ColumnOf("Pod-Selector", "string", networkingv1.NetworkPolicySpec{}.SwaggerDoc()["podSelector"], 0, func(n *networkingv1.NetworkPolicy) any {
+		return metav1.FormatLabelSelector(&n.Spec.PodSelector)
+	})},
+}
 
-	ic, err := registry.NewStore(ctx, registry.StoreConfig{
-		Resource: networkingv1.Resource("ingressclasses"), Singular: "ingressclass",
-		NewFunc: func() runtime.Object { return &networkingv1.IngressClass{} },
-		NewList: func() runtime.Object { return &networkingv1.IngressClassList{} },
-		Strategy: withGeneration(strategy(ctx, false, validateIngressClass, func(o runtime.Object) *metav1.ObjectMeta {
-			return &o.(*networkingv1.IngressClass).ObjectMeta
-		})),
-		Table: registry.Table(registry.NameColumn(),
-			registry.ColumnOf("Controller", "string", "Controller that is responsible for handling this class", 0, func(c *networkingv1.IngressClass) any { return c.Spec.Controller }),
-			registry.ColumnOf("Parameters", "string", "A reference to a resource with additional parameters", 0, func(c *networkingv1.IngressClass) any {
-				if c.Spec.Parameters == nil {
-					return "<none>"
-				}
-				return c.Spec.Parameters.Kind + "/" + c.Spec.Parameters.Name
-			}),
-			registry.AgeColumn()),
-		AttrFunc: registry.AttrFunc[*networkingv1.IngressClass](false, nil),
-	})
-	if err != nil {
-		return nil, err
-	}
-	out["ingressclasses"] = ic
-
-	ingresses := registry.Workload[*networkingv1.Ingress]{
-		GroupVersion: networkingv1.SchemeGroupVersion,
-		Resource:     "ingresses", Singular: "ingress", ShortNames: []string{"ing"},
-		NewObj:  func() runtime.Object { return &networkingv1.Ingress{} },
-		NewList: func() runtime.Object { return &networkingv1.IngressList{} },
-		Meta:    func(i *networkingv1.Ingress) *metav1.ObjectMeta { return &i.ObjectMeta },
-		Spec:    func(i *networkingv1.Ingress) any { return i.Spec },
-		ResetStatus: func(i, old *networkingv1.Ingress) {
-			i.Status = networkingv1.IngressStatus{}
-			if old != nil {
-				i.Status = old.Status
+var ingressClasses = registry.Kind[*networkingv1.IngressClass]{
+	GroupVersion: networkingv1.SchemeGroupVersion, Resource: "ingressclasses", Singular: "ingressclass", Generation: true,
+	NewObj:   func() runtime.Object { return &networkingv1.IngressClass{} },
+	NewList:  func() runtime.Object { return &networkingv1.IngressClassList{} },
+	Validate: validateIngressClass,
+	Columns: []registry.Column{
+		registry.ColumnOf("Controller", "string", "Controller that is responsible for handling this class", 0, func(c *networkingv1.IngressClass) any { return c.Spec.Controller }),
+		registry.ColumnOf("Parameters", "string", "A reference to a resource with additional parameters", 0, func(c *networkingv1.IngressClass) any {
+			if c.Spec.Parameters == nil {
+				return "<none>"
 			}
-		},
-		ResetSpec: func(i, old *networkingv1.Ingress) { i.Spec = old.Spec },
-		Validate:  func(i *networkingv1.Ingress) field.ErrorList { return validateIngress(i) },
-		Columns: []registry.Column{
-			registry.ColumnOf("Class", "string", "The name of the IngressClass resource that should be used for additional configuration", 0, func(i *networkingv1.Ingress) any {
-				if i.Spec.IngressClassName == nil {
-					return "<none>"
+			return c.Spec.Parameters.Kind + "/" + c.Spec.Parameters.Name
+		}),
+	},
+}
+
+var ingresses = registry.Kind[*networkingv1.Ingress]{
+	Status: true, NoAge: true, Namespaced: true,
+	GroupVersion: networkingv1.SchemeGroupVersion,
+	Resource:     "ingresses", Singular: "ingress", ShortNames: []string{"ing"},
+	NewObj:       func() runtime.Object { return &networkingv1.Ingress{} },
+	NewList:      func() runtime.Object { return &networkingv1.IngressList{} },
+	GenerationOf: func(i *networkingv1.Ingress) any { return i.Spec },
+	Validate:     validateIngress,
+	Columns: []registry.Column{
+		registry.ColumnOf("Class", "string", "The name of the IngressClass resource that should be used for additional configuration", 0, func(i *networkingv1.Ingress) any {
+			if i.Spec.IngressClassName == nil {
+				return "<none>"
+			}
+			return *i.Spec.IngressClassName
+		}),
+		registry.ColumnOf("Hosts", "string", "Hosts that incoming requests are matched against before the ingress rule", 0, func(i *networkingv1.Ingress) any {
+			var hosts []string
+			for _, r := range i.Spec.Rules {
+				if r.Host != "" {
+					hosts = append(hosts, r.Host)
 				}
-				return *i.Spec.IngressClassName
-			}),
-			registry.ColumnOf("Hosts", "string", "Hosts that incoming requests are matched against before the ingress rule", 0, func(i *networkingv1.Ingress) any {
-				var hosts []string
-				for _, r := range i.Spec.Rules {
-					if r.Host != "" {
-						hosts = append(hosts, r.Host)
-					}
+			}
+			if len(hosts) == 0 {
+				return "*"
+			}
+			return strings.Join(hosts, ",")
+		}),
+		registry.ColumnOf("Address", "string", "Address is a list containing ingress points for the load-balancer", 0, func(i *networkingv1.Ingress) any {
+			var addrs []string
+			for _, lb := range i.Status.LoadBalancer.Ingress {
+				if lb.IP != "" {
+					addrs = append(addrs, lb.IP)
+				} else if lb.Hostname != "" {
+					addrs = append(addrs, lb.Hostname)
 				}
-				if len(hosts) == 0 {
-					return "*"
-				}
-				return strings.Join(hosts, ",")
-			}),
-			registry.ColumnOf("Address", "string", "Address is a list containing ingress points for the load-balancer", 0, func(i *networkingv1.Ingress) any {
-				var addrs []string
-				for _, lb := range i.Status.LoadBalancer.Ingress {
-					if lb.IP != "" {
-						addrs = append(addrs, lb.IP)
-					} else if lb.Hostname != "" {
-						addrs = append(addrs, lb.Hostname)
-					}
-				}
-				return strings.Join(addrs, ",")
-			}),
-			registry.ColumnOf("Ports", "string", "Ports of TLS configurations that open", 0, func(i *networkingv1.Ingress) any {
-				if len(i.Spec.TLS) > 0 {
-					return "80, 443"
-				}
-				return "80"
-			}),
-			registry.AgeColumn(),
-		},
-	}
-	s, err := ingresses.Storage(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for k, v := range s {
-		out[k] = v
-	}
-	for _, k := range []registry.Served{serviceCIDRs, ipAddresses} {
-		m, err := k.Storage(ctx)
-		if err != nil {
-			return nil, err
-		}
-		maps.Copy(out, m)
-	}
-	return map[string]map[string]rest.Storage{"v1": out}, nil
+			}
+			return strings.Join(addrs, ",")
+		}),
+		registry.ColumnOf("Ports", "string", "Ports of TLS configurations that open", 0, func(i *networkingv1.Ingress) any {
+			if len(i.Spec.TLS) > 0 {
+				return "80, 443"
+			}
+			return "80"
+		}),
+		registry.AgeColumn(),
+	},
 }

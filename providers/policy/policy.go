@@ -6,7 +6,6 @@ import (
 
 	policyv1 "k8s.io/api/policy/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -23,14 +22,19 @@ type Provider struct{}
 var _ providers.Provider = Provider{}
 
 // GroupName implements providers.Provider.
-func (Provider) GroupName() string { return policyv1.GroupName }
+func (Provider) GroupName() string { return group.GroupName() }
 
 // Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error {
-	if err := providers.InstallGroupVersion(scheme, policyv1.SchemeGroupVersion, policyv1.AddToScheme); err != nil {
-		return err
-	}
-	return registry.FieldLabelConversion(scheme, policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"), true)
+func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
+
+// Storage implements providers.Provider.
+func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
+	return group.Storage(cfg)
+}
+
+var group = registry.Group{
+	GroupVersion: policyv1.SchemeGroupVersion, AddToScheme: policyv1.AddToScheme,
+	Served: []registry.Served{podDisruptionBudgets},
 }
 
 func validateIntOrPercent(v *intstr.IntOrString, p *field.Path) field.ErrorList {
@@ -50,51 +54,36 @@ func validateIntOrPercent(v *intstr.IntOrString, p *field.Path) field.ErrorList 
 	return nil
 }
 
-// Storage implements providers.Provider.
-func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
-	pdbs := registry.Workload[*policyv1.PodDisruptionBudget]{
-		NameValidation: registry.PathSegmentName,
-		GroupVersion:   policyv1.SchemeGroupVersion,
-		Resource:       "poddisruptionbudgets", Singular: "poddisruptionbudget", ShortNames: []string{"pdb"},
-		NewObj:  func() runtime.Object { return &policyv1.PodDisruptionBudget{} },
-		NewList: func() runtime.Object { return &policyv1.PodDisruptionBudgetList{} },
-		Meta:    func(p *policyv1.PodDisruptionBudget) *metav1.ObjectMeta { return &p.ObjectMeta },
-		Spec:    func(p *policyv1.PodDisruptionBudget) any { return p.Spec },
-		ResetStatus: func(p, old *policyv1.PodDisruptionBudget) {
-			p.Status = policyv1.PodDisruptionBudgetStatus{}
-			if old != nil {
-				p.Status = old.Status
-			}
-		},
-		ResetSpec: func(p, old *policyv1.PodDisruptionBudget) { p.Spec = old.Spec },
-		Validate: func(pdb *policyv1.PodDisruptionBudget) field.ErrorList {
-			p := field.NewPath("spec")
-			var errs field.ErrorList
-			if pdb.Spec.MinAvailable != nil && pdb.Spec.MaxUnavailable != nil {
-				errs = append(errs, field.Invalid(p, pdb.Spec, "minAvailable and maxUnavailable cannot be both set"))
-			}
-			errs = append(errs, validateIntOrPercent(pdb.Spec.MinAvailable, p.Child("minAvailable"))...)
-			errs = append(errs, validateIntOrPercent(pdb.Spec.MaxUnavailable, p.Child("maxUnavailable"))...)
-			if pdb.Spec.Selector != nil {
-				errs = append(errs, metav1validation.ValidateLabelSelector(pdb.Spec.Selector, metav1validation.LabelSelectorValidationOptions{}, p.Child("selector"))...)
-			}
-			if pol := pdb.Spec.UnhealthyPodEvictionPolicy; pol != nil && *pol != policyv1.IfHealthyBudget && *pol != policyv1.AlwaysAllow {
-				errs = append(errs, field.NotSupported(p.Child("unhealthyPodEvictionPolicy"), *pol, []string{string(policyv1.IfHealthyBudget), string(policyv1.AlwaysAllow)}))
-			}
-			return errs
-		},
-		Columns: []registry.Column{
-			registry.ColumnOf("Min Available", "string", "The minimum number of pods that must be available.", 0, func(p *policyv1.PodDisruptionBudget) any { return orNA(p.Spec.MinAvailable) }),
-			registry.ColumnOf("Max Unavailable", "string", "The maximum number of pods that may be unavailable.", 0, func(p *policyv1.PodDisruptionBudget) any { return orNA(p.Spec.MaxUnavailable) }),
-			registry.ColumnOf("Allowed Disruptions", "integer", "Calculated number of pods that may be disrupted at this time.", 0, func(p *policyv1.PodDisruptionBudget) any { return int64(p.Status.DisruptionsAllowed) }),
-			registry.AgeColumn(),
-		},
-	}
-	s, err := pdbs.Storage(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]map[string]rest.Storage{"v1": s}, nil
+var podDisruptionBudgets = registry.Kind[*policyv1.PodDisruptionBudget]{
+	Status: true, NoAge: true, Namespaced: true,
+	NameValidation: registry.PathSegmentName,
+	GroupVersion:   policyv1.SchemeGroupVersion,
+	Resource:       "poddisruptionbudgets", Singular: "poddisruptionbudget", ShortNames: []string{"pdb"},
+	NewObj:       func() runtime.Object { return &policyv1.PodDisruptionBudget{} },
+	NewList:      func() runtime.Object { return &policyv1.PodDisruptionBudgetList{} },
+	GenerationOf: func(p *policyv1.PodDisruptionBudget) any { return p.Spec },
+	Validate: func(pdb *policyv1.PodDisruptionBudget) field.ErrorList {
+		p := field.NewPath("spec")
+		var errs field.ErrorList
+		if pdb.Spec.MinAvailable != nil && pdb.Spec.MaxUnavailable != nil {
+			errs = append(errs, field.Invalid(p, pdb.Spec, "minAvailable and maxUnavailable cannot be both set"))
+		}
+		errs = append(errs, validateIntOrPercent(pdb.Spec.MinAvailable, p.Child("minAvailable"))...)
+		errs = append(errs, validateIntOrPercent(pdb.Spec.MaxUnavailable, p.Child("maxUnavailable"))...)
+		if pdb.Spec.Selector != nil {
+			errs = append(errs, metav1validation.ValidateLabelSelector(pdb.Spec.Selector, metav1validation.LabelSelectorValidationOptions{}, p.Child("selector"))...)
+		}
+		if pol := pdb.Spec.UnhealthyPodEvictionPolicy; pol != nil && *pol != policyv1.IfHealthyBudget && *pol != policyv1.AlwaysAllow {
+			errs = append(errs, field.NotSupported(p.Child("unhealthyPodEvictionPolicy"), *pol, []string{string(policyv1.IfHealthyBudget), string(policyv1.AlwaysAllow)}))
+		}
+		return errs
+	},
+	Columns: []registry.Column{
+		registry.ColumnOf("Min Available", "string", "The minimum number of pods that must be available.", 0, func(p *policyv1.PodDisruptionBudget) any { return orNA(p.Spec.MinAvailable) }),
+		registry.ColumnOf("Max Unavailable", "string", "The maximum number of pods that may be unavailable.", 0, func(p *policyv1.PodDisruptionBudget) any { return orNA(p.Spec.MaxUnavailable) }),
+		registry.ColumnOf("Allowed Disruptions", "integer", "Calculated number of pods that may be disrupted at this time.", 0, func(p *policyv1.PodDisruptionBudget) any { return int64(p.Status.DisruptionsAllowed) }),
+		registry.AgeColumn(),
+	},
 }
 
 func orNA(v *intstr.IntOrString) string {

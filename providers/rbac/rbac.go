@@ -4,7 +4,6 @@
 package rbac
 
 import (
-	"context"
 	"slices"
 	"strings"
 
@@ -16,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/rest"
-	"k8s.io/apiserver/pkg/storage/names"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
@@ -28,27 +26,29 @@ type Provider struct{}
 var _ providers.Provider = Provider{}
 
 // GroupName implements providers.Provider.
-func (Provider) GroupName() string { return rbacv1.GroupName }
+func (Provider) GroupName() string { return group.GroupName() }
 
 // Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error {
-	if err := providers.InstallGroupVersion(scheme, rbacv1.SchemeGroupVersion, rbacv1.AddToScheme); err != nil {
-		return err
-	}
-	scheme.AddTypeDefaultingFunc(&rbacv1.RoleBinding{}, func(obj any) {
-		b := obj.(*rbacv1.RoleBinding)
-		defaultBinding(&b.RoleRef, b.Subjects)
-	})
-	scheme.AddTypeDefaultingFunc(&rbacv1.ClusterRoleBinding{}, func(obj any) {
-		b := obj.(*rbacv1.ClusterRoleBinding)
-		defaultBinding(&b.RoleRef, b.Subjects)
-	})
-	for kind, namespaced := range map[string]bool{"Role": true, "RoleBinding": true, "ClusterRole": false, "ClusterRoleBinding": false} {
-		if err := registry.FieldLabelConversion(scheme, rbacv1.SchemeGroupVersion.WithKind(kind), namespaced); err != nil {
-			return err
-		}
-	}
-	return nil
+func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
+
+// Storage implements providers.Provider.
+func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
+	return group.Storage(cfg)
+}
+
+var group = registry.Group{
+	GroupVersion: rbacv1.SchemeGroupVersion, AddToScheme: rbacv1.AddToScheme,
+	Defaults: map[runtime.Object]func(any){
+		&rbacv1.RoleBinding{}: func(obj any) {
+			b := obj.(*rbacv1.RoleBinding)
+			defaultBinding(&b.RoleRef, b.Subjects)
+		},
+		&rbacv1.ClusterRoleBinding{}: func(obj any) {
+			b := obj.(*rbacv1.ClusterRoleBinding)
+			defaultBinding(&b.RoleRef, b.Subjects)
+		},
+	},
+	Served: []registry.Served{roles, clusterRoles, roleBindings, clusterRoleBindings},
 }
 
 // defaultBinding applies rbac/v1's defaults: the roleRef's and users' and
@@ -67,10 +67,6 @@ func defaultBinding(ref *rbacv1.RoleRef, subjects []rbacv1.Subject) {
 
 // validateName is ValidateRBACName: any path segment ("system:..." is fine).
 func validateName(name string, prefix bool) []string { return path.IsValidPathSegmentName(name) }
-
-func validateMeta(m *metav1.ObjectMeta, namespaced bool) field.ErrorList {
-	return apivalidation.ValidateObjectMeta(m, namespaced, validateName, field.NewPath("metadata"))
-}
 
 func validateRules(rules []rbacv1.PolicyRule, namespaced bool, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
@@ -152,51 +148,6 @@ func validateSubject(s rbacv1.Subject, namespaced bool, p *field.Path) field.Err
 	return errs
 }
 
-// kind describes one RBAC resource for storage.
-type kind[T runtime.Object] struct {
-	resource, singular string
-	namespaced         bool
-	newObj, newList    func() runtime.Object
-	meta               func(T) *metav1.ObjectMeta
-	validate           func(T) field.ErrorList
-	validateUpdate     func(obj, old T) field.ErrorList
-	columns            []registry.Column
-}
-
-func (k kind[T]) storage(ctx providers.Config) (rest.Storage, error) {
-	st := &registry.Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: k.namespaced}
-	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		o := obj.(T)
-		return append(validateMeta(k.meta(o), k.namespaced), k.validate(o)...)
-	}
-	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		o, prev := obj.(T), old.(T)
-		var errs field.ErrorList
-		errs = append(errs, validateMeta(k.meta(o), k.namespaced)...)
-		errs = append(errs, k.validate(o)...)
-		if k.validateUpdate != nil {
-			errs = append(errs, k.validateUpdate(o, prev)...)
-		}
-		return errs
-	}
-	return registry.NewStore(ctx, registry.StoreConfig{
-		Resource: rbacv1.Resource(k.resource), Singular: k.singular,
-		NewFunc: k.newObj, NewList: k.newList, Strategy: st,
-		Table:    registry.Table(append([]registry.Column{registry.NameColumn()}, k.columns...)...),
-		AttrFunc: registry.AttrFunc[T](k.namespaced, nil),
-	})
-}
-
-func createdAt() registry.Column {
-	return registry.Column{
-		TableColumnDefinition: metav1.TableColumnDefinition{Name: "Created At", Type: "date", Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"]},
-		Value: func(o runtime.Object) any {
-			m, _ := o.(metav1.Object)
-			return m.GetCreationTimestamp().UTC().Format("2006-01-02T15:04:05Z")
-		},
-	}
-}
-
 // bindingColumns are ROLE, AGE and the wide USERS, GROUPS, SERVICEACCOUNTS.
 // kind names the binding in descriptions ("roleBinding"), refDoc describes
 // its roleRef.
@@ -243,67 +194,48 @@ func immutableRoleRef(ref, old rbacv1.RoleRef) field.ErrorList {
 	return nil
 }
 
-// Storage implements providers.Provider.
-func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
-	roles := kind[*rbacv1.Role]{resource: "roles", singular: "role", namespaced: true,
-		newObj: func() runtime.Object { return &rbacv1.Role{} }, newList: func() runtime.Object { return &rbacv1.RoleList{} },
-		meta:     func(r *rbacv1.Role) *metav1.ObjectMeta { return &r.ObjectMeta },
-		validate: func(r *rbacv1.Role) field.ErrorList { return validateRules(r.Rules, true, field.NewPath("rules")) },
-		columns:  []registry.Column{createdAt()}}
-	clusterRoles := kind[*rbacv1.ClusterRole]{resource: "clusterroles", singular: "clusterrole",
-		newObj:  func() runtime.Object { return &rbacv1.ClusterRole{} },
-		newList: func() runtime.Object { return &rbacv1.ClusterRoleList{} },
-		meta:    func(r *rbacv1.ClusterRole) *metav1.ObjectMeta { return &r.ObjectMeta },
-		validate: func(r *rbacv1.ClusterRole) field.ErrorList {
-			errs := validateRules(r.Rules, false, field.NewPath("rules"))
-			if a := r.AggregationRule; a != nil {
-				if len(a.ClusterRoleSelectors) == 0 {
-					errs = append(errs, field.Required(field.NewPath("aggregationRule", "clusterRoleSelectors"), "at least one clusterRoleSelector required if aggregationRule is non-nil"))
-				}
-				for i, s := range a.ClusterRoleSelectors {
-					errs = append(errs, metav1validation.ValidateLabelSelector(&s, metav1validation.LabelSelectorValidationOptions{},
-						field.NewPath("aggregationRule", "clusterRoleSelectors").Index(i))...)
-				}
+var roles = registry.Kind[*rbacv1.Role]{GroupVersion: rbacv1.SchemeGroupVersion, NameValidation: validateName, NoAge: true,
+	Resource: "roles", Singular: "role", Namespaced: true,
+	NewObj: func() runtime.Object { return &rbacv1.Role{} }, NewList: func() runtime.Object { return &rbacv1.RoleList{} },
+	Validate: func(r *rbacv1.Role) field.ErrorList { return validateRules(r.Rules, true, field.NewPath("rules")) },
+	Columns:  []registry.Column{registry.CreatedAtColumn()}}
+var clusterRoles = registry.Kind[*rbacv1.ClusterRole]{GroupVersion: rbacv1.SchemeGroupVersion, NameValidation: validateName, NoAge: true,
+	Resource: "clusterroles", Singular: "clusterrole",
+	NewObj:  func() runtime.Object { return &rbacv1.ClusterRole{} },
+	NewList: func() runtime.Object { return &rbacv1.ClusterRoleList{} },
+	Validate: func(r *rbacv1.ClusterRole) field.ErrorList {
+		errs := validateRules(r.Rules, false, field.NewPath("rules"))
+		if a := r.AggregationRule; a != nil {
+			if len(a.ClusterRoleSelectors) == 0 {
+				errs = append(errs, field.Required(field.NewPath("aggregationRule", "clusterRoleSelectors"), "at least one clusterRoleSelector required if aggregationRule is non-nil"))
 			}
-			return errs
-		},
-		columns: []registry.Column{createdAt()}}
-	roleBindings := kind[*rbacv1.RoleBinding]{resource: "rolebindings", singular: "rolebinding", namespaced: true,
-		newObj:  func() runtime.Object { return &rbacv1.RoleBinding{} },
-		newList: func() runtime.Object { return &rbacv1.RoleBindingList{} },
-		meta:    func(b *rbacv1.RoleBinding) *metav1.ObjectMeta { return &b.ObjectMeta },
-		validate: func(b *rbacv1.RoleBinding) field.ErrorList {
-			return validateBinding(b.RoleRef, b.Subjects, true)
-		},
-		validateUpdate: func(b, old *rbacv1.RoleBinding) field.ErrorList { return immutableRoleRef(b.RoleRef, old.RoleRef) },
-		columns: bindingColumns("roleBinding", rbacv1.RoleBinding{}.SwaggerDoc()["roleRef"], func(b *rbacv1.RoleBinding) rbacv1.RoleRef { return b.RoleRef },
-			func(b *rbacv1.RoleBinding) []rbacv1.Subject { return b.Subjects })}
-	clusterRoleBindings := kind[*rbacv1.ClusterRoleBinding]{resource: "clusterrolebindings", singular: "clusterrolebinding",
-		newObj:  func() runtime.Object { return &rbacv1.ClusterRoleBinding{} },
-		newList: func() runtime.Object { return &rbacv1.ClusterRoleBindingList{} },
-		meta:    func(b *rbacv1.ClusterRoleBinding) *metav1.ObjectMeta { return &b.ObjectMeta },
-		validate: func(b *rbacv1.ClusterRoleBinding) field.ErrorList {
-			return validateBinding(b.RoleRef, b.Subjects, false)
-		},
-		validateUpdate: func(b, old *rbacv1.ClusterRoleBinding) field.ErrorList {
-			return immutableRoleRef(b.RoleRef, old.RoleRef)
-		},
-		columns: bindingColumns("clusterRoleBinding", rbacv1.ClusterRoleBinding{}.SwaggerDoc()["roleRef"], func(b *rbacv1.ClusterRoleBinding) rbacv1.RoleRef { return b.RoleRef },
-			func(b *rbacv1.ClusterRoleBinding) []rbacv1.Subject { return b.Subjects })}
-
-	out := map[string]rest.Storage{}
-	var err error
-	if out["roles"], err = roles.storage(ctx); err != nil {
-		return nil, err
-	}
-	if out["clusterroles"], err = clusterRoles.storage(ctx); err != nil {
-		return nil, err
-	}
-	if out["rolebindings"], err = roleBindings.storage(ctx); err != nil {
-		return nil, err
-	}
-	if out["clusterrolebindings"], err = clusterRoleBindings.storage(ctx); err != nil {
-		return nil, err
-	}
-	return map[string]map[string]rest.Storage{"v1": out}, nil
-}
+			for i, s := range a.ClusterRoleSelectors {
+				errs = append(errs, metav1validation.ValidateLabelSelector(&s, metav1validation.LabelSelectorValidationOptions{},
+					field.NewPath("aggregationRule", "clusterRoleSelectors").Index(i))...)
+			}
+		}
+		return errs
+	},
+	Columns: []registry.Column{registry.CreatedAtColumn()}}
+var roleBindings = registry.Kind[*rbacv1.RoleBinding]{GroupVersion: rbacv1.SchemeGroupVersion, NameValidation: validateName, NoAge: true,
+	Resource: "rolebindings", Singular: "rolebinding", Namespaced: true,
+	NewObj:  func() runtime.Object { return &rbacv1.RoleBinding{} },
+	NewList: func() runtime.Object { return &rbacv1.RoleBindingList{} },
+	Validate: func(b *rbacv1.RoleBinding) field.ErrorList {
+		return validateBinding(b.RoleRef, b.Subjects, true)
+	},
+	ValidateUpdate: func(b, old *rbacv1.RoleBinding) field.ErrorList { return immutableRoleRef(b.RoleRef, old.RoleRef) },
+	Columns: bindingColumns("roleBinding", rbacv1.RoleBinding{}.SwaggerDoc()["roleRef"], func(b *rbacv1.RoleBinding) rbacv1.RoleRef { return b.RoleRef },
+		func(b *rbacv1.RoleBinding) []rbacv1.Subject { return b.Subjects })}
+var clusterRoleBindings = registry.Kind[*rbacv1.ClusterRoleBinding]{GroupVersion: rbacv1.SchemeGroupVersion, NameValidation: validateName, NoAge: true,
+	Resource: "clusterrolebindings", Singular: "clusterrolebinding",
+	NewObj:  func() runtime.Object { return &rbacv1.ClusterRoleBinding{} },
+	NewList: func() runtime.Object { return &rbacv1.ClusterRoleBindingList{} },
+	Validate: func(b *rbacv1.ClusterRoleBinding) field.ErrorList {
+		return validateBinding(b.RoleRef, b.Subjects, false)
+	},
+	ValidateUpdate: func(b, old *rbacv1.ClusterRoleBinding) field.ErrorList {
+		return immutableRoleRef(b.RoleRef, old.RoleRef)
+	},
+	Columns: bindingColumns("clusterRoleBinding", rbacv1.ClusterRoleBinding{}.SwaggerDoc()["roleRef"], func(b *rbacv1.ClusterRoleBinding) rbacv1.RoleRef { return b.RoleRef },
+		func(b *rbacv1.ClusterRoleBinding) []rbacv1.Subject { return b.Subjects })}

@@ -7,9 +7,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TemplateColumns are the wide CONTAINERS and IMAGES columns of kinds with a
-// pod template.
-func TemplateColumns[T any](template func(T) *corev1.PodTemplateSpec) []Column {
+// TemplateColumns are the CONTAINERS and IMAGES columns of kinds with a pod
+// template: wide (priority 1) for workloads, the kind's own for pod
+// templates (0).
+func TemplateColumns[T any](priority int32, template func(T) *corev1.PodTemplateSpec) []Column {
 	list := func(o T, f func(corev1.Container) string) any {
 		t := template(o)
 		if t == nil {
@@ -22,10 +23,10 @@ func TemplateColumns[T any](template func(T) *corev1.PodTemplateSpec) []Column {
 		return strings.Join(out, ",")
 	}
 	return []Column{
-		ColumnOf("Containers", "string", "Names of each container in the template.", 1, func(o T) any {
+		ColumnOf("Containers", "string", "Names of each container in the template.", priority, func(o T) any {
 			return list(o, func(c corev1.Container) string { return c.Name })
 		}),
-		ColumnOf("Images", "string", "Images referenced by each container in the template.", 1, func(o T) any {
+		ColumnOf("Images", "string", "Images referenced by each container in the template.", priority, func(o T) any {
 			return list(o, func(c corev1.Container) string { return c.Image })
 		}),
 	}

@@ -12,8 +12,7 @@ import (
 	"github.com/kubeembed/apiserver/providers"
 )
 
-// Served is a resource a Group serves: a Kind, or anything that builds its
-// own storage and field selectors.
+// Served is a resource a Group serves: a Kind, or a Computed resource.
 type Served interface {
 	Storage(providers.Config) (map[string]rest.Storage, error)
 	// FieldLabels registers the field selectors of the kind.
@@ -22,19 +21,50 @@ type Served interface {
 
 // FieldLabels implements Served.
 func (k Kind[T]) FieldLabels(scheme *runtime.Scheme) error {
-	kind := reflect.TypeOf(k.NewObj()).Elem().Name()
-	return FieldLabelConversion(scheme, k.GroupVersion.WithKind(kind), k.Namespaced, k.FieldNames...)
+	gvk := k.GroupVersion.WithKind(reflect.TypeOf(k.NewObj()).Elem().Name())
+	if k.FieldLabel != nil {
+		return scheme.AddFieldLabelConversionFunc(gvk, k.FieldLabel)
+	}
+	return FieldLabelConversion(scheme, gvk, k.Namespaced, k.FieldNames...)
 }
 
-// Group is the whole of a provider serving one version of a group of
-// k8s.io/api types: a provider's methods delegate to it.
+// Computed is a resource that is never stored, whose REST storage is built
+// from the server's configuration: the review APIs, answered from the
+// server's authenticator and authorizer (see CreateOnly).
+type Computed struct {
+	Resource string
+	Build    func(providers.Config) rest.Storage
+}
+
+// Storage implements Served.
+func (c Computed) Storage(cfg providers.Config) (map[string]rest.Storage, error) {
+	return map[string]rest.Storage{c.Resource: c.Build(cfg)}, nil
+}
+
+// FieldLabels implements Served: nothing to select.
+func (Computed) FieldLabels(*runtime.Scheme) error { return nil }
+
+// Group is the whole of a provider serving a group of k8s.io/api types: a
+// provider's methods delegate to it.
 type Group struct {
 	GroupVersion schema.GroupVersion
-	AddToScheme  func(*runtime.Scheme) error
+	// AddToScheme registers the types of GroupVersion, which Install
+	// registers as the group's internal version too and makes preferred.
+	// Nil when Register installs the types itself.
+	AddToScheme func(*runtime.Scheme) error
 	// Defaults are defaulting funcs by example object, applied whenever
 	// the type is decoded, as kube-apiserver's generated defaulters.
 	Defaults map[runtime.Object]func(obj any)
+	// Register adds what else the group needs in the scheme after its
+	// types: conversions, the Scale kind, more versions.
+	Register func(*runtime.Scheme) error
 	Served   []Served
+	// AlsoServedAs are more versions served by the same storage, converted
+	// from GroupVersion's types (autoscaling/v1).
+	AlsoServedAs []string
+	// Link connects the storage of the group's resources once all are
+	// built, by resource name (a namespace's default service account).
+	Link func(map[string]rest.Storage) error
 }
 
 // GroupName implements providers.Provider.
@@ -42,11 +72,18 @@ func (g Group) GroupName() string { return g.GroupVersion.Group }
 
 // Install implements providers.Provider.
 func (g Group) Install(scheme *runtime.Scheme) error {
-	if err := providers.InstallGroupVersion(scheme, g.GroupVersion, g.AddToScheme); err != nil {
-		return err
+	if g.AddToScheme != nil {
+		if err := providers.InstallGroupVersion(scheme, g.GroupVersion, g.AddToScheme); err != nil {
+			return err
+		}
 	}
 	for example, fn := range g.Defaults {
 		scheme.AddTypeDefaultingFunc(example, fn)
+	}
+	if g.Register != nil {
+		if err := g.Register(scheme); err != nil {
+			return fmt.Errorf("install %v: %w", g.GroupVersion, err)
+		}
 	}
 	for _, s := range g.Served {
 		if err := s.FieldLabels(scheme); err != nil {
@@ -57,14 +94,23 @@ func (g Group) Install(scheme *runtime.Scheme) error {
 }
 
 // Storage implements providers.Provider.
-func (g Group) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
+func (g Group) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
 	out := map[string]rest.Storage{}
 	for _, s := range g.Served {
-		m, err := s.Storage(ctx)
+		m, err := s.Storage(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", g.GroupVersion, err)
 		}
 		maps.Copy(out, m)
 	}
-	return map[string]map[string]rest.Storage{g.GroupVersion.Version: out}, nil
+	if g.Link != nil {
+		if err := g.Link(out); err != nil {
+			return nil, fmt.Errorf("%s: %w", g.GroupVersion, err)
+		}
+	}
+	versions := map[string]map[string]rest.Storage{g.GroupVersion.Version: out}
+	for _, v := range g.AlsoServedAs {
+		versions[v] = out
+	}
+	return versions, nil
 }

@@ -2,12 +2,12 @@ package registry
 
 import (
 	"context"
-	"fmt"
 	"reflect"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -15,17 +15,19 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage/names"
+	"k8s.io/apiserver/pkg/warning"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/kubeembed/apiserver/providers"
 )
 
-// Kind describes a resource with the behaviour most built-in kinds share,
-// for kinds without special REST logic: metadata validation, optional
-// generation counting, optional status (reset on create, kept by writes to
-// the main resource, written through /status, which keeps everything else),
-// a table and field selectors. The status is the struct field named Status,
-// found by reflection.
+// Kind declares a resource: every built-in kind is one Kind value, and what
+// a kind does differently is a field. Storage builds its generic store with
+// metadata validation, optional generation counting, optional status
+// (reset on create, kept by writes to the main resource, written through
+// /status, which keeps everything else), /scale, a table and field
+// selectors. The status is the struct field named Status, the rest of the
+// object its other fields, found by reflection.
 type Kind[T runtime.Object] struct {
 	GroupVersion       schema.GroupVersion
 	Resource, Singular string
@@ -35,169 +37,86 @@ type Kind[T runtime.Object] struct {
 	NewObj, NewList    func() runtime.Object
 	// NameValidation checks metadata.name; default DNS subdomain.
 	NameValidation apivalidation.ValidateNameFunc
-	// Generation counts metadata.generation (see Strategy.Generation);
-	// GenerationOf, if set, is what a new generation is counted on.
+
+	// Generation counts metadata.generation on everything but metadata and
+	// status (see Strategy.Generation); GenerationOf, if set, counts it on
+	// what GenerationOf returns instead (a spec).
 	Generation   bool
 	GenerationOf func(T) any
 	// ResetPaths are top-level fields the main resource never writes (such
 	// as an immutable spec): nobody owns them in managed fields.
 	ResetPaths []string
+
 	// Status serves /status and keeps the main resource from writing it.
 	Status bool
-	// PrepareCreate runs on create after the status reset; ctx carries the
-	// request's user.
-	PrepareCreate func(context.Context, T)
-	// PrepareUpdate runs on update after the status is carried over.
-	PrepareUpdate  func(obj, old T)
-	Validate       func(T) field.ErrorList
-	ValidateUpdate func(obj, old T) field.ErrorList
-	ValidateStatus func(obj, old T) field.ErrorList
-	// PrepareStatusUpdate runs on writes to /status after the rest of the
-	// object is carried over.
-	PrepareStatusUpdate func(obj, old T)
+	// StatusWritesLabels lets /status change labels, as the status
+	// strategies of pods, nodes, namespaces and services do; /status of
+	// other kinds keeps them.
+	StatusWritesLabels bool
+	// StatusResetPaths are more fields /status never writes (beside the
+	// rest of the object), for managed fields; PrepareStatusUpdate carries
+	// them over.
+	StatusResetPaths []string
 	// StatusLike are more subresources written like /status (the rest of
 	// the object carried over), with their own preparation and validation,
 	// such as a CSR's /approval.
 	StatusLike map[string]StatusWrite[T]
-	// Columns follow NAME and come before AGE unless AgeAt says where AGE
-	// goes (its index among Columns).
-	Columns []Column
-	AgeAt   *int
-	// NoAge leaves the AGE column out.
-	NoAge bool
-	// PlainName gives the NAME column no "name" format, as a few of
-	// kube-apiserver's printers define it.
-	PlainName bool
+	// Scale serves /scale (autoscaling/v1 Scale); it needs Status.
+	Scale *ScaleAccess
+
+	// PrepareCreate runs on create after the status reset; ctx carries the
+	// request's user.
+	PrepareCreate func(context.Context, T)
+	// PrepareUpdate runs on update after the status is carried over.
+	PrepareUpdate func(obj, old T)
+	// PrepareStatusUpdate runs on writes to /status after the rest of the
+	// object is carried over.
+	PrepareStatusUpdate func(obj, old T)
+	// Validate checks an object on create and update (metadata is checked
+	// already); ValidateUpdate adds the checks of an update.
+	Validate       func(T) field.ErrorList
+	ValidateUpdate func(obj, old T) field.ErrorList
+	ValidateStatus func(obj, old T) field.ErrorList
+
+	// CreateOnUpdate lets PUT create a missing object (core/v1 events).
+	CreateOnUpdate bool
+	// OrphanByDefault orphans dependents on a DELETE that does not choose a
+	// propagation policy (batch/v1 Jobs, core/v1 ReplicationControllers),
+	// warning DeleteWarning if set.
+	OrphanByDefault bool
+	DeleteWarning   string
 	// ReturnDeleted makes DELETE answer with the object rather than a
 	// Status, as kube-apiserver does for some kinds.
 	ReturnDeleted bool
+	// TTL, if set, gives every object a lifetime in storage (events).
+	TTL func(obj runtime.Object, existing uint64, update bool) (uint64, error)
+	// ShouldDeleteDuringUpdate decides whether an update of an object being
+	// deleted removes it. Default: when it has no finalizers left.
+	ShouldDeleteDuringUpdate func(ctx context.Context, key string, obj, existing runtime.Object) bool
+
+	// Columns follow NAME and come before AGE, unless NoAge: then Columns
+	// place AGE themselves (AgeColumn), or leave it out.
+	Columns []Column
+	NoAge   bool
+	// PlainName gives the NAME column no "name" format, as a few of
+	// kube-apiserver's printers define it.
+	PlainName bool
+	// Table, if set, is the whole table instead, for kinds whose NAME does
+	// not come first (events).
+	Table []Column
 	// Fields are extra field selectors beside metadata.name/namespace,
 	// named in FieldNames.
 	Fields     func(T) fields.Set
 	FieldNames []string
-}
+	// FieldLabel, if set, converts the field selectors of the kind instead
+	// (events.k8s.io events map their names to the stored core names).
+	FieldLabel func(label, value string) (string, string, error)
 
-// PathSegmentName accepts any name the generic registry accepts (a path
-// segment: no "/", "%", "." or ".."), for the kinds kube-apiserver does not
-// hold to DNS names, such as PodDisruptionBudgets and core/v1 Events.
-func PathSegmentName(string, bool) []string { return nil }
-
-// Storage builds the kind's store, and its /status when it has one.
-func (k Kind[T]) Storage(ctx providers.Config) (map[string]rest.Storage, error) {
-	nameFn := k.NameValidation
-	if nameFn == nil {
-		nameFn = apivalidation.NameIsDNSSubdomain
-	}
-	st := &Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: k.Namespaced, Generation: k.Generation}
-	var reset []string
-	if k.Status {
-		reset = append(reset, "status")
-	}
-	if reset = append(reset, k.ResetPaths...); len(reset) > 0 {
-		set := fieldpath.NewSet()
-		for _, p := range reset {
-			set.Insert(fieldpath.MakePathOrDie(p))
-		}
-		st.ResetFields = map[fieldpath.APIVersion]*fieldpath.Set{fieldpath.APIVersion(k.GroupVersion.String()): set}
-	}
-	if k.GenerationOf != nil {
-		st.Generation = false
-	}
-	st.PrepareCreate = func(ctx context.Context, obj runtime.Object) {
-		if k.Status {
-			setStatus(obj, nil)
-		}
-		if k.PrepareCreate != nil {
-			k.PrepareCreate(ctx, obj.(T))
-		}
-		if k.GenerationOf != nil {
-			ObjectMetaOf(obj).SetGeneration(1)
-		}
-	}
-	st.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
-		if k.Status {
-			setStatus(obj, old)
-		}
-		if k.PrepareUpdate != nil {
-			k.PrepareUpdate(obj.(T), old.(T))
-		}
-		if k.GenerationOf != nil {
-			m, o := ObjectMetaOf(obj), ObjectMetaOf(old)
-			m.SetGeneration(o.GetGeneration())
-			if !equality.Semantic.DeepEqual(k.GenerationOf(obj.(T)), k.GenerationOf(old.(T))) {
-				m.SetGeneration(o.GetGeneration() + 1)
-			}
-		}
-	}
-	validate := func(obj runtime.Object) field.ErrorList {
-		var errs field.ErrorList
-		if k.Validate != nil {
-			errs = k.Validate(obj.(T))
-		}
-		return errs
-	}
-	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		m, _ := meta.Accessor(obj)
-		errs := apivalidation.ValidateObjectMetaAccessor(m, k.Namespaced, nameFn, field.NewPath("metadata"))
-		return append(errs, validate(obj)...)
-	}
-	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		errs := validate(obj)
-		if k.ValidateUpdate != nil {
-			errs = append(errs, k.ValidateUpdate(obj.(T), old.(T))...)
-		}
-		return errs
-	}
-	name := NameColumn()
-	if k.PlainName {
-		name.Format = ""
-	}
-	columns := append([]Column{name}, k.Columns...)
-	switch {
-	case k.NoAge:
-	case k.AgeAt == nil:
-		columns = append(columns, AgeColumn())
-	default:
-		at := *k.AgeAt + 1
-		columns = append(columns[:at], append([]Column{AgeColumn()}, columns[at:]...)...)
-	}
-	store, err := NewStore(ctx, StoreConfig{
-		Resource: schema.GroupResource{Group: k.GroupVersion.Group, Resource: k.Resource}, Singular: k.Singular,
-		NewFunc: k.NewObj, NewList: k.NewList,
-		Strategy: st, ShortNames: k.ShortNames, Categories: k.Categories,
-		Table:    Table(columns...),
-		AttrFunc: AttrFunc[T](k.Namespaced, k.Fields),
-	})
-	if err != nil {
-		return nil, err
-	}
-	store.Store.ReturnDeletedObject = k.ReturnDeleted
-	out := map[string]rest.Storage{k.Resource: store}
-	if !k.Status {
-		return out, nil
-	}
-	writes := map[string]StatusWrite[T]{"status": {Prepare: k.PrepareStatusUpdate, Validate: k.ValidateStatus}}
-	for name, w := range k.StatusLike {
-		writes[name] = w
-	}
-	for name, w := range writes {
-		st := &Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: k.Namespaced}
-		st.ResetFields = ResetSpec(k.GroupVersion, "metadata.labels")
-		st.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
-			keepAllButStatus(obj, old)
-			if w.Prepare != nil {
-				w.Prepare(obj.(T), old.(T))
-			}
-		}
-		st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-			if w.Validate == nil {
-				return nil
-			}
-			return w.Validate(obj.(T), old.(T))
-		}
-		out[k.Resource+"/"+name] = Subresource(store, st, st)
-	}
-	return out, nil
+	// Customize finishes the kind's storage with REST logic no field
+	// describes (allocation around writes, subresources with logic of
+	// their own): it gets the main store and the storage built so far, and
+	// may wrap the store or add subresources.
+	Customize func(cfg providers.Config, store *Store, storage map[string]rest.Storage) error
 }
 
 // StatusWrite is how a status-like subresource prepares and validates a
@@ -205,6 +124,178 @@ func (k Kind[T]) Storage(ctx providers.Config) (map[string]rest.Storage, error) 
 type StatusWrite[T runtime.Object] struct {
 	Prepare  func(obj, old T)
 	Validate func(obj, old T) field.ErrorList
+}
+
+// PathSegmentName accepts any name the generic registry accepts (a path
+// segment: no "/", "%", "." or ".."), for the kinds kube-apiserver does not
+// hold to DNS names, such as PodDisruptionBudgets and core/v1 Events.
+func PathSegmentName(string, bool) []string { return nil }
+
+// Storage builds the kind's store and its subresources.
+func (k Kind[T]) Storage(cfg providers.Config) (map[string]rest.Storage, error) {
+	store, err := k.Store(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var main rest.Storage = store
+	if k.DeleteWarning != "" {
+		main = &warnOnDelete{Store: store, warning: k.DeleteWarning}
+	}
+	out := map[string]rest.Storage{k.Resource: main}
+	if k.Status {
+		k.addStatusWrites(cfg, store, out)
+	}
+	if k.Scale != nil {
+		access := *k.Scale
+		access.GroupVersion = k.GroupVersion
+		out[k.Resource+"/scale"] = Scale(store, access)
+	}
+	if k.Customize != nil {
+		if err := k.Customize(cfg, store, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Store builds the kind's main store alone: what Storage serves, and what
+// another resource's REST logic reads and writes the kind through (a pod's
+// eviction updates disruption budgets).
+func (k Kind[T]) Store(cfg providers.Config) (*Store, error) {
+	return newStore(cfg, storeConfig{
+		Resource: schema.GroupResource{Group: k.GroupVersion.Group, Resource: k.Resource}, Singular: k.Singular,
+		NewFunc: k.NewObj, NewList: k.NewList,
+		Strategy: k.strategy(cfg.Scheme), ShortNames: k.ShortNames, Categories: k.Categories,
+		Table:    Table(k.columns()...),
+		AttrFunc: AttrFunc[T](k.Namespaced, k.Fields),
+		TTL:      k.TTL, ShouldDeleteDuringUpdate: k.ShouldDeleteDuringUpdate,
+		ReturnDeleted: k.ReturnDeleted,
+	})
+}
+
+// strategy is the main resource's strategy.
+func (k Kind[T]) strategy(typer runtime.ObjectTyper) *Strategy {
+	st := &Strategy{ObjectTyper: typer, NameGenerator: names.SimpleNameGenerator, Namespaced: k.Namespaced,
+		Generation: k.Generation && k.GenerationOf == nil, CreateOnUpdate: k.CreateOnUpdate}
+	if k.OrphanByDefault {
+		st.GCPolicy = rest.OrphanDependents
+	}
+	reset := k.ResetPaths
+	if k.Status {
+		reset = append([]string{"status"}, reset...)
+	}
+	st.ResetFields = resetFields(k.GroupVersion, reset...)
+	st.PrepareCreate = func(ctx context.Context, obj runtime.Object) { k.prepareCreate(ctx, obj.(T)) }
+	st.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) { k.prepareUpdate(obj.(T), old.(T)) }
+	nameFn := k.NameValidation
+	if nameFn == nil {
+		nameFn = apivalidation.NameIsDNSSubdomain
+	}
+	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
+		m, _ := meta.Accessor(obj)
+		errs := apivalidation.ValidateObjectMetaAccessor(m, k.Namespaced, nameFn, field.NewPath("metadata"))
+		return append(errs, k.validate(obj.(T))...)
+	}
+	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+		errs := k.validate(obj.(T))
+		if k.ValidateUpdate != nil {
+			errs = append(errs, k.ValidateUpdate(obj.(T), old.(T))...)
+		}
+		return errs
+	}
+	return st
+}
+
+func (k Kind[T]) prepareCreate(ctx context.Context, obj T) {
+	if k.Status {
+		setStatus(obj, nil)
+	}
+	if k.PrepareCreate != nil {
+		k.PrepareCreate(ctx, obj)
+	}
+	if k.GenerationOf != nil {
+		objectMeta(obj).SetGeneration(1)
+	}
+}
+
+func (k Kind[T]) prepareUpdate(obj, old T) {
+	if k.Status {
+		setStatus(obj, old)
+	}
+	if k.PrepareUpdate != nil {
+		k.PrepareUpdate(obj, old)
+	}
+	if k.GenerationOf != nil {
+		m, o := objectMeta(obj), objectMeta(old)
+		m.SetGeneration(o.GetGeneration())
+		if !equality.Semantic.DeepEqual(k.GenerationOf(obj), k.GenerationOf(old)) {
+			m.SetGeneration(o.GetGeneration() + 1)
+		}
+	}
+}
+
+func (k Kind[T]) validate(obj T) field.ErrorList {
+	if k.Validate == nil {
+		return nil
+	}
+	return k.Validate(obj)
+}
+
+// columns are NAME, the kind's columns and AGE where it goes.
+func (k Kind[T]) columns() []Column {
+	if k.Table != nil {
+		return k.Table
+	}
+	name := NameColumn()
+	if k.PlainName {
+		name.Format = ""
+	}
+	columns := append([]Column{name}, k.Columns...)
+	if !k.NoAge {
+		columns = append(columns, AgeColumn())
+	}
+	return columns
+}
+
+// addStatusWrites adds /status and the status-like subresources to out.
+func (k Kind[T]) addStatusWrites(cfg providers.Config, store *Store, out map[string]rest.Storage) {
+	writes := map[string]StatusWrite[T]{"status": {Prepare: k.PrepareStatusUpdate, Validate: k.ValidateStatus}}
+	for name, w := range k.StatusLike {
+		writes[name] = w
+	}
+	reset := append([]string{"spec"}, k.StatusResetPaths...)
+	if !k.StatusWritesLabels {
+		reset = append(reset, "metadata.labels")
+	}
+	for name, w := range writes {
+		st := &Strategy{ObjectTyper: cfg.Scheme, NameGenerator: names.SimpleNameGenerator, Namespaced: k.Namespaced}
+		st.ResetFields = resetFields(k.GroupVersion, reset...)
+		st.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
+			keepAllButStatus(obj, old, !k.StatusWritesLabels)
+			if w.Prepare != nil {
+				w.Prepare(obj.(T), old.(T))
+			}
+		}
+		if w.Validate != nil {
+			st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+				return w.Validate(obj.(T), old.(T))
+			}
+		}
+		out[k.Resource+"/"+name] = Subresource(store, st, st)
+	}
+}
+
+// resetFields are the fields at paths, for gv's managed fields; nil for
+// none.
+func resetFields(gv schema.GroupVersion, paths ...string) map[fieldpath.APIVersion]*fieldpath.Set {
+	if len(paths) == 0 {
+		return nil
+	}
+	set := fieldpath.NewSet()
+	for _, p := range paths {
+		set.Insert(fieldpath.MakePathOrDie(p))
+	}
+	return map[fieldpath.APIVersion]*fieldpath.Set{fieldpath.APIVersion(gv.String()): set}
 }
 
 // setStatus sets obj's Status field to old's, or to its zero value.
@@ -221,9 +312,9 @@ func setStatus(obj, old runtime.Object) {
 }
 
 // keepAllButStatus copies every field of old but TypeMeta, ObjectMeta and
-// Status into obj, and old's labels: a write to /status changes the status
-// and the rest of metadata only.
-func keepAllButStatus(obj, old runtime.Object) {
+// Status into obj, and old's labels if keepLabels: a write to /status
+// changes the status and the rest of metadata only.
+func keepAllButStatus(obj, old runtime.Object, keepLabels bool) {
 	v, o := reflect.ValueOf(obj).Elem(), reflect.ValueOf(old).Elem()
 	for i := range v.NumField() {
 		switch v.Type().Field(i).Name {
@@ -232,16 +323,41 @@ func keepAllButStatus(obj, old runtime.Object) {
 			v.Field(i).Set(o.Field(i))
 		}
 	}
-	m, _ := meta.Accessor(obj)
-	om, _ := meta.Accessor(old)
-	m.SetLabels(om.GetLabels())
+	if keepLabels {
+		objectMeta(obj).SetLabels(objectMeta(old).GetLabels())
+	}
 }
 
-// ObjectMetaOf returns obj's metadata; every served object has some.
-func ObjectMetaOf(obj runtime.Object) metav1.Object {
+// objectMeta returns obj's metadata; every served object has some.
+func objectMeta(obj runtime.Object) metav1.Object {
 	m, err := meta.Accessor(obj)
 	if err != nil {
-		panic(fmt.Sprintf("%T has no metadata: %v", obj, err))
+		panic(err) // a Kind of a type without metadata: a programming error
 	}
 	return m
+}
+
+// warnOnDelete warns on deletes that leave the propagation policy to the
+// server.
+type warnOnDelete struct {
+	*Store
+	warning string
+}
+
+func (s *warnOnDelete) warn(ctx context.Context, opts *metav1.DeleteOptions) {
+	if opts == nil || (opts.PropagationPolicy == nil && opts.OrphanDependents == nil) {
+		warning.AddWarning(ctx, "", s.warning)
+	}
+}
+
+// Delete implements rest.GracefulDeleter.
+func (s *warnOnDelete) Delete(ctx context.Context, name string, validate rest.ValidateObjectFunc, opts *metav1.DeleteOptions) (runtime.Object, bool, error) {
+	s.warn(ctx, opts)
+	return s.Store.Delete(ctx, name, validate, opts)
+}
+
+// DeleteCollection implements rest.CollectionDeleter.
+func (s *warnOnDelete) DeleteCollection(ctx context.Context, validate rest.ValidateObjectFunc, opts *metav1.DeleteOptions, list *metainternalversion.ListOptions) (runtime.Object, error) {
+	s.warn(ctx, opts)
+	return s.Store.DeleteCollection(ctx, validate, opts, list)
 }

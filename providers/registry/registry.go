@@ -208,25 +208,6 @@ func (s *Strategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Obj
 // GetResetFields implements rest.ResetFieldsStrategy.
 func (s *Strategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set { return s.ResetFields }
 
-// ResetStatus returns reset fields for a main resource whose status is only
-// written through the status subresource.
-func ResetStatus(gv schema.GroupVersion) map[fieldpath.APIVersion]*fieldpath.Set {
-	return map[fieldpath.APIVersion]*fieldpath.Set{
-		fieldpath.APIVersion(gv.String()): fieldpath.NewSet(fieldpath.MakePathOrDie("status")),
-	}
-}
-
-// ResetSpec returns reset fields for a status subresource.
-func ResetSpec(gv schema.GroupVersion, extra ...string) map[fieldpath.APIVersion]*fieldpath.Set {
-	paths := []fieldpath.Path{fieldpath.MakePathOrDie("spec")}
-	for _, e := range extra {
-		paths = append(paths, fieldpath.MakePathOrDie(e))
-	}
-	return map[fieldpath.APIVersion]*fieldpath.Set{
-		fieldpath.APIVersion(gv.String()): fieldpath.NewSet(paths...),
-	}
-}
-
 // Column is one column of a table: its definition and how to compute it.
 type Column struct {
 	metav1.TableColumnDefinition
@@ -288,6 +269,19 @@ func AgeColumn() Column {
 	}
 }
 
+// CreatedAtColumn is the CREATED AT column some kinds have instead of AGE:
+// the creation time in RFC 3339, UTC.
+func CreatedAtColumn() Column {
+	return Column{
+		TableColumnDefinition: metav1.TableColumnDefinition{Name: "Created At", Type: "date",
+			Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"]},
+		Value: func(obj runtime.Object) any {
+			m, _ := meta.Accessor(obj)
+			return m.GetCreationTimestamp().UTC().Format(time.RFC3339)
+		},
+	}
+}
+
 // Since renders the time since t as kubectl does ("<unknown>" for zero).
 func Since(t metav1.Time) string {
 	if t.IsZero() {
@@ -341,9 +335,9 @@ func (c tableConvertor) ConvertToTable(_ context.Context, object runtime.Object,
 	return table, nil
 }
 
-// Fields returns the field set of obj for field selectors: metadata.name,
+// fieldSet returns the field set of obj for field selectors: metadata.name,
 // metadata.namespace (when namespaced) and the extra fields.
-func Fields(obj metav1.Object, namespaced bool, extra fields.Set) fields.Set {
+func fieldSet(obj metav1.Object, namespaced bool, extra fields.Set) fields.Set {
 	set := fields.Set{"metadata.name": obj.GetName()}
 	if namespaced {
 		set["metadata.namespace"] = obj.GetNamespace()
@@ -370,7 +364,7 @@ func AttrFunc[T runtime.Object](namespaced bool, extra func(T) fields.Set) stora
 		if extra != nil {
 			ex = extra(o)
 		}
-		return labels.Set(m.GetLabels()), Fields(m, namespaced, ex), nil
+		return labels.Set(m.GetLabels()), fieldSet(m, namespaced, ex), nil
 	}
 }
 
@@ -397,30 +391,29 @@ func FieldLabelConversion(scheme *runtime.Scheme, gvk schema.GroupVersionKind, n
 	})
 }
 
-// StoreConfig describes one resource's generic store.
-type StoreConfig struct {
+// storeConfig describes one resource's generic store.
+type storeConfig struct {
 	// Resource is the plural resource with its group ("configmaps").
 	Resource schema.GroupResource
 	// Singular is the singular resource name ("configmap").
-	Singular string
-	NewFunc  func() runtime.Object
-	NewList  func() runtime.Object
-	Strategy *Strategy
-	// UpdateStrategy and DeleteStrategy default to Strategy.
-	UpdateStrategy rest.RESTUpdateStrategy
-	Table          rest.TableConvertor
-	AttrFunc       storage.AttrFunc
-	ShortNames     []string
-	Categories     []string
+	Singular   string
+	NewFunc    func() runtime.Object
+	NewList    func() runtime.Object
+	Strategy   *Strategy
+	Table      rest.TableConvertor
+	AttrFunc   storage.AttrFunc
+	ShortNames []string
+	Categories []string
 	// TTL, if set, gives every object a lifetime in storage (events).
 	TTL func(obj runtime.Object, existing uint64, update bool) (uint64, error)
 	// ShouldDeleteDuringUpdate decides whether an update of an object being
 	// deleted removes it. Default: when it has no finalizers left.
 	ShouldDeleteDuringUpdate func(ctx context.Context, key string, obj, existing runtime.Object) bool
+	ReturnDeleted            bool
 }
 
-// NewStore completes a generic registry store from cfg.
-func NewStore(ctx providers.Config, cfg StoreConfig) (*Store, error) {
+// newStore completes a generic registry store from cfg.
+func newStore(pc providers.Config, cfg storeConfig) (*Store, error) {
 	s := &genericregistry.Store{
 		NewFunc:                   cfg.NewFunc,
 		NewListFunc:               cfg.NewList,
@@ -433,23 +426,23 @@ func NewStore(ctx providers.Config, cfg StoreConfig) (*Store, error) {
 		TableConvertor:            cfg.Table,
 		TTLFunc:                   cfg.TTL,
 		ShouldDeleteDuringUpdate:  cfg.ShouldDeleteDuringUpdate,
-	}
-	if cfg.UpdateStrategy != nil {
-		s.UpdateStrategy = cfg.UpdateStrategy
+		ReturnDeletedObject:       cfg.ReturnDeleted,
 	}
 	if s.TableConvertor == nil {
 		s.TableConvertor = rest.NewDefaultTableConvertor(cfg.Resource)
 	}
-	opts := &generic.StoreOptions{RESTOptions: ctx.RESTOptionsGetter, AttrFunc: cfg.AttrFunc}
+	opts := &generic.StoreOptions{RESTOptions: pc.RESTOptionsGetter, AttrFunc: cfg.AttrFunc}
 	if err := s.CompleteWithOptions(opts); err != nil {
 		return nil, fmt.Errorf("store for %v: %w", cfg.Resource, err)
 	}
-	return &Store{Store: s, shortNames: cfg.ShortNames, categories: cfg.Categories}, nil
+	return &Store{Store: s, Strategy: cfg.Strategy, shortNames: cfg.ShortNames, categories: cfg.Categories}, nil
 }
 
 // Store is a generic registry store with discovery metadata.
 type Store struct {
 	*genericregistry.Store
+	// Strategy is the main resource's, for subresources that start from it.
+	Strategy   *Strategy
 	shortNames []string
 	categories []string
 }

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
-	"k8s.io/apiserver/pkg/storage/names"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeembed/apiserver/internal/retry"
@@ -66,25 +65,30 @@ type Provider struct{}
 var _ providers.Provider = Provider{}
 
 // GroupName implements providers.Provider.
-func (Provider) GroupName() string { return schedulingv1.GroupName }
+func (Provider) GroupName() string { return group.GroupName() }
 
 // Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error {
-	if err := providers.InstallGroupVersion(scheme, schedulingv1.SchemeGroupVersion, schedulingv1.AddToScheme); err != nil {
-		return err
-	}
-	scheme.AddTypeDefaultingFunc(&schedulingv1.PriorityClass{}, func(obj any) {
+func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
+
+// Storage implements providers.Provider.
+func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
+	return group.Storage(cfg)
+}
+
+var group = registry.Group{
+	GroupVersion: schedulingv1.SchemeGroupVersion, AddToScheme: schedulingv1.AddToScheme,
+	Defaults: map[runtime.Object]func(any){&schedulingv1.PriorityClass{}: func(obj any) {
 		pc := obj.(*schedulingv1.PriorityClass)
 		if pc.PreemptionPolicy == nil {
 			p := corev1.PreemptLowerPriority
 			pc.PreemptionPolicy = &p
 		}
-	})
-	return registry.FieldLabelConversion(scheme, schedulingv1.SchemeGroupVersion.WithKind("PriorityClass"), false)
+	}},
+	Served: []registry.Served{priorityClasses},
 }
 
 func validate(pc *schedulingv1.PriorityClass) field.ErrorList {
-	errs := apivalidation.ValidateObjectMeta(&pc.ObjectMeta, false, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	var errs field.ErrorList
 	if strings.HasPrefix(pc.Name, systemPrefix) {
 		known := false
 		for _, sys := range systemPriorityClasses() {
@@ -105,43 +109,28 @@ func validate(pc *schedulingv1.PriorityClass) field.ErrorList {
 	return errs
 }
 
-// Storage implements providers.Provider.
-func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
-	st := &registry.Strategy{ObjectTyper: ctx.Scheme, NameGenerator: names.SimpleNameGenerator, Generation: true}
-	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList {
-		return validate(obj.(*schedulingv1.PriorityClass))
-	}
-	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		pc, o := obj.(*schedulingv1.PriorityClass), old.(*schedulingv1.PriorityClass)
-		var errs field.ErrorList
-		errs = append(errs, apivalidation.ValidateImmutableField(pc.Value, o.Value, field.NewPath("value"))...)
-		return append(errs, apivalidation.ValidateImmutableField(pc.PreemptionPolicy, o.PreemptionPolicy, field.NewPath("preemptionPolicy"))...)
-	}
-	col := func(name, typ string, f func(*schedulingv1.PriorityClass) any) registry.Column {
-		field := map[string]string{"Value": "value", "Global-Default": "globalDefault", "PreemptionPolicy": "preemptionPolicy"}[name]
-		return registry.Column{TableColumnDefinition: metav1.TableColumnDefinition{Name: name, Type: typ, Description: schedulingv1.PriorityClass{}.SwaggerDoc()[field]},
-			Value: func(o runtime.Object) any { return f(o.(*schedulingv1.PriorityClass)) }}
-	}
-	store, err := registry.NewStore(ctx, registry.StoreConfig{
-		Resource: schedulingv1.Resource("priorityclasses"), Singular: "priorityclass",
-		NewFunc:  func() runtime.Object { return &schedulingv1.PriorityClass{} },
-		NewList:  func() runtime.Object { return &schedulingv1.PriorityClassList{} },
-		Strategy: st, ShortNames: []string{"pc"},
-		Table: registry.Table(registry.NameColumn(),
-			col("Value", "integer", func(pc *schedulingv1.PriorityClass) any { return int64(pc.Value) }),
-			col("Global-Default", "boolean", func(pc *schedulingv1.PriorityClass) any { return pc.GlobalDefault }),
-			registry.AgeColumn(),
-			col("PreemptionPolicy", "string", func(pc *schedulingv1.PriorityClass) any {
-				if pc.PreemptionPolicy == nil {
-					return ""
-				}
-				return string(*pc.PreemptionPolicy)
-			}),
-		),
-		AttrFunc: registry.AttrFunc[*schedulingv1.PriorityClass](false, nil),
-	})
-	if err != nil {
-		return nil, err
-	}
-	return map[string]map[string]rest.Storage{"v1": {"priorityclasses": store}}, nil
+var priorityClasses = registry.Kind[*schedulingv1.PriorityClass]{
+	GroupVersion: schedulingv1.SchemeGroupVersion, Resource: "priorityclasses", Singular: "priorityclass",
+	ShortNames: []string{"pc"}, Generation: true,
+	NewObj:   func() runtime.Object { return &schedulingv1.PriorityClass{} },
+	NewList:  func() runtime.Object { return &schedulingv1.PriorityClassList{} },
+	Validate: validate,
+	ValidateUpdate: func(pc, old *schedulingv1.PriorityClass) field.ErrorList {
+		errs := apivalidation.ValidateImmutableField(pc.Value, old.Value, field.NewPath("value"))
+		return append(errs, apivalidation.ValidateImmutableField(pc.PreemptionPolicy, old.PreemptionPolicy, field.NewPath("preemptionPolicy"))...)
+	},
+	NoAge: true,
+	Columns: []registry.Column{
+		registry.ColumnOf("Value", "integer", pcDoc["value"], 0, func(pc *schedulingv1.PriorityClass) any { return int64(pc.Value) }),
+		registry.ColumnOf("Global-Default", "boolean", pcDoc["globalDefault"], 0, func(pc *schedulingv1.PriorityClass) any { return pc.GlobalDefault }),
+		registry.AgeColumn(),
+		registry.ColumnOf("PreemptionPolicy", "string", pcDoc["preemptionPolicy"], 0, func(pc *schedulingv1.PriorityClass) any {
+			if pc.PreemptionPolicy == nil {
+				return ""
+			}
+			return string(*pc.PreemptionPolicy)
+		}),
+	},
 }
+
+var pcDoc = schedulingv1.PriorityClass{}.SwaggerDoc()

@@ -68,6 +68,6 @@ func (Provider) GroupName() string { return group.GroupName() }
 func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
 
 // Storage implements providers.Provider.
-func (Provider) Storage(ctx providers.Config) (map[string]map[string]rest.Storage, error) {
-	return group.Storage(ctx)
+func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
+	return group.Storage(cfg)
 }

@@ -1,4 +1,7 @@
-package core
+// Package podspec holds what every kind with a pod template shares (pods,
+// pod templates, replication controllers, the apps and batch workloads):
+// kube-apiserver's defaults and validation of pod specs.
+package podspec
 
 import (
 	"fmt"
@@ -22,14 +25,14 @@ const (
 	defaultVolumeMode                    = int32(0o644)
 )
 
-// DefaultPodTemplateSpec applies the defaults kube-apiserver gives the pod
+// DefaultTemplate applies the defaults kube-apiserver gives the pod
 // template of a workload object (Deployment, ReplicaSet, StatefulSet, ...).
 // Defaults of Pod objects themselves (such as requests from limits) are not
 // applied to templates, as upstream.
-func DefaultPodTemplateSpec(t *corev1.PodTemplateSpec) { DefaultPodSpec(&t.Spec) }
+func DefaultTemplate(t *corev1.PodTemplateSpec) { DefaultSpec(&t.Spec) }
 
-// DefaultPodSpec applies kube-apiserver's pod spec defaults.
-func DefaultPodSpec(s *corev1.PodSpec) {
+// DefaultSpec applies kube-apiserver's pod spec defaults.
+func DefaultSpec(s *corev1.PodSpec) {
 	if s.DNSPolicy == "" {
 		s.DNSPolicy = corev1.DNSClusterFirst
 	}
@@ -186,14 +189,14 @@ func defaultVolume(v *corev1.Volume) {
 	}
 }
 
-// ValidatePodTemplateSpec checks the parts of a pod template that
+// ValidateTemplate checks the parts of a pod template that
 // controller authors most often get wrong: labels, containers (names,
 // images, ports, enum fields), restart and DNS policies, volumes' names.
 // It is a subset of kube-apiserver's pod validation.
-func ValidatePodTemplateSpec(t *corev1.PodTemplateSpec, p *field.Path) field.ErrorList {
+func ValidateTemplate(t *corev1.PodTemplateSpec, p *field.Path) field.ErrorList {
 	errs := metav1validation.ValidateLabels(t.Labels, p.Child("metadata", "labels"))
 	errs = append(errs, apivalidation.ValidateAnnotations(t.Annotations, p.Child("metadata", "annotations"))...)
-	return append(errs, validatePodSpec(&t.Spec, p.Child("spec"))...)
+	return append(errs, ValidateSpec(&t.Spec, p.Child("spec"))...)
 }
 
 var (
@@ -204,7 +207,10 @@ var (
 	protocols       = sets.New(string(corev1.ProtocolTCP), string(corev1.ProtocolUDP), string(corev1.ProtocolSCTP))
 )
 
-func validatePodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
+// Protocols are the port protocols of containers and services.
+func Protocols() sets.Set[string] { return protocols.Clone() }
+
+func ValidateSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	volumes := sets.New[string]()
 	for i, v := range s.Volumes {

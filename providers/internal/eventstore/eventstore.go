@@ -1,32 +1,49 @@
-package core
+// Package eventstore declares the one store of events: core/v1 Events,
+// which events.k8s.io/v1 serves too (kube-apiserver stores both as core
+// events, under one key).
+package eventstore
 
 import (
-	"context"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/rest"
 
-	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
-// EventTTL is how long events live in storage: kube-apiserver's --event-ttl
-// default.
-const EventTTL = 3600
+// Kind is the events resource of gv, checked with validate: names are any
+// path segment, PUT may create, objects live for an hour (kube-apiserver's
+// --event-ttl default).
+func Kind(gv schema.GroupVersion, validate func(*corev1.Event) field.ErrorList) registry.Kind[*corev1.Event] {
+	return registry.Kind[*corev1.Event]{
+		GroupVersion: gv, Resource: "events", Singular: "event", ShortNames: []string{"ev"}, Namespaced: true,
+		NameValidation: registry.PathSegmentName, CreateOnUpdate: true,
+		NewObj:   func() runtime.Object { return &corev1.Event{} },
+		NewList:  func() runtime.Object { return &corev1.EventList{} },
+		Validate: validate,
+		TTL:      func(runtime.Object, uint64, bool) (uint64, error) { return ttl, nil },
+		Fields:   selectableFields, FieldNames: fieldNames,
+		Table:    table(),
+	}
+}
 
-var eventFields = []string{
+// ttl is how long events live in storage: kube-apiserver's --event-ttl
+// default.
+const ttl = 3600
+
+var fieldNames = []string{
 	"involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
 	"involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
 	"reason", "reportingComponent", "source", "type",
 }
 
-// EventFields are the selectable fields of an event.
-func EventFields(e *corev1.Event) fields.Set {
+// selectableFields are the selectable fields of an event.
+func selectableFields(e *corev1.Event) fields.Set {
 	source := e.Source.Component
 	if source == "" {
 		source = e.ReportingController
@@ -46,9 +63,9 @@ func EventFields(e *corev1.Event) fields.Set {
 	}
 }
 
-// ValidateEvent checks what kube-apiserver checks of a core/v1 event.
-func ValidateEvent(e *corev1.Event) field.ErrorList {
-	errs := validateMeta(&e.ObjectMeta, true, registry.PathSegmentName)
+// ValidateCore checks what kube-apiserver checks of a core/v1 event.
+func ValidateCore(e *corev1.Event) field.ErrorList {
+	var errs field.ErrorList
 	if e.InvolvedObject.Namespace != "" && e.InvolvedObject.Namespace != e.Namespace {
 		errs = append(errs, field.Invalid(field.NewPath("involvedObject", "namespace"), e.InvolvedObject.Namespace, "does not match event.namespace"))
 	}
@@ -58,14 +75,12 @@ func ValidateEvent(e *corev1.Event) field.ErrorList {
 	return errs
 }
 
-// EventTable prints events as kubectl get events does.
-func EventTable() rest.TableConvertor {
+// table prints events as kubectl get events does, NAME last.
+func table() []registry.Column {
 	c := func(name, typ, desc string, priority int32, v func(e *corev1.Event) any) registry.Column {
-		d := col(name, typ, desc)
-		d.Priority = priority
-		return registry.Column{TableColumnDefinition: d, Value: func(o runtime.Object) any { return v(o.(*corev1.Event)) }}
+		return registry.ColumnOf(name, typ, desc, priority, v)
 	}
-	return registry.Table(
+	return []registry.Column{
 		c("Last Seen", "string", corev1.Event{}.SwaggerDoc()["lastTimestamp"], 0, func(e *corev1.Event) any { return registry.Since(lastSeen(e)) }),
 		c("Type", "string", corev1.Event{}.SwaggerDoc()["type"], 0, func(e *corev1.Event) any { return e.Type }),
 		c("Reason", "string", corev1.Event{}.SwaggerDoc()["reason"], 0, func(e *corev1.Event) any { return e.Reason }),
@@ -98,7 +113,7 @@ func EventTable() rest.TableConvertor {
 			return int64(e.Count)
 		}),
 		func() registry.Column { n := registry.NameColumn(); n.Priority = 1; return n }(),
-	)
+	}
 }
 
 func lastSeen(e *corev1.Event) metav1.Time {
@@ -123,25 +138,4 @@ func lower(s string) string {
 	return string(b)
 }
 
-func eventStorage(ctx providers.Config) (map[string]rest.Storage, error) {
-	st := strategy(ctx.Scheme, true)
-	st.CreateOnUpdate = true
-	st.ValidateCreate = func(_ context.Context, obj runtime.Object) field.ErrorList { return ValidateEvent(obj.(*corev1.Event)) }
-	st.ValidateOnUpdate = func(_ context.Context, obj, _ runtime.Object) field.ErrorList {
-		e := obj.(*corev1.Event)
-		return ValidateEvent(e)
-	}
-	store, err := registry.NewStore(ctx, registry.StoreConfig{
-		Resource: corev1.Resource("events"), Singular: "event",
-		NewFunc:  func() runtime.Object { return &corev1.Event{} },
-		NewList:  func() runtime.Object { return &corev1.EventList{} },
-		Strategy: st, ShortNames: []string{"ev"},
-		Table:    EventTable(),
-		AttrFunc: registry.AttrFunc(true, EventFields),
-		TTL:      func(runtime.Object, uint64, bool) (uint64, error) { return EventTTL, nil },
-	})
-	if err != nil {
-		return nil, err
-	}
-	return map[string]rest.Storage{"events": store}, nil
-}
+
