@@ -15,8 +15,8 @@ import (
 	"strings"
 	"sync"
 
-	apimachineryversion "k8s.io/apimachinery/pkg/version"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
+	apimachineryversion "k8s.io/apimachinery/pkg/version"
 )
 
 // stagingModule is the module whose version names the release; this

@@ -124,10 +124,11 @@ const maxDataSize = corev1.MaxSecretSize
 
 var configMaps = registry.Kind[*corev1.ConfigMap]{
 	GroupVersion: corev1.SchemeGroupVersion, Resource: "configmaps", Singular: "configmap", ShortNames: []string{"cm"},
-	Namespaced: true,
-	NewObj:     func() runtime.Object { return &corev1.ConfigMap{} },
-	NewList:    func() runtime.Object { return &corev1.ConfigMapList{} },
-	Validate:   validateConfigMap,
+	Namespaced:        true,
+	NewObj:            func() runtime.Object { return &corev1.ConfigMap{} },
+	NewList:           func() runtime.Object { return &corev1.ConfigMapList{} },
+	Validate:          validateConfigMap,
+	UpdateChecksFirst: true,
 	ValidateUpdate: func(cm, old *corev1.ConfigMap) field.ErrorList {
 		return validateImmutable(cm.Immutable, old.Immutable,
 			fieldChange{"data", !reflect.DeepEqual(cm.Data, old.Data)},

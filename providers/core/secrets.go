@@ -29,11 +29,12 @@ func defaultSecret(s *corev1.Secret) {
 
 var secrets = registry.Kind[*corev1.Secret]{
 	GroupVersion: corev1.SchemeGroupVersion, Resource: "secrets", Singular: "secret", Namespaced: true,
-	NewObj:        func() runtime.Object { return &corev1.Secret{} },
-	NewList:       func() runtime.Object { return &corev1.SecretList{} },
-	PrepareCreate: func(_ context.Context, s *corev1.Secret) { mergeStringData(s) },
-	PrepareUpdate: func(s, _ *corev1.Secret) { mergeStringData(s) },
-	Validate:      validateSecret,
+	NewObj:            func() runtime.Object { return &corev1.Secret{} },
+	NewList:           func() runtime.Object { return &corev1.SecretList{} },
+	PrepareCreate:     func(_ context.Context, s *corev1.Secret) { mergeStringData(s) },
+	PrepareUpdate:     func(s, _ *corev1.Secret) { mergeStringData(s) },
+	Validate:          validateSecret,
+	UpdateChecksFirst: true,
 	ValidateUpdate: func(s, old *corev1.Secret) field.ErrorList {
 		errs := apivalidation.ValidateImmutableField(s.Type, old.Type, field.NewPath("type"))
 		return append(errs, validateImmutable(s.Immutable, old.Immutable, fieldChange{"data", !reflect.DeepEqual(s.Data, old.Data)})...)

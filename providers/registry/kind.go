@@ -77,6 +77,10 @@ type Kind[T runtime.Object] struct {
 	Validate       func(T) field.ErrorList
 	ValidateUpdate func(obj, old T) field.ErrorList
 	ValidateStatus func(obj, old T) field.ErrorList
+	// UpdateChecksFirst reports ValidateUpdate's errors before Validate's,
+	// in the order kube-apiserver reports them for the kind (ConfigMaps,
+	// Secrets).
+	UpdateChecksFirst bool
 
 	// CreateOnUpdate lets PUT create a missing object (core/v1 events).
 	CreateOnUpdate bool
@@ -197,11 +201,14 @@ func (k Kind[T]) strategy(typer runtime.ObjectTyper) *Strategy {
 		return append(errs, k.validate(obj.(T))...)
 	}
 	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		errs := k.validate(obj.(T))
+		var update field.ErrorList
 		if k.ValidateUpdate != nil {
-			errs = append(errs, k.ValidateUpdate(obj.(T), old.(T))...)
+			update = k.ValidateUpdate(obj.(T), old.(T))
 		}
-		return errs
+		if k.UpdateChecksFirst {
+			return append(update, k.validate(obj.(T))...)
+		}
+		return append(k.validate(obj.(T)), update...)
 	}
 	return st
 }

@@ -28,7 +28,7 @@ func Kind(gv schema.GroupVersion, validate func(*corev1.Event) field.ErrorList) 
 		Validate: validate,
 		TTL:      func(runtime.Object, uint64, bool) (uint64, error) { return ttl, nil },
 		Fields:   selectableFields, FieldNames: fieldNames,
-		Table:    table(),
+		Table: table(),
 	}
 }
 
@@ -137,5 +137,3 @@ func lower(s string) string {
 	}
 	return string(b)
 }
-
-
