@@ -45,10 +45,10 @@ import (
 )
 
 func builtinProviders() []providers.Provider {
-	return []providers.Provider{core.Provider{}, apps.Provider{}, batch.Provider{}, coordination.Provider{}, events.Provider{},
-		networking.Provider{}, policy.Provider{}, rbac.Provider{}, scheduling.Provider{},
-		admissionregistration.Provider{}, authentication.Provider{}, authorization.Provider{}, autoscaling.Provider{}, certificates.Provider{}, discovery.Provider{},
-		flowcontrol.Provider{}, node.Provider{}, resource.Provider{}, storage.Provider{}, storagemigration.Provider{}}
+	return []providers.Provider{core.Provider(), apps.Provider(), batch.Provider(), coordination.Provider(), events.Provider(),
+		networking.Provider(), policy.Provider(), rbac.Provider(), scheduling.Provider(),
+		admissionregistration.Provider(), authentication.Provider(), authorization.Provider(), autoscaling.Provider(), certificates.Provider(), discovery.Provider(),
+		flowcontrol.Provider(), node.Provider(), resource.Provider(), storage.Provider(), storagemigration.Provider()}
 }
 
 // coreScheme returns a scheme with every provider installed.
@@ -186,8 +186,10 @@ func (c completedCoreConfig) install(server *genericapiserver.GenericAPIServer) 
 			if err != nil {
 				return fmt.Errorf("post-start hook of group %q: %w", p.GroupName(), err)
 			}
-			if err := server.AddPostStartHook(name, hook); err != nil {
-				return err
+			if hook != nil {
+				if err := server.AddPostStartHook(name, hook); err != nil {
+					return err
+				}
 			}
 		}
 		storage, err := p.Storage(c.build)

@@ -103,7 +103,7 @@ func TestUserProviderAndCRDObjects(t *testing.T) {
 }
 
 func TestDuplicateProviderGroup(t *testing.T) {
-	_, err := apiserver.New(apiserver.Options{Providers: []providers.Provider{core.Provider{}, storageVersions{}, storageVersions{}}})
+	_, err := apiserver.New(apiserver.Options{Providers: []providers.Provider{core.Provider(), storageVersions{}, storageVersions{}}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `Providers[0] serves group "", which is already served`)
 	assert.Contains(t, err.Error(), `Providers[2] serves group "internal.apiserver.k8s.io", which is already served`)

@@ -37,7 +37,8 @@ type Provider interface {
 // PostStartHookProvider is implemented by a Provider with work to do once
 // the server serves, such as creating the group's system objects, as
 // kube-apiserver's RESTStorageProviders do: the hook is registered under its
-// name, gets a loopback client configuration, and /readyz waits for it.
+// name, gets a loopback client configuration, and /readyz waits for it. A
+// nil hook is none.
 type PostStartHookProvider interface {
 	PostStartHook(cfg Config) (name string, hook genericapiserver.PostStartHookFunc, err error)
 }

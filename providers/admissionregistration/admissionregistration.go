@@ -14,55 +14,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
-// Provider serves admissionregistration.k8s.io.
-type Provider struct{}
-
-var _ providers.Provider = Provider{}
-
 var gv = admissionv1.SchemeGroupVersion
+
+// Provider serves admissionregistration.k8s.io.
+func Provider() providers.Provider { return group }
 
 var group = registry.Group{
 	GroupVersion: gv, AddToScheme: admissionv1.AddToScheme,
-	Defaults: map[runtime.Object]func(any){
-		&admissionv1.ValidatingWebhookConfiguration{}: func(obj any) {
-			for i := range obj.(*admissionv1.ValidatingWebhookConfiguration).Webhooks {
-				w := &obj.(*admissionv1.ValidatingWebhookConfiguration).Webhooks[i]
-				defaultWebhook(&w.ClientConfig, &w.FailurePolicy, &w.MatchPolicy, &w.NamespaceSelector, &w.ObjectSelector, &w.TimeoutSeconds, w.Rules)
-			}
-		},
-		&admissionv1.MutatingWebhookConfiguration{}: func(obj any) {
-			for i := range obj.(*admissionv1.MutatingWebhookConfiguration).Webhooks {
-				w := &obj.(*admissionv1.MutatingWebhookConfiguration).Webhooks[i]
-				defaultWebhook(&w.ClientConfig, &w.FailurePolicy, &w.MatchPolicy, &w.NamespaceSelector, &w.ObjectSelector, &w.TimeoutSeconds, w.Rules)
-				if w.ReinvocationPolicy == nil {
-					never := admissionv1.NeverReinvocationPolicy
-					w.ReinvocationPolicy = &never
-				}
-			}
-		},
-		&admissionv1.ValidatingAdmissionPolicy{}: func(obj any) {
-			s := &obj.(*admissionv1.ValidatingAdmissionPolicy).Spec
-			defaultFailurePolicy(&s.FailurePolicy)
-			defaultMatchResources(s.MatchConstraints)
-		},
-		&admissionv1.ValidatingAdmissionPolicyBinding{}: func(obj any) {
-			defaultMatchResources(obj.(*admissionv1.ValidatingAdmissionPolicyBinding).Spec.MatchResources)
-		},
-		&admissionv1.MutatingAdmissionPolicy{}: func(obj any) {
-			s := &obj.(*admissionv1.MutatingAdmissionPolicy).Spec
-			defaultFailurePolicy(&s.FailurePolicy)
-			defaultMatchResources(s.MatchConstraints)
-		},
-		&admissionv1.MutatingAdmissionPolicyBinding{}: func(obj any) {
-			defaultMatchResources(obj.(*admissionv1.MutatingAdmissionPolicyBinding).Spec.MatchResources)
-		},
-	},
 	Served: []registry.Served{validatingWebhooks, mutatingWebhooks, validatingPolicies, validatingBindings, mutatingPolicies, mutatingBindings},
 }
 
@@ -132,7 +95,8 @@ func defaultMatchResources(m *admissionv1.MatchResources) {
 var sideEffects = []string{string(admissionv1.SideEffectClassNone), string(admissionv1.SideEffectClassNoneOnDryRun)}
 
 // validateWebhook checks what a webhook author most often gets wrong.
-func validateWebhook(p *field.Path, name string, cc admissionv1.WebhookClientConfig, se *admissionv1.SideEffectClass, versions []string, timeout *int32, seen map[string]bool) field.ErrorList {
+func validateWebhook(p *field.Path, w webhook, seen map[string]bool) field.ErrorList {
+	name, cc, se, versions, timeout := w.name, w.client, w.effects, w.versions, w.timeout
 	var errs field.ErrorList
 	if len(strings.Split(name, ".")) < 3 {
 		errs = append(errs, field.Invalid(p.Child("name"), name, "should be a domain with at least three segments separated by dots"))
@@ -173,38 +137,71 @@ func count[T any](name, desc string, f func(T) int) registry.Column {
 	return registry.ColumnOf(name, "integer", desc, 0, func(o T) any { return int64(f(o)) })
 }
 
-var validatingWebhooks = registry.Kind[*admissionv1.ValidatingWebhookConfiguration]{
-	GroupVersion: gv, Resource: "validatingwebhookconfigurations", Singular: "validatingwebhookconfiguration",
-	Generation: true, Categories: []string{"api-extensions"},
-	NewObj:  func() runtime.Object { return &admissionv1.ValidatingWebhookConfiguration{} },
-	NewList: func() runtime.Object { return &admissionv1.ValidatingWebhookConfigurationList{} },
-	Validate: func(c *admissionv1.ValidatingWebhookConfiguration) field.ErrorList {
-		var errs field.ErrorList
-		seen := map[string]bool{}
+var validatingWebhooks = webhookConfigurations("validatingwebhookconfigurations",
+	func() runtime.Object { return &admissionv1.ValidatingWebhookConfiguration{} },
+	func() runtime.Object { return &admissionv1.ValidatingWebhookConfigurationList{} },
+	func(c *admissionv1.ValidatingWebhookConfiguration) []webhook {
+		out := make([]webhook, len(c.Webhooks))
 		for i, w := range c.Webhooks {
-			errs = append(errs, validateWebhook(field.NewPath("webhooks").Index(i), w.Name, w.ClientConfig, w.SideEffects, w.AdmissionReviewVersions, w.TimeoutSeconds, seen)...)
+			out[i] = webhook{w.Name, w.ClientConfig, w.SideEffects, w.AdmissionReviewVersions, w.TimeoutSeconds}
 		}
-		return errs
+		return out
 	},
-	Columns: []registry.Column{count("Webhooks", "Webhooks indicates the number of webhooks registered in this configuration",
-		func(c *admissionv1.ValidatingWebhookConfiguration) int { return len(c.Webhooks) })},
+	func(c *admissionv1.ValidatingWebhookConfiguration) {
+		for i := range c.Webhooks {
+			w := &c.Webhooks[i]
+			defaultWebhook(&w.ClientConfig, &w.FailurePolicy, &w.MatchPolicy, &w.NamespaceSelector, &w.ObjectSelector, &w.TimeoutSeconds, w.Rules)
+		}
+	})
+
+var mutatingWebhooks = webhookConfigurations("mutatingwebhookconfigurations",
+	func() runtime.Object { return &admissionv1.MutatingWebhookConfiguration{} },
+	func() runtime.Object { return &admissionv1.MutatingWebhookConfigurationList{} },
+	func(c *admissionv1.MutatingWebhookConfiguration) []webhook {
+		out := make([]webhook, len(c.Webhooks))
+		for i, w := range c.Webhooks {
+			out[i] = webhook{w.Name, w.ClientConfig, w.SideEffects, w.AdmissionReviewVersions, w.TimeoutSeconds}
+		}
+		return out
+	},
+	func(c *admissionv1.MutatingWebhookConfiguration) {
+		for i := range c.Webhooks {
+			w := &c.Webhooks[i]
+			defaultWebhook(&w.ClientConfig, &w.FailurePolicy, &w.MatchPolicy, &w.NamespaceSelector, &w.ObjectSelector, &w.TimeoutSeconds, w.Rules)
+			if w.ReinvocationPolicy == nil {
+				never := admissionv1.NeverReinvocationPolicy
+				w.ReinvocationPolicy = &never
+			}
+		}
+	})
+
+// webhook is what the validating and mutating webhook types share.
+type webhook struct {
+	name     string
+	client   admissionv1.WebhookClientConfig
+	effects  *admissionv1.SideEffectClass
+	versions []string
+	timeout  *int32
 }
 
-var mutatingWebhooks = registry.Kind[*admissionv1.MutatingWebhookConfiguration]{
-	GroupVersion: gv, Resource: "mutatingwebhookconfigurations", Singular: "mutatingwebhookconfiguration",
-	Generation: true, Categories: []string{"api-extensions"},
-	NewObj:  func() runtime.Object { return &admissionv1.MutatingWebhookConfiguration{} },
-	NewList: func() runtime.Object { return &admissionv1.MutatingWebhookConfigurationList{} },
-	Validate: func(c *admissionv1.MutatingWebhookConfiguration) field.ErrorList {
-		var errs field.ErrorList
-		seen := map[string]bool{}
-		for i, w := range c.Webhooks {
-			errs = append(errs, validateWebhook(field.NewPath("webhooks").Index(i), w.Name, w.ClientConfig, w.SideEffects, w.AdmissionReviewVersions, w.TimeoutSeconds, seen)...)
-		}
-		return errs
-	},
-	Columns: []registry.Column{count("Webhooks", "Webhooks indicates the number of webhooks registered in this configuration",
-		func(c *admissionv1.MutatingWebhookConfiguration) int { return len(c.Webhooks) })},
+// webhookConfigurations declares a webhook configuration kind, C, whose
+// webhooks are read by webhooks.
+func webhookConfigurations[C runtime.Object](resource string, newObj, newList func() runtime.Object, webhooks func(C) []webhook, defaults func(C)) registry.Kind[C] {
+	return registry.Kind[C]{
+		GroupVersion: gv, Resource: resource, Singular: strings.TrimSuffix(resource, "s"), Default: defaults,
+		Generation: true, Categories: []string{"api-extensions"},
+		NewObj: newObj, NewList: newList,
+		Validate: func(c C) field.ErrorList {
+			var errs field.ErrorList
+			seen := map[string]bool{}
+			for i, w := range webhooks(c) {
+				errs = append(errs, validateWebhook(field.NewPath("webhooks").Index(i), w, seen)...)
+			}
+			return errs
+		},
+		Columns: []registry.Column{count("Webhooks", "Webhooks indicates the number of webhooks registered in this configuration",
+			func(c C) int { return len(webhooks(c)) })},
+	}
 }
 
 func paramKind(k *admissionv1.ParamKind) any {
@@ -234,6 +231,11 @@ func validateFailurePolicy(p *admissionv1.FailurePolicyType) field.ErrorList {
 }
 
 var validatingPolicies = registry.Kind[*admissionv1.ValidatingAdmissionPolicy]{
+	Default: func(o *admissionv1.ValidatingAdmissionPolicy) {
+		s := &o.Spec
+		defaultFailurePolicy(&s.FailurePolicy)
+		defaultMatchResources(s.MatchConstraints)
+	},
 	GroupVersion: gv, Resource: "validatingadmissionpolicies", Singular: "validatingadmissionpolicy",
 	Generation: true, Status: true, Categories: []string{"api-extensions"},
 	NewObj:  func() runtime.Object { return &admissionv1.ValidatingAdmissionPolicy{} },
@@ -264,6 +266,9 @@ var validatingPolicies = registry.Kind[*admissionv1.ValidatingAdmissionPolicy]{
 var validationActions = []string{string(admissionv1.Deny), string(admissionv1.Warn), string(admissionv1.Audit)}
 
 var validatingBindings = registry.Kind[*admissionv1.ValidatingAdmissionPolicyBinding]{
+	Default: func(o *admissionv1.ValidatingAdmissionPolicyBinding) {
+		defaultMatchResources(o.Spec.MatchResources)
+	},
 	GroupVersion: gv, Resource: "validatingadmissionpolicybindings", Singular: "validatingadmissionpolicybinding",
 	Generation: true, Categories: []string{"api-extensions"},
 	NewObj:  func() runtime.Object { return &admissionv1.ValidatingAdmissionPolicyBinding{} },
@@ -298,6 +303,11 @@ var validatingBindings = registry.Kind[*admissionv1.ValidatingAdmissionPolicyBin
 }
 
 var mutatingPolicies = registry.Kind[*admissionv1.MutatingAdmissionPolicy]{
+	Default: func(o *admissionv1.MutatingAdmissionPolicy) {
+		s := &o.Spec
+		defaultFailurePolicy(&s.FailurePolicy)
+		defaultMatchResources(s.MatchConstraints)
+	},
 	GroupVersion: gv, Resource: "mutatingadmissionpolicies", Singular: "mutatingadmissionpolicy",
 	Generation: true, Categories: []string{"api-extensions"},
 	NewObj:  func() runtime.Object { return &admissionv1.MutatingAdmissionPolicy{} },
@@ -318,6 +328,9 @@ var mutatingPolicies = registry.Kind[*admissionv1.MutatingAdmissionPolicy]{
 }
 
 var mutatingBindings = registry.Kind[*admissionv1.MutatingAdmissionPolicyBinding]{
+	Default: func(o *admissionv1.MutatingAdmissionPolicyBinding) {
+		defaultMatchResources(o.Spec.MatchResources)
+	},
 	GroupVersion: gv, Resource: "mutatingadmissionpolicybindings", Singular: "mutatingadmissionpolicybinding",
 	Generation: true, Categories: []string{"api-extensions"},
 	NewObj:  func() runtime.Object { return &admissionv1.MutatingAdmissionPolicyBinding{} },
@@ -334,15 +347,4 @@ var mutatingBindings = registry.Kind[*admissionv1.MutatingAdmissionPolicyBinding
 		registry.ColumnOf("ParamRef", "string", "ParamRef indicates the param resource which sets the configuration param", 0,
 			func(b *admissionv1.MutatingAdmissionPolicyBinding) any { return paramRef(b.Spec.ParamRef) }),
 	},
-}
-
-// GroupName implements providers.Provider.
-func (Provider) GroupName() string { return group.GroupName() }
-
-// Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
-
-// Storage implements providers.Provider.
-func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
-	return group.Storage(cfg)
 }

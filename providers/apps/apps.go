@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/internal/podspec"
@@ -21,29 +20,10 @@ import (
 )
 
 // Provider serves apps/v1.
-type Provider struct{}
-
-var _ providers.Provider = Provider{}
-
-// GroupName implements providers.Provider.
-func (Provider) GroupName() string { return group.GroupName() }
-
-// Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
-
-// Storage implements providers.Provider.
-func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
-	return group.Storage(cfg)
-}
+func Provider() providers.Provider { return group }
 
 var group = registry.Group{
 	GroupVersion: appsv1.SchemeGroupVersion, AddToScheme: appsv1.AddToScheme,
-	Defaults: map[runtime.Object]func(any){
-		&appsv1.Deployment{}:  func(obj any) { defaultDeployment(obj.(*appsv1.Deployment)) },
-		&appsv1.ReplicaSet{}:  func(obj any) { defaultReplicaSet(obj.(*appsv1.ReplicaSet)) },
-		&appsv1.StatefulSet{}: func(obj any) { defaultStatefulSet(obj.(*appsv1.StatefulSet)) },
-		&appsv1.DaemonSet{}:   func(obj any) { defaultDaemonSet(obj.(*appsv1.DaemonSet)) },
-	},
 	// The scale subresource speaks autoscaling/v1 Scale; only Scale, so that
 	// the autoscaling provider owns the group's other kinds.
 	Register: func(scheme *runtime.Scheme) error {
@@ -88,7 +68,8 @@ func defaultDeployment(d *appsv1.Deployment) {
 }
 
 var deployments = registry.Kind[*appsv1.Deployment]{
-	Status: true, NoAge: true, Namespaced: true,
+	Default: defaultDeployment,
+	Status:  true, NoAge: true, Namespaced: true,
 	GroupVersion: appsv1.SchemeGroupVersion, Categories: []string{"all"},
 	Resource: "deployments", Singular: "deployment", ShortNames: []string{"deploy"},
 	NewObj:  func() runtime.Object { return &appsv1.Deployment{} },

@@ -57,7 +57,8 @@ func defaultDaemonSet(d *appsv1.DaemonSet) {
 }
 
 var daemonSets = registry.Kind[*appsv1.DaemonSet]{
-	Status: true, NoAge: true, Namespaced: true,
+	Default: defaultDaemonSet,
+	Status:  true, NoAge: true, Namespaced: true,
 	GroupVersion: appsv1.SchemeGroupVersion, Categories: []string{"all"},
 	Resource: "daemonsets", Singular: "daemonset", ShortNames: []string{"ds"},
 	NewObj:       func() runtime.Object { return &appsv1.DaemonSet{} },

@@ -21,7 +21,8 @@ func defaultReplicaSet(rs *appsv1.ReplicaSet) {
 }
 
 var replicaSets = registry.Kind[*appsv1.ReplicaSet]{
-	Status: true, NoAge: true, Namespaced: true,
+	Default: defaultReplicaSet,
+	Status:  true, NoAge: true, Namespaced: true,
 	GroupVersion: appsv1.SchemeGroupVersion, Categories: []string{"all"},
 	Resource: "replicasets", Singular: "replicaset", ShortNames: []string{"rs"},
 	NewObj:       func() runtime.Object { return &appsv1.ReplicaSet{} },

@@ -77,7 +77,8 @@ func defaultStatefulSet(s *appsv1.StatefulSet) {
 }
 
 var statefulSets = registry.Kind[*appsv1.StatefulSet]{
-	Status: true, NoAge: true, Namespaced: true,
+	Default: defaultStatefulSet,
+	Status:  true, NoAge: true, Namespaced: true,
 	// A StatefulSet's name is in its pods' hostnames: a DNS label.
 	NameValidation: apivalidation.NameIsDNSLabel,
 	GroupVersion:   appsv1.SchemeGroupVersion, Categories: []string{"all"},

@@ -21,20 +21,7 @@ import (
 )
 
 // Provider serves authentication.k8s.io.
-type Provider struct{}
-
-var _ providers.Provider = Provider{}
-
-// GroupName implements providers.Provider.
-func (Provider) GroupName() string { return group.GroupName() }
-
-// Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
-
-// Storage implements providers.Provider.
-func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
-	return group.Storage(cfg)
-}
+func Provider() providers.Provider { return group }
 
 // group's resources are never stored: TokenReview asks the server's
 // authenticator, SelfSubjectReview answers who is asking.

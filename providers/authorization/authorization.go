@@ -22,23 +22,10 @@ import (
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
-// Provider serves authorization.k8s.io.
-type Provider struct{}
-
-var _ providers.Provider = Provider{}
-
 var gv = authorizationv1.SchemeGroupVersion
 
-// GroupName implements providers.Provider.
-func (Provider) GroupName() string { return group.GroupName() }
-
-// Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
-
-// Storage implements providers.Provider.
-func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
-	return group.Storage(cfg)
-}
+// Provider serves authorization.k8s.io.
+func Provider() providers.Provider { return group }
 
 // group's reviews are never stored: they ask the server's authorizer and
 // rule resolver.

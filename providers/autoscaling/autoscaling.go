@@ -11,38 +11,35 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
-// Provider serves autoscaling.
-type Provider struct{}
-
-var _ providers.Provider = Provider{}
-
 var gv = autoscalingv2.SchemeGroupVersion
+
+// Provider serves autoscaling.
+func Provider() providers.Provider { return group }
 
 var group = registry.Group{
 	GroupVersion: gv, AddToScheme: autoscalingv2.AddToScheme,
 	// autoscaling/v1 is served by the same stores, converted (v1.go).
 	Register:     installV1,
 	AlsoServedAs: []string{autoscalingv1.SchemeGroupVersion.Version},
-	Defaults: map[runtime.Object]func(any){&autoscalingv2.HorizontalPodAutoscaler{}: func(obj any) {
-		h := obj.(*autoscalingv2.HorizontalPodAutoscaler)
-		if h.Spec.MinReplicas == nil {
-			one := int32(1)
-			h.Spec.MinReplicas = &one
-		}
-		if len(h.Spec.Metrics) == 0 {
-			eighty := int32(80)
-			h.Spec.Metrics = []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType,
-				Resource: &autoscalingv2.ResourceMetricSource{Name: corev1.ResourceCPU,
-					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: &eighty}}}}
-		}
-	}},
 	Served: []registry.Served{registry.Kind[*autoscalingv2.HorizontalPodAutoscaler]{
+		Default: func(h *autoscalingv2.HorizontalPodAutoscaler) {
+			if h.Spec.MinReplicas == nil {
+				one := int32(1)
+				h.Spec.MinReplicas = &one
+			}
+			if len(h.Spec.Metrics) == 0 {
+				eighty := int32(80)
+				h.Spec.Metrics = []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType,
+					Resource: &autoscalingv2.ResourceMetricSource{Name: corev1.ResourceCPU,
+						Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: &eighty}}}}
+			}
+		},
+
 		GroupVersion: gv, Resource: "horizontalpodautoscalers", Singular: "horizontalpodautoscaler",
 		ShortNames: []string{"hpa"}, Categories: []string{"all"}, Namespaced: true, Status: true, Generation: true,
 		NewObj:   func() runtime.Object { return &autoscalingv2.HorizontalPodAutoscaler{} },
@@ -104,15 +101,4 @@ func targets(h *autoscalingv2.HorizontalPodAutoscaler) any {
 		}
 	}
 	return strings.Join(out, ", ")
-}
-
-// GroupName implements providers.Provider.
-func (Provider) GroupName() string { return group.GroupName() }
-
-// Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
-
-// Storage implements providers.Provider.
-func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
-	return group.Storage(cfg)
 }

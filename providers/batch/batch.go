@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/internal/podspec"
@@ -27,27 +26,10 @@ import (
 )
 
 // Provider serves batch/v1.
-type Provider struct{}
-
-var _ providers.Provider = Provider{}
-
-// GroupName implements providers.Provider.
-func (Provider) GroupName() string { return group.GroupName() }
-
-// Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
-
-// Storage implements providers.Provider.
-func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
-	return group.Storage(cfg)
-}
+func Provider() providers.Provider { return group }
 
 var group = registry.Group{
 	GroupVersion: batchv1.SchemeGroupVersion, AddToScheme: batchv1.AddToScheme,
-	Defaults: map[runtime.Object]func(any){
-		&batchv1.Job{}:     func(obj any) { defaultJob(obj.(*batchv1.Job)) },
-		&batchv1.CronJob{}: func(obj any) { defaultCronJob(obj.(*batchv1.CronJob)) },
-	},
 	Served: []registry.Served{jobs, cronJobs},
 }
 
@@ -128,7 +110,8 @@ func defaultCronJob(c *batchv1.CronJob) {
 }
 
 var jobs = registry.Kind[*batchv1.Job]{
-	Status: true, NoAge: true, Namespaced: true,
+	Default: defaultJob,
+	Status:  true, NoAge: true, Namespaced: true,
 	GroupVersion: batchv1.SchemeGroupVersion, Categories: []string{"all"},
 	Resource: "jobs", Singular: "job",
 	// batch/v1 keeps a deleted Job's pods unless asked otherwise.

@@ -17,7 +17,8 @@ import (
 )
 
 var cronJobs = registry.Kind[*batchv1.CronJob]{
-	Status: true, NoAge: true, Namespaced: true,
+	Default: defaultCronJob,
+	Status:  true, NoAge: true, Namespaced: true,
 	GroupVersion: batchv1.SchemeGroupVersion, Categories: []string{"all"},
 	Resource: "cronjobs", Singular: "cronjob", ShortNames: []string{"cj"},
 	NewObj:       func() runtime.Object { return &batchv1.CronJob{} },

@@ -25,18 +25,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
-	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
-// Provider serves certificates.k8s.io.
-type Provider struct{}
-
-var _ providers.Provider = Provider{}
-
 var gv = certificatesv1.SchemeGroupVersion
+
+// Provider serves certificates.k8s.io.
+func Provider() providers.Provider { return group }
 
 var group = registry.Group{
 	GroupVersion: gv, AddToScheme: certificatesv1.AddToScheme,
@@ -213,17 +210,6 @@ func conditionSummary(c *certificatesv1.CertificateSigningRequest) any {
 		parts = append(parts, "Issued")
 	}
 	return strings.Join(append(parts, rest...), ",")
-}
-
-// GroupName implements providers.Provider.
-func (Provider) GroupName() string { return group.GroupName() }
-
-// Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
-
-// Storage implements providers.Provider.
-func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
-	return group.Storage(cfg)
 }
 
 // trustBundles are cluster trust bundles: PEM CA certificates published

@@ -6,27 +6,13 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
 // Provider serves coordination.k8s.io.
-type Provider struct{}
-
-var _ providers.Provider = Provider{}
-
-// GroupName implements providers.Provider.
-func (Provider) GroupName() string { return group.GroupName() }
-
-// Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
-
-// Storage implements providers.Provider.
-func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
-	return group.Storage(cfg)
-}
+func Provider() providers.Provider { return group }
 
 var group = registry.Group{
 	GroupVersion: coordinationv1.SchemeGroupVersion, AddToScheme: coordinationv1.AddToScheme,

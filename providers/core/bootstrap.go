@@ -68,7 +68,7 @@ func bootstrapController(port int32) genericapiserver.PostStartHookFunc {
 	}
 }
 
-// PostStartHook implements providers.PostStartHookProvider.
-func (Provider) PostStartHook(cfg providers.Config) (string, genericapiserver.PostStartHookFunc, error) {
+// bootstrapHook is the core group's post-start hook.
+func bootstrapHook(cfg providers.Config) (string, genericapiserver.PostStartHookFunc, error) {
 	return "bootstrap-controller", bootstrapController(cfg.ServingPort), nil
 }

@@ -21,46 +21,14 @@ import (
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/internal/eventstore"
-	"github.com/kubeembed/apiserver/providers/internal/podspec"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
 // Provider serves the core group.
-type Provider struct{}
-
-var _ providers.Provider = Provider{}
-
-// GroupName implements providers.Provider.
-func (Provider) GroupName() string { return group.GroupName() }
-
-// Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
-
-// Storage implements providers.Provider.
-func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
-	return group.Storage(cfg)
-}
+func Provider() providers.Provider { return group }
 
 var group = registry.Group{
 	GroupVersion: corev1.SchemeGroupVersion, AddToScheme: corev1.AddToScheme,
-	Defaults: map[runtime.Object]func(any){
-		&corev1.Secret{}:                func(obj any) { defaultSecret(obj.(*corev1.Secret)) },
-		&corev1.Pod{}:                   func(obj any) { defaultPod(obj.(*corev1.Pod)) },
-		&corev1.Service{}:               func(obj any) { defaultService(obj.(*corev1.Service)) },
-		&corev1.PersistentVolumeClaim{}: func(obj any) { defaultPVC(obj.(*corev1.PersistentVolumeClaim)) },
-		&corev1.PersistentVolume{}:      func(obj any) { defaultPV(obj.(*corev1.PersistentVolume)) },
-		// The name label is a default too (so the writer owns it in managed
-		// fields), and set again once a generated name is known.
-		&corev1.Namespace{}: func(obj any) {
-			if ns := obj.(*corev1.Namespace); ns.Name != "" {
-				setNameLabel(ns)
-			}
-		},
-		&corev1.Endpoints{}:             func(obj any) { defaultEndpoints(obj.(*corev1.Endpoints)) },
-		&corev1.LimitRange{}:            func(obj any) { defaultLimitRange(obj.(*corev1.LimitRange)) },
-		&corev1.ReplicationController{}: func(obj any) { defaultReplicationController(obj.(*corev1.ReplicationController)) },
-		&corev1.PodTemplate{}:           func(obj any) { podspec.DefaultTemplate(&obj.(*corev1.PodTemplate).Template) },
-	},
 	Register: func(scheme *runtime.Scheme) error {
 		registry.AddScale(scheme) // replicationcontrollers/scale
 		return nil
@@ -69,6 +37,7 @@ var group = registry.Group{
 		eventstore.Kind(corev1.SchemeGroupVersion, eventstore.ValidateCore),
 		pods, services, persistentVolumeClaims, nodes, endpoints, podTemplates, limitRanges,
 		persistentVolumes, replicationControllers, resourceQuotas},
+	Hook: bootstrapHook,
 	Link: func(s map[string]rest.Storage) error {
 		defaultServiceAccounts(s["namespaces"].(*namespaceREST).Store.Store, s["serviceaccounts"].(*registry.Store).Store)
 		return nil

@@ -13,6 +13,7 @@ import (
 )
 
 var endpoints = registry.Kind[*corev1.Endpoints]{
+	Default:      defaultEndpoints,
 	GroupVersion: corev1.SchemeGroupVersion,
 	Resource:     "endpoints", Singular: "endpoints", ShortNames: []string{"ep"}, Namespaced: true,
 	NewObj:  func() runtime.Object { return &corev1.Endpoints{} },

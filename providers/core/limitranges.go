@@ -12,6 +12,7 @@ import (
 )
 
 var limitRanges = registry.Kind[*corev1.LimitRange]{
+	Default:      defaultLimitRange,
 	GroupVersion: corev1.SchemeGroupVersion,
 	Resource:     "limitranges", Singular: "limitrange", ShortNames: []string{"limits"}, Namespaced: true,
 	NewObj:  func() runtime.Object { return &corev1.LimitRange{} },

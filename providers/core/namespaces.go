@@ -25,6 +25,11 @@ import (
 const namespaceNameLabel = "kubernetes.io/metadata.name"
 
 var namespaces = registry.Kind[*corev1.Namespace]{
+	Default: func(o *corev1.Namespace) {
+		if o.Name != "" {
+			setNameLabel(o)
+		}
+	},
 	GroupVersion: corev1.SchemeGroupVersion, Resource: "namespaces", Singular: "namespace", ShortNames: []string{"ns"},
 	NameValidation: apivalidation.NameIsDNSLabel,
 	Status:         true, StatusWritesLabels: true,

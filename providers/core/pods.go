@@ -115,6 +115,7 @@ func add(list corev1.ResourceList, name corev1.ResourceName, q resource.Quantity
 }
 
 var pods = registry.Kind[*corev1.Pod]{
+	Default:      defaultPod,
 	GroupVersion: corev1.SchemeGroupVersion, Resource: "pods", Singular: "pod",
 	ShortNames: []string{"po"}, Categories: []string{"all"}, Namespaced: true,
 	NewObj:  func() runtime.Object { return &corev1.Pod{} },

@@ -11,6 +11,7 @@ import (
 )
 
 var podTemplates = registry.Kind[*corev1.PodTemplate]{
+	Default:      func(o *corev1.PodTemplate) { podspec.DefaultTemplate(&o.Template) },
 	GroupVersion: corev1.SchemeGroupVersion,
 	Resource:     "podtemplates", Singular: "podtemplate", Namespaced: true, Generation: true, ReturnDeleted: true,
 	NewObj:  func() runtime.Object { return &corev1.PodTemplate{} },

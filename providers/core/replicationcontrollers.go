@@ -33,7 +33,8 @@ func defaultReplicationController(rc *corev1.ReplicationController) {
 
 // replicationControllers are served with /status and /scale.
 var replicationControllers = registry.Kind[*corev1.ReplicationController]{
-	Status: true, NoAge: true, Namespaced: true,
+	Default: defaultReplicationController,
+	Status:  true, NoAge: true, Namespaced: true,
 	GroupVersion: corev1.SchemeGroupVersion, Categories: []string{"all"},
 	// core/v1 keeps a deleted controller's pods unless asked otherwise.
 	OrphanByDefault: true,

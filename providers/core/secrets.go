@@ -28,6 +28,7 @@ func defaultSecret(s *corev1.Secret) {
 }
 
 var secrets = registry.Kind[*corev1.Secret]{
+	Default:      defaultSecret,
 	GroupVersion: corev1.SchemeGroupVersion, Resource: "secrets", Singular: "secret", Namespaced: true,
 	NewObj:            func() runtime.Object { return &corev1.Secret{} },
 	NewList:           func() runtime.Object { return &corev1.SecretList{} },

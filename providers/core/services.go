@@ -289,6 +289,7 @@ func validateService(s *corev1.Service) field.ErrorList {
 }
 
 var services = registry.Kind[*corev1.Service]{
+	Default:      defaultService,
 	GroupVersion: corev1.SchemeGroupVersion, Resource: "services", Singular: "service",
 	ShortNames: []string{"svc"}, Categories: []string{"all"}, Namespaced: true,
 	NameValidation: apivalidation.NameIsDNSLabel,

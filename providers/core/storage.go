@@ -47,7 +47,8 @@ func validatePVCSpec(s *corev1.PersistentVolumeClaimSpec, p *field.Path) field.E
 // after creation but for its storage request (expansion), volume binding and
 // attributes class, as kube-apiserver allows.
 var persistentVolumeClaims = registry.Kind[*corev1.PersistentVolumeClaim]{
-	Status: true, NoAge: true, Namespaced: true,
+	Default: defaultPVC,
+	Status:  true, NoAge: true, Namespaced: true,
 	GroupVersion: corev1.SchemeGroupVersion,
 	Resource:     "persistentvolumeclaims", Singular: "persistentvolumeclaim", ShortNames: []string{"pvc"},
 	ReturnDeleted: true,
@@ -122,7 +123,8 @@ func accessModesString(modes []corev1.PersistentVolumeAccessMode) string {
 // volume is Pending since its creation; the phase's transition time moves
 // when /status changes the phase, as kube-apiserver records it.
 var persistentVolumes = registry.Kind[*corev1.PersistentVolume]{
-	Status: true, NoAge: true,
+	Default: defaultPV,
+	Status:  true, NoAge: true,
 	GroupVersion: corev1.SchemeGroupVersion, Resource: "persistentvolumes", Singular: "persistentvolume", ShortNames: []string{"pv"},
 	ReturnDeleted: true,
 	NewObj:        func() runtime.Object { return &corev1.PersistentVolume{} },

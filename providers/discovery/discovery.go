@@ -14,36 +14,34 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
-// Provider serves discovery.k8s.io.
-type Provider struct{}
-
-var _ providers.Provider = Provider{}
-
 const maxEndpoints, maxPorts = 1000, 100
 
 var addressTypes = []string{string(discoveryv1.AddressTypeIPv4), string(discoveryv1.AddressTypeIPv6), string(discoveryv1.AddressTypeFQDN)}
 
+// Provider serves discovery.k8s.io.
+func Provider() providers.Provider { return group }
+
 var group = registry.Group{
 	GroupVersion: discoveryv1.SchemeGroupVersion, AddToScheme: discoveryv1.AddToScheme,
-	Defaults: map[runtime.Object]func(any){&discoveryv1.EndpointSlice{}: func(obj any) {
-		for i := range obj.(*discoveryv1.EndpointSlice).Ports {
-			p := &obj.(*discoveryv1.EndpointSlice).Ports[i]
-			if p.Name == nil {
-				p.Name = new(string)
-			}
-			if p.Protocol == nil {
-				tcp := corev1.ProtocolTCP
-				p.Protocol = &tcp
-			}
-		}
-	}},
 	Served: []registry.Served{registry.Kind[*discoveryv1.EndpointSlice]{
+		Default: func(o *discoveryv1.EndpointSlice) {
+			for i := range o.Ports {
+				p := &o.Ports[i]
+				if p.Name == nil {
+					p.Name = new(string)
+				}
+				if p.Protocol == nil {
+					tcp := corev1.ProtocolTCP
+					p.Protocol = &tcp
+				}
+			}
+		},
+
 		GroupVersion: discoveryv1.SchemeGroupVersion, Resource: "endpointslices", Singular: "endpointslice",
 		Namespaced: true,
 		// kube-apiserver counts a slice's generation on its endpoints,
@@ -173,15 +171,4 @@ func endpoints(s *discoveryv1.EndpointSlice) any {
 		return strings.Join(addrs[:3], ",") + fmt.Sprintf(" + %d more...", len(addrs)-3)
 	}
 	return strings.Join(addrs, ",")
-}
-
-// GroupName implements providers.Provider.
-func (Provider) GroupName() string { return group.GroupName() }
-
-// Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
-
-// Storage implements providers.Provider.
-func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
-	return group.Storage(cfg)
 }

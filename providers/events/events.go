@@ -14,24 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/internal/eventstore"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
-
-// Provider serves events.k8s.io. It needs the core provider, which owns the
-// events' storage layout.
-type Provider struct{}
-
-var _ providers.Provider = Provider{}
-
-// GroupName implements providers.Provider.
-func (Provider) GroupName() string { return group.GroupName() }
-
-// Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
 
 // install registers events.k8s.io/v1 with core/v1 Events as its internal
 // version, and the conversions between them.
@@ -178,10 +165,9 @@ func validateV1(e *corev1.Event) field.ErrorList {
 	return errs
 }
 
-// Storage implements providers.Provider.
-func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
-	return group.Storage(cfg)
-}
+// Provider serves events.k8s.io. It needs the core provider, which owns the
+// events' storage layout.
+func Provider() providers.Provider { return group }
 
 var group = registry.Group{
 	GroupVersion: eventsv1.SchemeGroupVersion,

@@ -9,68 +9,29 @@ import (
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
-// Provider serves flowcontrol.apiserver.k8s.io.
-type Provider struct{}
-
-var _ providers.Provider = Provider{}
-
 var gv = flowcontrolv1.SchemeGroupVersion
 
 func i32(v int32) *int32 { return &v }
 
+// Provider serves flowcontrol.apiserver.k8s.io.
+func Provider() providers.Provider { return group }
+
 var group = registry.Group{
 	GroupVersion: gv, AddToScheme: flowcontrolv1.AddToScheme,
-	Defaults: map[runtime.Object]func(any){
-		&flowcontrolv1.FlowSchema{}: func(obj any) {
-			if fs := obj.(*flowcontrolv1.FlowSchema); fs.Spec.MatchingPrecedence == 0 {
-				fs.Spec.MatchingPrecedence = 1000
-			}
-		},
-		&flowcontrolv1.PriorityLevelConfiguration{}: func(obj any) {
-			s := &obj.(*flowcontrolv1.PriorityLevelConfiguration).Spec
-			if l := s.Limited; l != nil {
-				if l.NominalConcurrencyShares == nil {
-					l.NominalConcurrencyShares = i32(30)
-				}
-				if l.LendablePercent == nil {
-					l.LendablePercent = i32(0)
-				}
-				if l.LimitResponse.Type == flowcontrolv1.LimitResponseTypeQueue {
-					if l.LimitResponse.Queuing == nil {
-						l.LimitResponse.Queuing = &flowcontrolv1.QueuingConfiguration{}
-					}
-					q := l.LimitResponse.Queuing
-					if q.Queues == 0 {
-						q.Queues = 64
-					}
-					if q.HandSize == 0 {
-						q.HandSize = 8
-					}
-					if q.QueueLengthLimit == 0 {
-						q.QueueLengthLimit = 50
-					}
-				}
-			}
-			if e := s.Exempt; e != nil {
-				if e.NominalConcurrencyShares == nil {
-					e.NominalConcurrencyShares = i32(0)
-				}
-				if e.LendablePercent == nil {
-					e.LendablePercent = i32(0)
-				}
-			}
-		},
-	},
 	Served: []registry.Served{flowSchemas, priorityLevels},
 }
 
 var flowSchemas = registry.Kind[*flowcontrolv1.FlowSchema]{
+	Default: func(o *flowcontrolv1.FlowSchema) {
+		if fs := o; fs.Spec.MatchingPrecedence == 0 {
+			fs.Spec.MatchingPrecedence = 1000
+		}
+	},
 	GroupVersion: gv, Resource: "flowschemas", Singular: "flowschema", Generation: true, Status: true,
 	NewObj:  func() runtime.Object { return &flowcontrolv1.FlowSchema{} },
 	NewList: func() runtime.Object { return &flowcontrolv1.FlowSchemaList{} },
@@ -111,6 +72,40 @@ var flowSchemas = registry.Kind[*flowcontrolv1.FlowSchema]{
 }
 
 var priorityLevels = registry.Kind[*flowcontrolv1.PriorityLevelConfiguration]{
+	Default: func(o *flowcontrolv1.PriorityLevelConfiguration) {
+		s := &o.Spec
+		if l := s.Limited; l != nil {
+			if l.NominalConcurrencyShares == nil {
+				l.NominalConcurrencyShares = i32(30)
+			}
+			if l.LendablePercent == nil {
+				l.LendablePercent = i32(0)
+			}
+			if l.LimitResponse.Type == flowcontrolv1.LimitResponseTypeQueue {
+				if l.LimitResponse.Queuing == nil {
+					l.LimitResponse.Queuing = &flowcontrolv1.QueuingConfiguration{}
+				}
+				q := l.LimitResponse.Queuing
+				if q.Queues == 0 {
+					q.Queues = 64
+				}
+				if q.HandSize == 0 {
+					q.HandSize = 8
+				}
+				if q.QueueLengthLimit == 0 {
+					q.QueueLengthLimit = 50
+				}
+			}
+		}
+		if e := s.Exempt; e != nil {
+			if e.NominalConcurrencyShares == nil {
+				e.NominalConcurrencyShares = i32(0)
+			}
+			if e.LendablePercent == nil {
+				e.LendablePercent = i32(0)
+			}
+		}
+	},
 	GroupVersion: gv, Resource: "prioritylevelconfigurations", Singular: "prioritylevelconfiguration", Generation: true, Status: true,
 	NewObj:  func() runtime.Object { return &flowcontrolv1.PriorityLevelConfiguration{} },
 	NewList: func() runtime.Object { return &flowcontrolv1.PriorityLevelConfigurationList{} },
@@ -149,15 +144,4 @@ func queuing(name, field string, f func(*flowcontrolv1.QueuingConfiguration) int
 		}
 		return "<none>"
 	})
-}
-
-// GroupName implements providers.Provider.
-func (Provider) GroupName() string { return group.GroupName() }
-
-// Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
-
-// Storage implements providers.Provider.
-func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
-	return group.Storage(cfg)
 }

@@ -13,33 +13,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
 // Provider serves networking.k8s.io.
-type Provider struct{}
-
-var _ providers.Provider = Provider{}
-
-// GroupName implements providers.Provider.
-func (Provider) GroupName() string { return group.GroupName() }
-
-// Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
-
-// Storage implements providers.Provider.
-func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
-	return group.Storage(cfg)
-}
+func Provider() providers.Provider { return group }
 
 var group = registry.Group{
 	GroupVersion: networkingv1.SchemeGroupVersion, AddToScheme: networkingv1.AddToScheme,
-	Defaults: map[runtime.Object]func(any){
-		&networkingv1.NetworkPolicy{}: func(obj any) { defaultNetworkPolicy(obj.(*networkingv1.NetworkPolicy)) },
-	},
 	Served: []registry.Served{networkPolicies, ingressClasses, ingresses, serviceCIDRs, ipAddresses},
 }
 
@@ -173,6 +156,7 @@ func validateIngressClass(ic *networkingv1.IngressClass) field.ErrorList {
 // networkPolicies and ingressClasses count metadata.generation, as
 // kube-apiserver does.
 var networkPolicies = registry.Kind[*networkingv1.NetworkPolicy]{
+	Default:      defaultNetworkPolicy,
 	GroupVersion: networkingv1.SchemeGroupVersion, Resource: "networkpolicies", Singular: "networkpolicy",
 	ShortNames: []string{"netpol"}, Namespaced: true, Generation: true,
 	NewObj:   func() runtime.Object { return &networkingv1.NetworkPolicy{} },

@@ -9,16 +9,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
 // Provider serves node.k8s.io.
-type Provider struct{}
-
-var _ providers.Provider = Provider{}
+func Provider() providers.Provider { return group }
 
 var group = registry.Group{
 	GroupVersion: nodev1.SchemeGroupVersion, AddToScheme: nodev1.AddToScheme,
@@ -43,15 +40,4 @@ var group = registry.Group{
 		// kube-apiserver describes this column with an empty string.
 		Columns: []registry.Column{registry.ColumnOf("Handler", "string", "", 0, func(rc *nodev1.RuntimeClass) any { return strings.Clone(rc.Handler) })},
 	}},
-}
-
-// GroupName implements providers.Provider.
-func (Provider) GroupName() string { return group.GroupName() }
-
-// Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
-
-// Storage implements providers.Provider.
-func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
-	return group.Storage(cfg)
 }

@@ -14,40 +14,16 @@ import (
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
 // Provider serves rbac.authorization.k8s.io.
-type Provider struct{}
-
-var _ providers.Provider = Provider{}
-
-// GroupName implements providers.Provider.
-func (Provider) GroupName() string { return group.GroupName() }
-
-// Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
-
-// Storage implements providers.Provider.
-func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
-	return group.Storage(cfg)
-}
+func Provider() providers.Provider { return group }
 
 var group = registry.Group{
 	GroupVersion: rbacv1.SchemeGroupVersion, AddToScheme: rbacv1.AddToScheme,
-	Defaults: map[runtime.Object]func(any){
-		&rbacv1.RoleBinding{}: func(obj any) {
-			b := obj.(*rbacv1.RoleBinding)
-			defaultBinding(&b.RoleRef, b.Subjects)
-		},
-		&rbacv1.ClusterRoleBinding{}: func(obj any) {
-			b := obj.(*rbacv1.ClusterRoleBinding)
-			defaultBinding(&b.RoleRef, b.Subjects)
-		},
-	},
 	Served: []registry.Served{roles, clusterRoles, roleBindings, clusterRoleBindings},
 }
 
@@ -217,7 +193,11 @@ var clusterRoles = registry.Kind[*rbacv1.ClusterRole]{GroupVersion: rbacv1.Schem
 		return errs
 	},
 	Columns: []registry.Column{registry.CreatedAtColumn()}}
-var roleBindings = registry.Kind[*rbacv1.RoleBinding]{GroupVersion: rbacv1.SchemeGroupVersion, NameValidation: validateName, NoAge: true,
+var roleBindings = registry.Kind[*rbacv1.RoleBinding]{
+	Default: func(b *rbacv1.RoleBinding) {
+		defaultBinding(&b.RoleRef, b.Subjects)
+	},
+	GroupVersion: rbacv1.SchemeGroupVersion, NameValidation: validateName, NoAge: true,
 	Resource: "rolebindings", Singular: "rolebinding", Namespaced: true,
 	NewObj:  func() runtime.Object { return &rbacv1.RoleBinding{} },
 	NewList: func() runtime.Object { return &rbacv1.RoleBindingList{} },
@@ -227,7 +207,11 @@ var roleBindings = registry.Kind[*rbacv1.RoleBinding]{GroupVersion: rbacv1.Schem
 	ValidateUpdate: func(b, old *rbacv1.RoleBinding) field.ErrorList { return immutableRoleRef(b.RoleRef, old.RoleRef) },
 	Columns: bindingColumns("roleBinding", rbacv1.RoleBinding{}.SwaggerDoc()["roleRef"], func(b *rbacv1.RoleBinding) rbacv1.RoleRef { return b.RoleRef },
 		func(b *rbacv1.RoleBinding) []rbacv1.Subject { return b.Subjects })}
-var clusterRoleBindings = registry.Kind[*rbacv1.ClusterRoleBinding]{GroupVersion: rbacv1.SchemeGroupVersion, NameValidation: validateName, NoAge: true,
+var clusterRoleBindings = registry.Kind[*rbacv1.ClusterRoleBinding]{
+	Default: func(b *rbacv1.ClusterRoleBinding) {
+		defaultBinding(&b.RoleRef, b.Subjects)
+	},
+	GroupVersion: rbacv1.SchemeGroupVersion, NameValidation: validateName, NoAge: true,
 	Resource: "clusterrolebindings", Singular: "clusterrolebinding",
 	NewObj:  func() runtime.Object { return &rbacv1.ClusterRoleBinding{} },
 	NewList: func() runtime.Object { return &rbacv1.ClusterRoleBindingList{} },

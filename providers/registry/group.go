@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
 
 	"github.com/kubeembed/apiserver/providers"
 )
@@ -15,13 +16,17 @@ import (
 // Served is a resource a Group serves: a Kind, or a Computed resource.
 type Served interface {
 	Storage(providers.Config) (map[string]rest.Storage, error)
-	// FieldLabels registers the field selectors of the kind.
-	FieldLabels(scheme *runtime.Scheme) error
+	// Register registers the kind's defaults and field selectors.
+	Register(scheme *runtime.Scheme) error
 }
 
-// FieldLabels implements Served.
-func (k Kind[T]) FieldLabels(scheme *runtime.Scheme) error {
-	gvk := k.GroupVersion.WithKind(reflect.TypeOf(k.NewObj()).Elem().Name())
+// Register implements Served.
+func (k Kind[T]) Register(scheme *runtime.Scheme) error {
+	example := k.NewObj()
+	if k.Default != nil {
+		scheme.AddTypeDefaultingFunc(example, func(obj any) { k.Default(obj.(T)) })
+	}
+	gvk := k.GroupVersion.WithKind(reflect.TypeOf(example).Elem().Name())
 	if k.FieldLabel != nil {
 		return scheme.AddFieldLabelConversionFunc(gvk, k.FieldLabel)
 	}
@@ -41,8 +46,8 @@ func (c Computed) Storage(cfg providers.Config) (map[string]rest.Storage, error)
 	return map[string]rest.Storage{c.Resource: c.Build(cfg)}, nil
 }
 
-// FieldLabels implements Served: nothing to select.
-func (Computed) FieldLabels(*runtime.Scheme) error { return nil }
+// Register implements Served: nothing to default or select.
+func (Computed) Register(*runtime.Scheme) error { return nil }
 
 // Group is the whole of a provider serving a group of k8s.io/api types: a
 // provider's methods delegate to it.
@@ -52,9 +57,6 @@ type Group struct {
 	// registers as the group's internal version too and makes preferred.
 	// Nil when Register installs the types itself.
 	AddToScheme func(*runtime.Scheme) error
-	// Defaults are defaulting funcs by example object, applied whenever
-	// the type is decoded, as kube-apiserver's generated defaulters.
-	Defaults map[runtime.Object]func(obj any)
 	// Register adds what else the group needs in the scheme after its
 	// types: conversions, the Scale kind, more versions.
 	Register func(*runtime.Scheme) error
@@ -65,6 +67,23 @@ type Group struct {
 	// Link connects the storage of the group's resources once all are
 	// built, by resource name (a namespace's default service account).
 	Link func(map[string]rest.Storage) error
+	// Hook, if set, is the group's post-start hook: see
+	// providers.PostStartHookProvider.
+	Hook func(providers.Config) (name string, hook genericapiserver.PostStartHookFunc, err error)
+}
+
+var (
+	_ providers.Provider              = Group{}
+	_ providers.PostStartHookProvider = Group{}
+)
+
+// PostStartHook implements providers.PostStartHookProvider; a group without
+// a Hook has none (a nil hook).
+func (g Group) PostStartHook(cfg providers.Config) (string, genericapiserver.PostStartHookFunc, error) {
+	if g.Hook == nil {
+		return "", nil, nil
+	}
+	return g.Hook(cfg)
 }
 
 // GroupName implements providers.Provider.
@@ -77,16 +96,13 @@ func (g Group) Install(scheme *runtime.Scheme) error {
 			return err
 		}
 	}
-	for example, fn := range g.Defaults {
-		scheme.AddTypeDefaultingFunc(example, fn)
-	}
 	if g.Register != nil {
 		if err := g.Register(scheme); err != nil {
 			return fmt.Errorf("install %v: %w", g.GroupVersion, err)
 		}
 	}
 	for _, s := range g.Served {
-		if err := s.FieldLabels(scheme); err != nil {
+		if err := s.Register(scheme); err != nil {
 			return err
 		}
 	}

@@ -37,6 +37,9 @@ type Kind[T runtime.Object] struct {
 	NewObj, NewList    func() runtime.Object
 	// NameValidation checks metadata.name; default DNS subdomain.
 	NameValidation apivalidation.ValidateNameFunc
+	// Default applies the kind's defaults whenever an object is decoded, as
+	// kube-apiserver's generated defaulters do.
+	Default func(T)
 
 	// Generation counts metadata.generation on everything but metadata and
 	// status (see Strategy.Generation); GenerationOf, if set, counts it on

@@ -11,25 +11,18 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
-// Provider serves resource.k8s.io.
-type Provider struct{}
-
-var _ providers.Provider = Provider{}
-
 var gv = resourcev1.SchemeGroupVersion
+
+// Provider serves resource.k8s.io.
+func Provider() providers.Provider { return group }
 
 var group = registry.Group{
 	GroupVersion: gv, AddToScheme: resourcev1.AddToScheme,
-	Defaults: map[runtime.Object]func(any){
-		&resourcev1.ResourceClaim{}:         func(obj any) { defaultClaimSpec(&obj.(*resourcev1.ResourceClaim).Spec) },
-		&resourcev1.ResourceClaimTemplate{}: func(obj any) { defaultClaimSpec(&obj.(*resourcev1.ResourceClaimTemplate).Spec.Spec) },
-	},
 	Served: []registry.Served{deviceClasses, claims, claimTemplates, slices, taintRules},
 }
 
@@ -103,6 +96,7 @@ var deviceClasses = registry.Kind[*resourcev1.DeviceClass]{
 }
 
 var claims = registry.Kind[*resourcev1.ResourceClaim]{
+	Default:       func(o *resourcev1.ResourceClaim) { defaultClaimSpec(&o.Spec) },
 	ReturnDeleted: true,
 	GroupVersion:  gv, Resource: "resourceclaims", Singular: "resourceclaim", Namespaced: true, Status: true,
 	NewObj:  func() runtime.Object { return &resourcev1.ResourceClaim{} },
@@ -134,6 +128,7 @@ var claims = registry.Kind[*resourcev1.ResourceClaim]{
 }
 
 var claimTemplates = registry.Kind[*resourcev1.ResourceClaimTemplate]{
+	Default:       func(o *resourcev1.ResourceClaimTemplate) { defaultClaimSpec(&o.Spec.Spec) },
 	ReturnDeleted: true,
 	GroupVersion:  gv, Resource: "resourceclaimtemplates", Singular: "resourceclaimtemplate", Namespaced: true,
 	NewObj:  func() runtime.Object { return &resourcev1.ResourceClaimTemplate{} },
@@ -220,15 +215,4 @@ var taintRules = registry.Kind[*resourcev1.DeviceTaintRule]{
 			return r.Spec.Taint.TimeAdded.UTC().Format("2006-01-02T15:04:05Z")
 		}),
 	},
-}
-
-// GroupName implements providers.Provider.
-func (Provider) GroupName() string { return group.GroupName() }
-
-// Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
-
-// Storage implements providers.Provider.
-func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
-	return group.Storage(cfg)
 }

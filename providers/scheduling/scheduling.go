@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/kubernetes"
 
@@ -29,10 +28,9 @@ const (
 	systemPrefix                 = "system-"
 )
 
-// PostStartHook implements providers.PostStartHookProvider: the system
-// priority classes are created when a server starts, as kube-apiserver's
-// hook of the same name does.
-func (Provider) PostStartHook(providers.Config) (string, genericapiserver.PostStartHookFunc, error) {
+// bootstrapPriorityClasses creates the system priority classes when a
+// server starts, as kube-apiserver's hook of the same name does.
+func bootstrapPriorityClasses(providers.Config) (string, genericapiserver.PostStartHookFunc, error) {
 	return "scheduling/bootstrap-system-priority-classes", func(ctx genericapiserver.PostStartHookContext) error {
 		client, err := kubernetes.NewForConfig(ctx.LoopbackClientConfig)
 		if err != nil {
@@ -60,31 +58,12 @@ func systemPriorityClasses() []*schedulingv1.PriorityClass {
 }
 
 // Provider serves scheduling.k8s.io.
-type Provider struct{}
-
-var _ providers.Provider = Provider{}
-
-// GroupName implements providers.Provider.
-func (Provider) GroupName() string { return group.GroupName() }
-
-// Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
-
-// Storage implements providers.Provider.
-func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
-	return group.Storage(cfg)
-}
+func Provider() providers.Provider { return group }
 
 var group = registry.Group{
 	GroupVersion: schedulingv1.SchemeGroupVersion, AddToScheme: schedulingv1.AddToScheme,
-	Defaults: map[runtime.Object]func(any){&schedulingv1.PriorityClass{}: func(obj any) {
-		pc := obj.(*schedulingv1.PriorityClass)
-		if pc.PreemptionPolicy == nil {
-			p := corev1.PreemptLowerPriority
-			pc.PreemptionPolicy = &p
-		}
-	}},
 	Served: []registry.Served{priorityClasses},
+	Hook:   bootstrapPriorityClasses,
 }
 
 func validate(pc *schedulingv1.PriorityClass) field.ErrorList {
@@ -110,6 +89,12 @@ func validate(pc *schedulingv1.PriorityClass) field.ErrorList {
 }
 
 var priorityClasses = registry.Kind[*schedulingv1.PriorityClass]{
+	Default: func(pc *schedulingv1.PriorityClass) {
+		if pc.PreemptionPolicy == nil {
+			p := corev1.PreemptLowerPriority
+			pc.PreemptionPolicy = &p
+		}
+	},
 	GroupVersion: schedulingv1.SchemeGroupVersion, Resource: "priorityclasses", Singular: "priorityclass",
 	ShortNames: []string{"pc"}, Generation: true,
 	NewObj:   func() runtime.Object { return &schedulingv1.PriorityClass{} },

@@ -16,47 +16,19 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
-// Provider serves storage.k8s.io.
-type Provider struct{}
-
-var _ providers.Provider = Provider{}
-
 var gv = storagev1.SchemeGroupVersion
+
+// Provider serves storage.k8s.io.
+func Provider() providers.Provider { return group }
 
 var group = registry.Group{
 	GroupVersion: gv, AddToScheme: storagev1.AddToScheme,
-	Defaults: map[runtime.Object]func(any){
-		&storagev1.StorageClass{}: func(obj any) {
-			sc := obj.(*storagev1.StorageClass)
-			if sc.ReclaimPolicy == nil {
-				p := corev1.PersistentVolumeReclaimDelete
-				sc.ReclaimPolicy = &p
-			}
-			if sc.VolumeBindingMode == nil {
-				m := storagev1.VolumeBindingImmediate
-				sc.VolumeBindingMode = &m
-			}
-		},
-		&storagev1.CSIDriver{}: func(obj any) { defaultCSIDriver(&obj.(*storagev1.CSIDriver).Spec) },
-	},
 	Served: []registry.Served{storageClasses, csiDrivers, csiNodes, volumeAttachments, capacities, attributesClasses},
-}
-
-// GroupName implements providers.Provider.
-func (Provider) GroupName() string { return group.GroupName() }
-
-// Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
-
-// Storage implements providers.Provider.
-func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
-	return group.Storage(cfg)
 }
 
 func defaultCSIDriver(s *storagev1.CSIDriverSpec) {
@@ -109,6 +81,16 @@ func boolPtr(b *bool) any {
 }
 
 var storageClasses = registry.Kind[*storagev1.StorageClass]{
+	Default: func(sc *storagev1.StorageClass) {
+		if sc.ReclaimPolicy == nil {
+			p := corev1.PersistentVolumeReclaimDelete
+			sc.ReclaimPolicy = &p
+		}
+		if sc.VolumeBindingMode == nil {
+			m := storagev1.VolumeBindingImmediate
+			sc.VolumeBindingMode = &m
+		}
+	},
 	ReturnDeleted: true,
 	GroupVersion:  gv, Resource: "storageclasses", Singular: "storageclass", ShortNames: []string{"sc"},
 	NewObj:  func() runtime.Object { return &storagev1.StorageClass{} },
@@ -155,6 +137,7 @@ var storageClasses = registry.Kind[*storagev1.StorageClass]{
 }
 
 var csiDrivers = registry.Kind[*storagev1.CSIDriver]{
+	Default:       func(o *storagev1.CSIDriver) { defaultCSIDriver(&o.Spec) },
 	ReturnDeleted: true,
 	GroupVersion:  gv, Resource: "csidrivers", Singular: "csidriver",
 	NewObj:  func() runtime.Object { return &storagev1.CSIDriver{} },

@@ -9,18 +9,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
-// Provider serves storagemigration.k8s.io.
-type Provider struct{}
-
-var _ providers.Provider = Provider{}
-
 var gv = storagemigrationv1.SchemeGroupVersion
+
+// Provider serves storagemigration.k8s.io.
+func Provider() providers.Provider { return group }
 
 var group = registry.Group{
 	GroupVersion: gv, AddToScheme: storagemigrationv1.AddToScheme,
@@ -59,15 +56,4 @@ var group = registry.Group{
 		},
 		NoAge: true, PlainName: true,
 	}},
-}
-
-// GroupName implements providers.Provider.
-func (Provider) GroupName() string { return group.GroupName() }
-
-// Install implements providers.Provider.
-func (Provider) Install(scheme *runtime.Scheme) error { return group.Install(scheme) }
-
-// Storage implements providers.Provider.
-func (Provider) Storage(cfg providers.Config) (map[string]map[string]rest.Storage, error) {
-	return group.Storage(cfg)
 }
