@@ -23,6 +23,7 @@ import (
 // Webhooks are called, as envtest users test theirs: a mutating webhook
 // labels new ConfigMaps, a validating one refuses those marked deny.
 func TestAdmissionWebhooks(t *testing.T) {
+	t.Parallel()
 	hook := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var review admissionv1.AdmissionReview
 		if err := json.NewDecoder(r.Body).Decode(&review); err != nil {
@@ -94,6 +95,7 @@ func TestAdmissionWebhooks(t *testing.T) {
 
 // ValidatingAdmissionPolicies are evaluated (CEL), with their bindings.
 func TestValidatingAdmissionPolicy(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	c := clientset(t, srv)
 	ctx := t.Context()

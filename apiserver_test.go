@@ -3,11 +3,13 @@ package apiserver_test
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,6 +48,7 @@ func statusOf(t *testing.T, err error) metav1.Status {
 }
 
 func TestDefaultNamespacesExistWhenStartReturns(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	c := clientset(t, srv)
 	for _, name := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
@@ -58,6 +61,7 @@ func TestDefaultNamespacesExistWhenStartReturns(t *testing.T) {
 }
 
 func TestConfigMapCRUD(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	cms := clientset(t, srv).CoreV1().ConfigMaps("default")
 	ctx := t.Context()
@@ -102,6 +106,7 @@ func TestConfigMapCRUD(t *testing.T) {
 }
 
 func TestValidationErrors(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	c := clientset(t, srv)
 	ctx := t.Context()
@@ -161,6 +166,7 @@ func TestValidationErrors(t *testing.T) {
 }
 
 func TestSecretDefaultsAndStringData(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	s, err := clientset(t, srv).CoreV1().Secrets("default").Create(t.Context(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "creds"},
@@ -173,6 +179,7 @@ func TestSecretDefaultsAndStringData(t *testing.T) {
 }
 
 func TestNamespaceLifecycle(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	c := clientset(t, srv)
 	ctx := t.Context()
@@ -209,6 +216,7 @@ func TestNamespaceLifecycle(t *testing.T) {
 }
 
 func TestWatchAndPaging(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	cms := clientset(t, srv).CoreV1().ConfigMaps("default")
 	ctx := t.Context()
@@ -262,6 +270,7 @@ func TestWatchAndPaging(t *testing.T) {
 }
 
 func TestTableOutput(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	c := clientset(t, srv)
 	_, err := c.CoreV1().ConfigMaps("default").Create(t.Context(), &corev1.ConfigMap{
@@ -284,6 +293,7 @@ func TestTableOutput(t *testing.T) {
 }
 
 func TestDiscovery(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t, apiservertest.WithCRDPaths("testdata/crds"))
 	disco, err := srv.DiscoveryClient()
 	require.NoError(t, err)
@@ -309,6 +319,7 @@ func TestDiscovery(t *testing.T) {
 }
 
 func TestCRDValidationDefaultingAndFirstCreate(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t, apiservertest.WithCRDPaths("testdata/crds/widgets.yaml"))
 	dyn, err := srv.DynamicClient()
 	require.NoError(t, err)
@@ -351,11 +362,13 @@ func TestCRDValidationDefaultingAndFirstCreate(t *testing.T) {
 }
 
 func TestLeaderElection(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	testLeaderElection(t, srv)
 }
 
 func TestParallelServersAreIsolated(t *testing.T) {
+	t.Parallel()
 	const n = 8
 	servers := make([]*apiserver.Server, n)
 	var wg sync.WaitGroup
@@ -399,6 +412,7 @@ func TestParallelServersAreIsolated(t *testing.T) {
 }
 
 func TestAuthentication(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	anon := &rest.Config{Host: srv.URL(), TLSClientConfig: rest.TLSClientConfig{CAData: srv.CACert()}}
 	c, err := kubernetes.NewForConfig(anon)
@@ -426,6 +440,7 @@ func TestAuthentication(t *testing.T) {
 }
 
 func TestKubeconfig(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	kc, err := srv.Kubeconfig()
 	require.NoError(t, err)
@@ -439,6 +454,7 @@ func TestKubeconfig(t *testing.T) {
 }
 
 func TestInvalidOptions(t *testing.T) {
+	t.Parallel()
 	_, err := apiserver.New(apiserver.Options{
 		Port:        -1,
 		BindAddress: "not-an-ip",
@@ -452,6 +468,7 @@ func TestInvalidOptions(t *testing.T) {
 }
 
 func TestCRDRejectedByTheAPI(t *testing.T) {
+	t.Parallel()
 	srv, err := apiserver.New(apiserver.Options{CRDPaths: []string{"testdata/bad/invalid-crd.yaml"}})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, srv.Close()) })
@@ -462,6 +479,7 @@ func TestCRDRejectedByTheAPI(t *testing.T) {
 }
 
 func TestPortInUse(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	port := srv.URL()[strings.LastIndex(srv.URL(), ":")+1:]
 	var p int
@@ -473,16 +491,23 @@ func TestPortInUse(t *testing.T) {
 }
 
 func TestCloseTwice(t *testing.T) {
+	t.Parallel()
 	srv, err := apiserver.New(apiserver.Options{})
 	require.NoError(t, err)
 	require.NoError(t, srv.Start(t.Context()))
+	addr := strings.TrimPrefix(srv.URL(), "https://")
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err, "the listener accepts before Close")
+	_ = conn.Close()
+
 	require.NoError(t, srv.Close())
 	require.NoError(t, srv.Close())
-	_, err = http.Get(srv.URL())
-	assert.Error(t, err, "the listener is closed")
+	_, err = net.Dial("tcp", addr)
+	assert.ErrorIs(t, err, syscall.ECONNREFUSED, "the listener is closed")
 }
 
 func TestCloseUnstarted(t *testing.T) {
+	t.Parallel()
 	srv, err := apiserver.New(apiserver.Options{})
 	require.NoError(t, err)
 	require.NoError(t, srv.Close())

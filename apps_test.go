@@ -41,6 +41,7 @@ func minimalDeployment(name string) *appsv1.Deployment {
 
 // The defaults a kube-apiserver 1.37 gives a minimal Deployment.
 func TestDeploymentDefaults(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	d, err := clientset(t, srv).AppsV1().Deployments("default").Create(t.Context(), minimalDeployment("web"), metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -83,6 +84,7 @@ func TestDeploymentDefaults(t *testing.T) {
 }
 
 func TestDeploymentValidationScaleAndStatus(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	deploys := clientset(t, srv).AppsV1().Deployments("default")
 	ctx := t.Context()
@@ -146,6 +148,7 @@ func TestDeploymentValidationScaleAndStatus(t *testing.T) {
 }
 
 func TestStatefulSetDaemonSetReplicaSetDefaults(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	apps := clientset(t, srv).AppsV1()
 	ctx := t.Context()

@@ -16,6 +16,7 @@ import (
 // a metric, and the other way round; conditions written through v2 show in
 // v1's annotation, as on kube-apiserver.
 func TestHorizontalPodAutoscalerVersions(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	c := clientset(t, srv)
 	ctx := t.Context()

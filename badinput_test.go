@@ -16,6 +16,7 @@ import (
 
 // Bad requests get kube-apiserver's status codes and reasons, never a 500.
 func TestBadRequests(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	rc := clientset(t, srv).CoreV1().RESTClient()
 	ctx := t.Context()

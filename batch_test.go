@@ -21,6 +21,7 @@ func jobTemplate() corev1.PodTemplateSpec {
 }
 
 func TestJobsAndCronJobs(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	b := clientset(t, srv).BatchV1()
 	ctx := t.Context()

@@ -239,6 +239,17 @@ func (s *Server) waitEstablished(ctx context.Context, name string) error {
 			}
 		}
 	}
+	return s.backdateEstablished(ctx, name)
+}
+
+// backdateEstablished moves the CRD's Established condition establishedAge
+// into the past, and waits until the custom resource handler has seen it.
+func (s *Server) backdateEstablished(ctx context.Context, name string) error {
+	client, err := s.APIExtensionsClientset()
+	if err != nil {
+		return err
+	}
+	crdClient := client.ApiextensionsV1().CustomResourceDefinitions()
 	// Controllers of the apiextensions tier update the status too; retry on
 	// conflicts with them.
 	err = clientretry.RetryOnConflict(clientretry.DefaultRetry, func() error {

@@ -16,6 +16,7 @@ import (
 
 // Events written through events.k8s.io/v1 are core/v1 events and back.
 func TestEventsBothGroups(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	c := clientset(t, srv)
 	ctx := t.Context()

@@ -17,6 +17,7 @@ import (
 // TestKubectl drives the server with the kubectl found on PATH, as a user of
 // the CLI would.
 func TestKubectl(t *testing.T) {
+	t.Parallel()
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
 		t.Skip("kubectl is not on PATH")

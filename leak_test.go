@@ -16,6 +16,10 @@ import (
 // TestNoGoroutineLeakAfterClose checks that Close ends every goroutine the
 // server started. A first server starts the libraries' process-wide
 // goroutines (which live as long as the process); the check is on a second.
+//
+// Serial on purpose: goleak looks at every goroutine of the process, so no
+// other test's server may run meanwhile. The parallel tests of the package
+// wait until the serial ones have ended.
 func TestNoGoroutineLeakAfterClose(t *testing.T) {
 	warm, err := apiserver.New(apiserver.Options{})
 	require.NoError(t, err)

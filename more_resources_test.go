@@ -17,6 +17,7 @@ import (
 )
 
 func TestClaimsNodesPriorityClassesBudgets(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	c := clientset(t, srv)
 	ctx := t.Context()
@@ -38,9 +39,22 @@ func TestClaimsNodesPriorityClassesBudgets(t *testing.T) {
 
 	node, err := c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	assert.Equal(t, []corev1.Taint{{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}}, node.Spec.Taints,
+		"a new node is not ready until its kubelet says so")
 	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-	_, err = c.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	node.Spec.Unschedulable = true // /status keeps the spec
+	node.Labels = map[string]string{"kubernetes.io/hostname": "node-1"}
+	updated, err := c.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
 	require.NoError(t, err)
+	assert.Equal(t, corev1.ConditionTrue, updated.Status.Conditions[0].Status)
+	assert.False(t, updated.Spec.Unschedulable, "/status may not change the spec")
+	assert.Equal(t, "node-1", updated.Labels["kubernetes.io/hostname"], "a node's /status may change its labels, as the kubelet does")
+	updated.Spec.Unschedulable = true
+	updated.Status.Conditions = nil
+	updated, err = c.CoreV1().Nodes().Update(ctx, updated, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.True(t, updated.Spec.Unschedulable)
+	assert.Len(t, updated.Status.Conditions, 1, "the main resource keeps the status")
 
 	system, err := c.SchedulingV1().PriorityClasses().Get(ctx, "system-node-critical", metav1.GetOptions{})
 	require.NoError(t, err, "the system priority classes exist when Start returns")
@@ -68,6 +82,7 @@ func TestClaimsNodesPriorityClassesBudgets(t *testing.T) {
 }
 
 func TestEndpointsTemplatesLimitsVolumes(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	c := clientset(t, srv).CoreV1()
 	ctx := t.Context()
@@ -91,11 +106,24 @@ func TestEndpointsTemplatesLimitsVolumes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, corev1.PullAlways, tmpl.Template.Spec.Containers[0].ImagePullPolicy, "template defaults")
 
-	_, err = c.LimitRanges("default").Create(ctx, &corev1.LimitRange{
+	limits, err := c.LimitRanges("default").Create(ctx, &corev1.LimitRange{
 		ObjectMeta: metav1.ObjectMeta{Name: "defaults"},
-		Spec:       corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{Type: corev1.LimitTypeContainer}}},
+		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{Type: corev1.LimitTypeContainer,
+			Max: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+			Min: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	// kube-apiserver's defaults: a container's default limit is its max,
+	// its default request the default limit, then the min.
+	item := limits.Spec.Limits[0]
+	assert.Equal(t, "2", item.Default.Cpu().String())
+	assert.Equal(t, "2", item.DefaultRequest.Cpu().String())
+	assert.Equal(t, "64Mi", item.DefaultRequest.Memory().String())
+	_, err = c.LimitRanges("default").Create(ctx, &corev1.LimitRange{
+		ObjectMeta: metav1.ObjectMeta{Name: "bad"},
+		Spec:       corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{Type: "Cluster"}}},
+	}, metav1.CreateOptions{})
+	assert.True(t, apierrors.IsInvalid(err), "unknown limit type: %v", err)
 
 	pv, err := c.PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "pv-1"},

@@ -15,6 +15,7 @@ import (
 )
 
 func TestNetworking(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	n := clientset(t, srv).NetworkingV1()
 	ctx := t.Context()

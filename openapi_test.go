@@ -18,6 +18,7 @@ import (
 // in every server of the process (the core tier's documents are computed
 // once per process).
 func TestOpenAPIV3(t *testing.T) {
+	t.Parallel()
 	fetch := func(t *testing.T, cfg *rest.Config, path string) []byte {
 		t.Helper()
 		hc, err := rest.HTTPClientFor(cfg)
@@ -59,6 +60,7 @@ func TestOpenAPIV3(t *testing.T) {
 // protobuf client-go's discovery asks for (helm validates manifests with
 // it).
 func TestOpenAPIV2(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t, apiservertest.WithCRDPaths("testdata/crds"))
 	disc, err := srv.DiscoveryClient()
 	require.NoError(t, err)

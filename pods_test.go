@@ -15,6 +15,7 @@ import (
 )
 
 func TestPods(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	pods := clientset(t, srv).CoreV1().Pods("default")
 	ctx := t.Context()
@@ -83,6 +84,7 @@ func TestPods(t *testing.T) {
 // pods/binding (what a scheduler posts), pods/eviction (honouring pod
 // disruption budgets), pods/ephemeralcontainers and pods/resize.
 func TestPodSubresources(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	c := clientset(t, srv)
 	ctx := t.Context()

@@ -68,6 +68,7 @@ func (storageVersions) OpenAPIDefinitions(ref common.ReferenceCallback) map[stri
 }
 
 func TestUserProviderAndCRDObjects(t *testing.T) {
+	t.Parallel()
 	crd := &apiextensionsv1.CustomResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: "gizmos.example.kubeembed.dev"},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
@@ -103,6 +104,7 @@ func TestUserProviderAndCRDObjects(t *testing.T) {
 }
 
 func TestDuplicateProviderGroup(t *testing.T) {
+	t.Parallel()
 	_, err := apiserver.New(apiserver.Options{Providers: []providers.Provider{core.Provider(), storageVersions{}, storageVersions{}}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `Providers[0] serves group "", which is already served`)

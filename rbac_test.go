@@ -15,6 +15,7 @@ import (
 // RBAC objects as an operator creates them for its operands: stored,
 // defaulted and validated (not enforced yet).
 func TestRBACObjects(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	r := clientset(t, srv).RbacV1()
 	ctx := t.Context()

@@ -25,6 +25,7 @@ import (
 // The review APIs answer with the server's own authenticator and
 // authorizer, as webhook servers and `kubectl auth can-i` use them.
 func TestReviewAPIs(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	c := clientset(t, srv)
 	ctx := t.Context()
@@ -86,6 +87,7 @@ func TestReviewAPIs(t *testing.T) {
 
 // Cluster trust bundles hold PEM certificates; anything else is refused.
 func TestClusterTrustBundles(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	c := clientset(t, srv)
 	_, err := c.CertificatesV1().ClusterTrustBundles().Create(t.Context(), &certificatesv1.ClusterTrustBundle{
@@ -102,6 +104,7 @@ func TestClusterTrustBundles(t *testing.T) {
 // /status writes everything else: the signer and the approver cannot
 // overwrite each other.
 func TestCSRApprovalAndStatus(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	csrs := clientset(t, srv).CertificatesV1().CertificateSigningRequests()
 	ctx := t.Context()

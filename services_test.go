@@ -16,6 +16,7 @@ import (
 )
 
 func TestServices(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	svcs := clientset(t, srv).CoreV1().Services("default")
 	ctx := t.Context()
@@ -82,6 +83,7 @@ func TestServices(t *testing.T) {
 // A PUT that leaves out the allocated cluster IP keeps it (the allocation
 // hook runs before the strategy carries the old value over).
 func TestServicePutKeepsClusterIP(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	c := clientset(t, srv)
 	s, err := c.CoreV1().Services("default").Create(t.Context(), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "a"},
@@ -98,6 +100,7 @@ func TestServicePutKeepsClusterIP(t *testing.T) {
 // cluster IP is recorded as an IPAddress held by its service, as on
 // kube-apiserver 1.37.
 func TestServiceIPAddresses(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	c := clientset(t, srv)
 	ctx := t.Context()

@@ -15,6 +15,7 @@ import (
 // Server-side apply of a built-in type: two managers own different keys,
 // a third conflicts on one of them unless it forces.
 func TestServerSideApplyConfigMap(t *testing.T) {
+	t.Parallel()
 	srv := apiservertest.Start(t)
 	cms := clientset(t, srv).CoreV1().ConfigMaps("default")
 	ctx := t.Context()

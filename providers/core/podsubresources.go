@@ -254,7 +254,15 @@ func podSubresourceStrategies(base *registry.Strategy) (ephemeral, resize *regis
 	ephemeral, resize = &registry.Strategy{}, &registry.Strategy{}
 	*ephemeral, *resize = *base, *base
 	ephemeral.Generation, resize.Generation = false, false
-	ephemeral.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
+	ephemeralContainers(ephemeral)
+	resizeResources(resize)
+	return ephemeral, resize
+}
+
+// ephemeralContainers makes st write a pod's ephemeral containers: added,
+// never changed or removed.
+func ephemeralContainers(st *registry.Strategy) {
+	st.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
 		p, o := obj.(*corev1.Pod), old.(*corev1.Pod)
 		ec := p.Spec.EphemeralContainers
 		p.Spec = o.Spec
@@ -265,7 +273,7 @@ func podSubresourceStrategies(base *registry.Strategy) (ephemeral, resize *regis
 			p.Generation++
 		}
 	}
-	ephemeral.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
 		p, o := obj.(*corev1.Pod), old.(*corev1.Pod)
 		var errs field.ErrorList
 		path := field.NewPath("spec", "ephemeralContainers")
@@ -296,7 +304,11 @@ func podSubresourceStrategies(base *registry.Strategy) (ephemeral, resize *regis
 		}
 		return errs
 	}
-	resize.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
+}
+
+// resizeResources makes st write containers' resources and resize policies.
+func resizeResources(st *registry.Strategy) {
+	st.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
 		p, o := obj.(*corev1.Pod), old.(*corev1.Pod)
 		resources := map[string]corev1.Container{}
 		for _, c := range p.Spec.Containers {
@@ -315,7 +327,7 @@ func podSubresourceStrategies(base *registry.Strategy) (ephemeral, resize *regis
 			p.Generation++
 		}
 	}
-	resize.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
 		p, o := obj.(*corev1.Pod), old.(*corev1.Pod)
 		var errs field.ErrorList
 		if qosClass(p) != o.Status.QOSClass && o.Status.QOSClass != "" {
@@ -323,5 +335,4 @@ func podSubresourceStrategies(base *registry.Strategy) (ephemeral, resize *regis
 		}
 		return errs
 	}
-	return ephemeral, resize
 }

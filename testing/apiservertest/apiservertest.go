@@ -10,6 +10,7 @@ package apiservertest
 
 import (
 	"context"
+	"reflect"
 	"sync"
 	"time"
 
@@ -31,14 +32,22 @@ type TB interface {
 // Option changes the options of the server Start creates.
 type Option func(*apiserver.Options)
 
-// WithOptions starts the server with opts. A Logger in opts replaces the
-// test logger.
+// WithOptions sets the fields of opts that are not zero, whatever options
+// come before or after it: list fields (CRDs, CRDPaths, Providers) are
+// appended to what others set, other fields replace it. A Logger in opts
+// replaces the test logger.
 func WithOptions(opts apiserver.Options) Option {
 	return func(o *apiserver.Options) {
-		logger := o.Logger
-		*o = opts
-		if o.Logger == nil {
-			o.Logger = logger
+		dst, src := reflect.ValueOf(o).Elem(), reflect.ValueOf(opts)
+		for i := range src.NumField() {
+			f := src.Field(i)
+			switch {
+			case f.IsZero():
+			case f.Kind() == reflect.Slice:
+				dst.Field(i).Set(reflect.AppendSlice(dst.Field(i), f))
+			default:
+				dst.Field(i).Set(f)
+			}
 		}
 	}
 }
@@ -58,10 +67,7 @@ const StartTimeout = time.Minute
 func Start(t TB, opts ...Option) *apiserver.Server {
 	t.Helper()
 	log := newTestLogger(t)
-	o := apiserver.Options{Logger: log.logger}
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := options(log.logger, opts)
 	// Cleanups run last-in first-out: close the server, then cut the logger
 	// off, so nothing logs to t after the test ends.
 	t.Cleanup(log.stop)
@@ -82,6 +88,15 @@ func Start(t TB, opts ...Option) *apiserver.Server {
 		return nil
 	}
 	return srv
+}
+
+// options are the server's options: the test logger, then opts in order.
+func options(log *zap.Logger, opts []Option) apiserver.Options {
+	o := apiserver.Options{Logger: log}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
 }
 
 // testLogger writes zap entries to t until stopped.

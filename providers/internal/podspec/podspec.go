@@ -268,30 +268,7 @@ func validateContainer(c *corev1.Container, p *field.Path, names, volumes sets.S
 	if !messagePolicies.Has(string(c.TerminationMessagePolicy)) {
 		errs = append(errs, field.NotSupported(p.Child("terminationMessagePolicy"), c.TerminationMessagePolicy, sets.List(messagePolicies)))
 	}
-	ports := sets.New[string]()
-	for i, port := range c.Ports {
-		pp := p.Child("ports").Index(i)
-		for _, msg := range utilvalidation.IsValidPortNum(int(port.ContainerPort)) {
-			errs = append(errs, field.Invalid(pp.Child("containerPort"), port.ContainerPort, msg))
-		}
-		if port.HostPort != 0 {
-			for _, msg := range utilvalidation.IsValidPortNum(int(port.HostPort)) {
-				errs = append(errs, field.Invalid(pp.Child("hostPort"), port.HostPort, msg))
-			}
-		}
-		if !protocols.Has(string(port.Protocol)) {
-			errs = append(errs, field.NotSupported(pp.Child("protocol"), port.Protocol, sets.List(protocols)))
-		}
-		if port.Name != "" {
-			for _, msg := range utilvalidation.IsValidPortName(port.Name) {
-				errs = append(errs, field.Invalid(pp.Child("name"), port.Name, msg))
-			}
-			if ports.Has(port.Name) {
-				errs = append(errs, field.Duplicate(pp.Child("name"), port.Name))
-			}
-			ports.Insert(port.Name)
-		}
-	}
+	errs = append(errs, validatePorts(c.Ports, p.Child("ports"))...)
 	// A request may not exceed its limit.
 	for _, name := range slices.Sorted(maps.Keys(c.Resources.Requests)) {
 		req := c.Resources.Requests[name]
@@ -311,6 +288,37 @@ func validateContainer(c *corev1.Container, p *field.Path, names, volumes sets.S
 		}
 		if m.MountPath == "" {
 			errs = append(errs, field.Required(p.Child("volumeMounts").Index(i).Child("mountPath"), ""))
+		}
+	}
+	return errs
+}
+
+// validatePorts checks a container's ports: numbers, protocols, unique
+// names.
+func validatePorts(ports []corev1.ContainerPort, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	names := sets.New[string]()
+	for i, port := range ports {
+		pp := p.Index(i)
+		for _, msg := range utilvalidation.IsValidPortNum(int(port.ContainerPort)) {
+			errs = append(errs, field.Invalid(pp.Child("containerPort"), port.ContainerPort, msg))
+		}
+		if port.HostPort != 0 {
+			for _, msg := range utilvalidation.IsValidPortNum(int(port.HostPort)) {
+				errs = append(errs, field.Invalid(pp.Child("hostPort"), port.HostPort, msg))
+			}
+		}
+		if !protocols.Has(string(port.Protocol)) {
+			errs = append(errs, field.NotSupported(pp.Child("protocol"), port.Protocol, sets.List(protocols)))
+		}
+		if port.Name != "" {
+			for _, msg := range utilvalidation.IsValidPortName(port.Name) {
+				errs = append(errs, field.Invalid(pp.Child("name"), port.Name, msg))
+			}
+			if names.Has(port.Name) {
+				errs = append(errs, field.Duplicate(pp.Child("name"), port.Name))
+			}
+			names.Insert(port.Name)
 		}
 	}
 	return errs

@@ -1,0 +1,112 @@
+package apiservertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/kubeembed/apiserver"
+)
+
+func TestOptionsCompose(t *testing.T) {
+	t.Parallel()
+	testLog, userLog := zap.NewNop(), zap.NewExample()
+	for _, tc := range []struct {
+		name  string
+		opts  []Option
+		paths []string
+		token string
+		log   *zap.Logger
+	}{
+		{"none", nil, nil, "", testLog},
+		{"paths then options", []Option{WithCRDPaths("a"), WithOptions(apiserver.Options{AdminToken: "t"})}, []string{"a"}, "t", testLog},
+		{"options then paths", []Option{WithOptions(apiserver.Options{CRDPaths: []string{"a"}}), WithCRDPaths("b")}, []string{"a", "b"}, "", testLog},
+		{"two options", []Option{WithOptions(apiserver.Options{AdminToken: "t", CRDPaths: []string{"a"}}),
+			WithOptions(apiserver.Options{CRDPaths: []string{"b"}})}, []string{"a", "b"}, "t", testLog},
+		{"a logger replaces the test's", []Option{WithOptions(apiserver.Options{Logger: userLog})}, nil, "", userLog},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := options(testLog, tc.opts)
+			assert.Equal(t, tc.paths, o.CRDPaths)
+			assert.Equal(t, tc.token, o.AdminToken)
+			assert.Same(t, tc.log, o.Logger)
+		})
+	}
+}
+
+// fakeTB records what Start does with its TB.
+type fakeTB struct {
+	ctx      context.Context
+	mu       sync.Mutex
+	cleanups []func()
+	fatal    string
+	logs     []string
+}
+
+func (f *fakeTB) Helper()                  {}
+func (f *fakeTB) Context() context.Context { return f.ctx }
+func (f *fakeTB) Cleanup(fn func())        { f.cleanups = append(f.cleanups, fn) }
+func (f *fakeTB) Fatalf(format string, args ...any) {
+	f.fatal = fmt.Sprintf(format, args...)
+}
+
+func (f *fakeTB) Logf(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.logs = append(f.logs, fmt.Sprintf(format, args...))
+}
+
+// runCleanups runs the cleanups last-in first-out, as testing does.
+func (f *fakeTB) runCleanups() {
+	for i := len(f.cleanups) - 1; i >= 0; i-- {
+		f.cleanups[i]()
+	}
+}
+
+func TestStartFailsTheTestOnBadOptions(t *testing.T) {
+	t.Parallel()
+	tb := &fakeTB{ctx: t.Context()}
+	srv := Start(tb, WithOptions(apiserver.Options{Port: -1}))
+	assert.Nil(t, srv)
+	assert.Contains(t, tb.fatal, "apiservertest: create server")
+	assert.Contains(t, tb.fatal, "Port -1")
+	tb.runCleanups()
+}
+
+func TestStartServesUntilCleanup(t *testing.T) {
+	t.Parallel()
+	tb := &fakeTB{ctx: t.Context()}
+	srv := Start(tb)
+	require.Empty(t, tb.fatal)
+	require.NotNil(t, srv)
+	addr := strings.TrimPrefix(srv.URL(), "https://")
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	_ = conn.Close()
+	tb.mu.Lock()
+	logged := strings.Join(tb.logs, "\n")
+	tb.mu.Unlock()
+	assert.Contains(t, logged, "kube-apiserver ready", "the server logs to the test")
+
+	tb.runCleanups()
+	_, err = net.Dial("tcp", addr)
+	assert.True(t, errors.Is(err, syscall.ECONNREFUSED), "closed by the cleanup: %v", err)
+	tb.mu.Lock()
+	n := len(tb.logs)
+	tb.mu.Unlock()
+	srvLog := newTestLogger(tb)
+	srvLog.stop()
+	srvLog.logger.Info("after the test")
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	assert.Len(t, tb.logs, n, "a stopped logger writes nothing to the test")
+}
