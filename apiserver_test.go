@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -451,6 +453,12 @@ func TestKubeconfig(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "1", v.Major)
 	assert.Equal(t, "37", v.Minor)
+	// The release of the staging modules kubeembed is built with, as
+	// kube-apiserver of that release reports it; kubectl parses it.
+	assert.Equal(t, "v1.37.2", v.GitVersion)
+	_, err = utilversion.ParseSemantic(v.GitVersion)
+	assert.NoError(t, err)
+	assert.Equal(t, runtime.Version(), v.GoVersion)
 }
 
 func TestInvalidOptions(t *testing.T) {

@@ -1,6 +1,7 @@
 package apiserver_test
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +36,20 @@ func TestKubectl(t *testing.T) {
 		require.NoError(t, err, "kubectl %s:\n%s", strings.Join(args, " "), out)
 		return string(out)
 	}
+
+	// kubectl version parses the server's (it failed on the library's
+	// unset "v0.0.0-master+$Format:%H$"); it may warn about version skew.
+	cmd := exec.CommandContext(t.Context(), kubectl, "--kubeconfig", path, "version", "-o", "json")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	require.NoError(t, err, "kubectl version: %s", stderr.String())
+	assert.NotContains(t, stderr.String(), "error")
+	var version struct {
+		ServerVersion struct{ GitVersion string } `json:"serverVersion"`
+	}
+	require.NoError(t, json.Unmarshal(stdout, &version))
+	assert.Equal(t, "v1.37.2", version.ServerVersion.GitVersion)
 
 	resources := run("api-resources")
 	for _, want := range []string{"configmaps", "namespaces", "leases", "customresourcedefinitions", "apiservices", "widgets"} {
