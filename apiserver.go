@@ -30,6 +30,7 @@ import (
 	"github.com/kubeembed/apiserver/internal/certs"
 	"github.com/kubeembed/apiserver/internal/globals"
 	"github.com/kubeembed/apiserver/internal/inproc"
+	"github.com/kubeembed/apiserver/internal/version"
 )
 
 // AdminUser is the user name of the admin token's identity.
@@ -319,3 +320,8 @@ func (s *Server) close() error {
 	}
 	return err
 }
+
+// KubernetesVersion is the Kubernetes release whose API the server serves
+// and reports at /version, such as "1.37.2": the release of the
+// k8s.io/apiserver and sibling modules it is built with.
+func KubernetesVersion() string { return version.Kubernetes() }

@@ -3,25 +3,27 @@
 // admission, server-side apply, watch, CRDs with structural schemas and CEL.
 //
 // New assembles the three delegating tiers kube-apiserver's CreateServerChain
-// builds (kube-aggregator, the core groups, apiextensions-apiserver) on a
+// builds (kube-aggregator, the built-in groups, apiextensions-apiserver) on a
 // loopback TLS listener with in-memory storage; Start serves it and returns
-// once /readyz is ok; Close stops it. Many servers can run in one process.
+// once /readyz is ok; Close stops it. Many servers can run in one process,
+// each with its own storage, informers and port. ExampleNew is a complete
+// program; in tests, use testing/apiservertest.Start, which also closes the
+// server when the test ends.
 //
-//	srv, err := apiserver.New(apiserver.Options{})
-//	if err != nil {
-//		log.Fatal(err)
-//	}
-//	defer srv.Close()
-//	if err := srv.Start(context.Background()); err != nil {
-//		log.Fatal(err)
-//	}
-//	client, err := srv.Clientset()
-//	if err != nil {
-//		log.Fatal(err)
-//	}
-//	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "demo"}, Data: map[string]string{"k": "v"}}
-//	_, err = client.CoreV1().ConfigMaps("default").Create(context.Background(), cm, metav1.CreateOptions{})
+// # What a server shares with the process
 //
-// In tests, use testing/apiservertest.Start, which also closes the server
-// when the test ends.
+// The Kubernetes libraries keep some state per process, and every server of
+// a process shares it (internal/globals lists it all):
+//
+//   - klog's global logger. The first New points it at a logger that prints
+//     only errors to stderr, so that the libraries' info logs do not flood
+//     test output; Options.KeepKlogLogger leaves it alone. A server's own
+//     logs, and the libraries' that log through a context, go to
+//     Options.Logger.
+//   - Feature gates: kube-apiserver's defaults, read and never written.
+//   - The certificate authority that signs the servers' serving
+//     certificates (Server.CACert), and caches of OpenAPI documents keyed by
+//     the API groups a server serves.
+//
+// Nothing else is shared: two servers never see each other's objects.
 package apiserver

@@ -79,3 +79,10 @@ func Example_provider() {
 	fmt.Println(sv.Name, sv.UID != "")
 	// Output: apps.deployments true
 }
+
+// ExampleKubernetesVersion prints the release a server reports at /version,
+// the one of the Kubernetes modules kubeembed is built with.
+func ExampleKubernetesVersion() {
+	fmt.Println(apiserver.KubernetesVersion())
+	// Output: 1.37.2
+}

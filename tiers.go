@@ -103,7 +103,7 @@ func (s *Server) newTierConfig() (*tierConfig, error) {
 }
 
 // servingInfo serves TLS on the server's listener with a certificate of the
-// process CA, and trusts client certificates it signed.
+// process CA.
 func (s *Server) servingInfo() (*genericapiserver.SecureServingInfo, error) {
 	serving, err := s.ca.Serving("127.0.0.1", "::1", "localhost", s.opts.host)
 	if err != nil {
@@ -113,11 +113,7 @@ func (s *Server) servingInfo() (*genericapiserver.SecureServingInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("serving certificate: %w", err)
 	}
-	clientCA, err := dynamiccertificates.NewStaticCAContent("client-ca", s.ca.CertPEM)
-	if err != nil {
-		return nil, fmt.Errorf("client CA: %w", err)
-	}
-	return &genericapiserver.SecureServingInfo{Listener: s.listener, Cert: cert, ClientCA: clientCA}, nil
+	return &genericapiserver.SecureServingInfo{Listener: s.listener, Cert: cert}, nil
 }
 
 // loopbackConfig is the configuration of the server's own clients: they

@@ -69,10 +69,10 @@ type Config struct {
 	ServingPort int32
 }
 
-// AddInternalVersion registers every kind of gv's own package (not the
+// addInternalVersion registers every kind of gv's own package (not the
 // metav1 options kinds) under the internal version of gv's group too, so the
 // generic handlers can use the versioned types as their hub types.
-func AddInternalVersion(scheme *runtime.Scheme, gv schema.GroupVersion) error {
+func addInternalVersion(scheme *runtime.Scheme, gv schema.GroupVersion) error {
 	internal := schema.GroupVersion{Group: gv.Group, Version: runtime.APIVersionInternal}
 	known := scheme.KnownTypes(gv)
 	if len(known) == 0 {
@@ -99,7 +99,7 @@ func InstallGroupVersion(scheme *runtime.Scheme, gv schema.GroupVersion, addToSc
 	if err := addToScheme(scheme); err != nil {
 		return fmt.Errorf("install %v: %w", gv, err)
 	}
-	if err := AddInternalVersion(scheme, gv); err != nil {
+	if err := addInternalVersion(scheme, gv); err != nil {
 		return err
 	}
 	return scheme.SetVersionPriority(gv)

@@ -65,13 +65,6 @@ func NewCA(commonName string) (*CA, error) {
 	return &CA{cert: cert, key: key, CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
 }
 
-// Pool returns a pool holding only the CA.
-func (ca *CA) Pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(ca.cert)
-	return p
-}
-
 // Leaf is a certificate and key in PEM.
 type Leaf struct {
 	CertPEM, KeyPEM []byte
@@ -93,16 +86,6 @@ func (ca *CA) Serving(hosts ...string) (Leaf, error) {
 		}
 	}
 	return ca.issue(tmpl)
-}
-
-// Client issues a client certificate for user in groups (organizations), as
-// kube-apiserver's x509 authenticator reads them.
-func (ca *CA) Client(user string, groups ...string) (Leaf, error) {
-	return ca.issue(&x509.Certificate{
-		Subject:     pkix.Name{CommonName: user, Organization: groups},
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	})
 }
 
 func (ca *CA) issue(tmpl *x509.Certificate) (Leaf, error) {

@@ -2,9 +2,10 @@
 // libraries force on every server of a process, set up once:
 //
 //   - klog: the libraries log through klog's global logger when they have no
-//     contextual logger. It is pointed, once, at a zap logger that prints
-//     errors to stderr and drops the rest; servers pass their own logger
-//     through contexts, which the libraries prefer where they support it.
+//     contextual logger. The first New points it, once, at a zap logger that
+//     prints errors to stderr and drops the rest, unless
+//     Options.KeepKlogLogger; servers pass their own logger through
+//     contexts, which the libraries prefer where they support it.
 //   - feature gates (k8s.io/apiserver/pkg/util/feature.DefaultFeatureGate):
 //     read, never written, so every server sees kube-apiserver's defaults.
 //     kubeembed's own code reads them through Features, the one place that
@@ -15,10 +16,10 @@
 //   - the schemes of apiextensions-apiserver and kube-aggregator: package
 //     variables filled in at init and only read afterwards.
 //
-// Two process-wide caches of our own live next to what they cache, each
+// Process-wide caches of our own live next to what they cache, each entry
 // written once and then only read: the certificate authority
-// (internal/certs.ProcessCA) and the OpenAPI v3 documents of the built-in
-// groups (internal/openapi.Builtin).
+// (internal/certs.ProcessCA) and the OpenAPI documents of the servers that
+// serve the same providers (internal/openapi.V3Services and V2Routes).
 package globals
 
 import (

@@ -155,7 +155,7 @@ func (k Kind[T]) Storage(cfg providers.Config) (map[string]rest.Storage, error) 
 	if k.Scale != nil {
 		access := *k.Scale
 		access.GroupVersion = k.GroupVersion
-		out[k.Resource+"/scale"] = Scale(store, access)
+		out[k.Resource+"/scale"] = scaleStorage(store, access)
 	}
 	if k.Customize != nil {
 		if err := k.Customize(cfg, store, out); err != nil {
@@ -173,8 +173,8 @@ func (k Kind[T]) Store(cfg providers.Config) (*Store, error) {
 		Resource: schema.GroupResource{Group: k.GroupVersion.Group, Resource: k.Resource}, Singular: k.Singular,
 		NewFunc: k.NewObj, NewList: k.NewList,
 		Strategy: k.strategy(cfg.Scheme), ShortNames: k.ShortNames, Categories: k.Categories,
-		Table:    Table(k.columns()...),
-		AttrFunc: AttrFunc[T](k.Namespaced, k.Fields),
+		Table:    table(k.columns()...),
+		AttrFunc: attrFunc[T](k.Namespaced, k.Fields),
 		TTL:      k.TTL, ShouldDeleteDuringUpdate: k.ShouldDeleteDuringUpdate,
 		ReturnDeleted: k.ReturnDeleted,
 	})

@@ -290,8 +290,8 @@ func Since(t metav1.Time) string {
 	return duration.HumanDuration(time.Since(t.Time))
 }
 
-// Table returns a rest.TableConvertor that prints objects with columns.
-func Table(columns ...Column) rest.TableConvertor {
+// table returns a rest.TableConvertor that prints objects with columns.
+func table(columns ...Column) rest.TableConvertor {
 	return tableConvertor(columns)
 }
 
@@ -348,9 +348,9 @@ func fieldSet(obj metav1.Object, namespaced bool, extra fields.Set) fields.Set {
 	return set
 }
 
-// AttrFunc returns a storage.AttrFunc built from extra, which returns the
+// attrFunc returns a storage.AttrFunc built from extra, which returns the
 // kind-specific selectable fields (nil for none).
-func AttrFunc[T runtime.Object](namespaced bool, extra func(T) fields.Set) storage.AttrFunc {
+func attrFunc[T runtime.Object](namespaced bool, extra func(T) fields.Set) storage.AttrFunc {
 	return func(obj runtime.Object) (labels.Set, fields.Set, error) {
 		o, ok := obj.(T)
 		if !ok {

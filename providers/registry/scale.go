@@ -32,11 +32,11 @@ type ScaleAccess struct {
 	GroupVersion schema.GroupVersion
 }
 
-// Scale returns the scale subresource of the objects in s, served as
+// scaleStorage returns the scale subresource of the objects in s, served as
 // autoscaling/v1 Scale, as kube-apiserver serves deployments/scale and
 // the others. Its provider must register autoscaling/v1 as external and
 // internal version.
-func Scale(s *Store, access ScaleAccess) rest.Storage {
+func scaleStorage(s *Store, access ScaleAccess) rest.Storage {
 	return &scaleREST{store: s, access: access}
 }
 
