@@ -65,9 +65,11 @@ type completedOptions struct {
 	ownsStorage bool
 	// providers are the built-in providers, then Options.Providers.
 	providers []providers.Provider
-	crds      []*apiextensionsv1.CustomResourceDefinition
-	token     string
-	keepKlog  bool
+	// openAPIKey names them, for the OpenAPI caches.
+	openAPIKey string
+	crds       []*apiextensionsv1.CustomResourceDefinition
+	token      string
+	keepKlog   bool
 }
 
 // complete validates o, reporting every problem at once, and fills in its
@@ -80,8 +82,9 @@ func (o Options) complete() (completedOptions, error) {
 	}
 	c := completedOptions{
 		log: o.Logger, host: o.BindAddress, port: o.Port, storage: o.Storage,
-		providers: append(builtinProviders(), o.Providers...),
-		crds:      crds, token: o.AdminToken, keepKlog: o.KeepKlogLogger,
+		providers:  append(builtinProviders(), o.Providers...),
+		openAPIKey: openAPIKey(o.Providers),
+		crds:       crds, token: o.AdminToken, keepKlog: o.KeepKlogLogger,
 	}
 	if c.log == nil {
 		c.log = zap.NewNop()

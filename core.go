@@ -86,12 +86,13 @@ func withProviderDefinitions(ps []providers.Provider) openapicommon.GetOpenAPIDe
 	}
 }
 
-// providersKey names what determines the tiers' OpenAPI documents: the
-// providers served, by type and value (providers are small values; the
-// built-in ones are empty structs). Servers of equal keys share documents.
-func providersKey(ps []providers.Provider) string {
-	key := ""
-	for _, p := range ps {
+// openAPIKey names what determines the tiers' OpenAPI documents: the
+// providers served. The built-in ones are the same in every server of a
+// binary; the user's are named by type and value (%#v: providers are small
+// values). Servers of equal keys share documents.
+func openAPIKey(user []providers.Provider) string {
+	key := "builtin;"
+	for _, p := range user {
 		key += fmt.Sprintf("%T=%#v;", p, p)
 	}
 	return key

@@ -89,7 +89,7 @@ func (s *Server) newTierConfig() (*tierConfig, error) {
 		informers: s.informers, storage: s.opts.storage,
 		discovery: newDiscoveryManager(),
 		providers: s.opts.providers, scheme: scheme,
-		openAPIKey: providersKey(s.opts.providers),
+		openAPIKey: s.opts.openAPIKey,
 	}
 	// One OpenAPI configuration for the three tiers, as kube-apiserver
 	// shares it: building its definitions is 8.7 MB of allocation.
