@@ -18,8 +18,6 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	basecompatibility "k8s.io/component-base/compatibility"
@@ -38,14 +36,7 @@ import (
 // plugins use the informers of inf, and the policy plugins run controllers
 // until inf shuts down.
 func newAdmission(loopback *rest.Config, inf *informerSet, authz authorizer.Authorizer, version basecompatibility.EffectiveVersion) (admission.Interface, error) {
-	client, err := kubernetes.NewForConfig(loopback)
-	if err != nil {
-		return nil, err
-	}
-	dyn, err := dynamic.NewForConfig(loopback)
-	if err != nil {
-		return nil, err
-	}
+	client, dyn := inf.client, inf.dynClient
 	nsLifecycle, err := lifecycle.NewLifecycle(sets.New(metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic))
 	if err != nil {
 		return nil, err

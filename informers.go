@@ -38,7 +38,11 @@ type informerSet struct {
 
 	kube    informers.SharedInformerFactory
 	dynamic dynamicinformer.DynamicSharedInformerFactory
-	all     []informerFactory
+	// client and dynClient are the loopback clients the factories list
+	// and watch with, for admission plugins to share.
+	client    kubernetes.Interface
+	dynClient dynamic.Interface
+	all       []informerFactory
 	// synced are the informers readiness needs.
 	synced []cache.InformerSynced
 }
@@ -58,6 +62,7 @@ func newInformerSet(loopback *rest.Config, log *zap.Logger) (*informerSet, error
 		ctx: ctx, cancel: cancel,
 		kube:    informers.NewSharedInformerFactory(kubeClient, 0),
 		dynamic: dynamicinformer.NewDynamicSharedInformerFactory(dynClient, 0),
+		client:  kubeClient, dynClient: dynClient,
 	}
 	i.all = []informerFactory{i.kube, dynamicFactory{i.dynamic}}
 	return i, nil
