@@ -3,14 +3,11 @@ package apiserver
 import (
 	"context"
 	"fmt"
-	"net"
 
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
 	"k8s.io/kube-openapi/pkg/validation/spec"
-
-	"github.com/kubeembed/apiserver/providers"
 )
 
 // chain is the three delegating tiers kube-apiserver's CreateServerChain
@@ -41,7 +38,7 @@ func (s *Server) buildChain() (*chain, error) {
 	crds := ext.Informers.Apiextensions().V1().CustomResourceDefinitions()
 	s.informers.add(ext.Informers, crds.Informer().HasSynced)
 
-	core, err := tc.newCoreConfig(s.providersConfig()).Complete().New(ext.GenericAPIServer)
+	core, err := tc.newCoreConfig().Complete().New(ext.GenericAPIServer)
 	if err != nil {
 		return nil, fmt.Errorf("core tier: %w", err)
 	}
@@ -61,12 +58,6 @@ func (s *Server) buildChain() (*chain, error) {
 	s.crdLister = crds.Lister()
 	s.loopback.SetHandler(agg.GenericAPIServer.Handler)
 	return c, nil
-}
-
-// providersConfig is what the providers build their storage with.
-func (s *Server) providersConfig() providers.Config {
-	return providers.Config{Authenticator: s.tokenAuthenticator(), Authorizer: authorizerFunc(authorize), RuleResolver: rules{},
-		ServingPort: int32(s.listener.Addr().(*net.TCPAddr).Port)}
 }
 
 type runner interface {

@@ -112,7 +112,7 @@ type coreConfig struct {
 
 // newCoreConfig stores each provider's resources as kube-apiserver does:
 // protobuf under /registry/<resource>, events.k8s.io events with core events.
-func (tc *tierConfig) newCoreConfig(build providers.Config) *coreConfig {
+func (tc *tierConfig) newCoreConfig() *coreConfig {
 	codecs := serializer.NewCodecFactory(tc.scheme)
 	resources := serverstorage.NewResourceConfig()
 	for _, p := range tc.providers {
@@ -124,7 +124,8 @@ func (tc *tierConfig) newCoreConfig(build providers.Config) *coreConfig {
 		serverstorage.NewDefaultResourceEncodingConfig(tc.scheme), resources, nil)
 	factory.AddCohabitatingResources(corev1.Resource("events"), eventsv1.Resource("events"))
 	getter := restOptionsGetter{factory: factory, backend: tc.storage, untyped: true}
-	build.RESTOptionsGetter, build.Scheme = getter, tc.scheme
+	build := providers.Config{RESTOptionsGetter: getter, Scheme: tc.scheme,
+		Authenticator: tc.tokens, Authorizer: tc.authz, RuleResolver: tc.rules, ServingPort: tc.servingPort}
 	c := &coreConfig{
 		generic: tc.genericConfig(codecs, getter, resources), providers: tc.providers,
 		build: build, codecs: codecs,

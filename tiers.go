@@ -5,6 +5,7 @@ package apiserver
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -45,16 +46,21 @@ import (
 // once, as kube-apiserver builds one generic configuration and copies it
 // into each tier.
 type tierConfig struct {
-	serving   *genericapiserver.SecureServingInfo
-	loopback  *rest.Config
-	authn     authenticator.Request
+	serving  *genericapiserver.SecureServingInfo
+	loopback *rest.Config
+	authn    authenticator.Request
+	// tokens authenticates bearer tokens only, for TokenReview.
+	tokens    authenticator.Request
 	authz     authorizer.Authorizer
+	rules     authorizer.RuleResolver
 	admission admission.Interface
 	version   basecompatibility.EffectiveVersion
 	external  string
-	informers *informerSet
-	storage   storage.Backend
-	openAPI   *openapicommon.OpenAPIV3Config
+	// servingPort is the port the server listens on.
+	servingPort int32
+	informers   *informerSet
+	storage     storage.Backend
+	openAPI     *openapicommon.OpenAPIV3Config
 	// discovery is the aggregated discovery (/apis) of all tiers: each adds
 	// its groups, the aggregator serves them, as in kube-apiserver.
 	discovery discoveryaggregated.ResourceManager
@@ -83,9 +89,10 @@ func (s *Server) newTierConfig() (*tierConfig, error) {
 	}
 	tc := &tierConfig{
 		serving: serving, loopback: loopback,
-		authn: s.authenticator(), authz: authorizerFunc(authorize),
-		version:   effectiveVersion(),
-		external:  strings.TrimPrefix(s.url, "https://"),
+		authn: s.authenticator(), tokens: s.tokenAuthenticator(),
+		authz: authorizerFunc(authorize), rules: rules{},
+		version:  effectiveVersion(),
+		external: strings.TrimPrefix(s.url, "https://"), servingPort: int32(s.listener.Addr().(*net.TCPAddr).Port),
 		informers: s.informers, storage: s.opts.storage,
 		discovery: newDiscoveryManager(),
 		providers: s.opts.providers, scheme: scheme,
