@@ -37,19 +37,7 @@ func TestKubectl(t *testing.T) {
 		return string(out)
 	}
 
-	// kubectl version parses the server's (it failed on the library's
-	// unset "v0.0.0-master+$Format:%H$"); it may warn about version skew.
-	cmd := exec.CommandContext(t.Context(), kubectl, "--kubeconfig", path, "version", "-o", "json")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdout, err := cmd.Output()
-	require.NoError(t, err, "kubectl version: %s", stderr.String())
-	assert.NotContains(t, stderr.String(), "error")
-	var version struct {
-		ServerVersion struct{ GitVersion string } `json:"serverVersion"`
-	}
-	require.NoError(t, json.Unmarshal(stdout, &version))
-	assert.Equal(t, "v1.37.2", version.ServerVersion.GitVersion)
+	checkKubectlVersion(t, kubectl, path)
 
 	resources := run("api-resources")
 	for _, want := range []string{"configmaps", "namespaces", "leases", "customresourcedefinitions", "apiservices", "widgets"} {
@@ -96,4 +84,22 @@ func TestKubectl(t *testing.T) {
 	assert.Regexp(t, `(?m)^StrategyType:\s+RollingUpdate`, out)
 	run("create", "service", "clusterip", "web", "--tcp=80:8080")
 	assert.Regexp(t, `(?m)^IP:\s+10\.0\.0\.\d+`, run("describe", "service", "web"))
+}
+
+// checkKubectlVersion checks that kubectl version parses the server's (it
+// failed on the library's unset "v0.0.0-master+$Format:%H$"); it may warn
+// about version skew.
+func checkKubectlVersion(t *testing.T, kubectl, kubeconfig string) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), kubectl, "--kubeconfig", kubeconfig, "version", "-o", "json")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	require.NoError(t, err, "kubectl version: %s", stderr.String())
+	assert.NotContains(t, stderr.String(), "error")
+	var version struct {
+		ServerVersion struct{ GitVersion string } `json:"serverVersion"`
+	}
+	require.NoError(t, json.Unmarshal(stdout, &version))
+	assert.Equal(t, "v1.37.2", version.ServerVersion.GitVersion)
 }

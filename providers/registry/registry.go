@@ -37,7 +37,7 @@ type Strategy struct {
 	names.NameGenerator
 
 	Namespaced bool
-	// AllowCreateOnUpdate lets PUT create a missing object.
+	// CreateOnUpdate lets PUT create a missing object (AllowCreateOnUpdate).
 	CreateOnUpdate bool
 	// RequireResourceVersion makes PUT without metadata.resourceVersion an
 	// error. kube-apiserver's built-in kinds all allow it (last write wins).
