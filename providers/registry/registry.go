@@ -1,6 +1,10 @@
-// Package registry holds the building blocks shared by the built-in
-// providers, and usable by anyone writing a provider: a declarative strategy,
-// table printing, field selectors, and the generic store set-up.
+// Package registry is how a provider is written: Kind declares a resource
+// (its store, strategy, subresources, table and field selectors), Group
+// turns kinds into a providers.Provider. Every built-in provider is a Group
+// of Kinds; a kind that needs something the others do not gets a field on
+// Kind (or its logic in Kind.Customize), not a copy of the machinery. The
+// building blocks Kind uses (Strategy, columns, /scale, CreateOnly for
+// never-stored resources) are here too.
 package registry
 
 import (
