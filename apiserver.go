@@ -45,6 +45,9 @@ type Server struct {
 	ca     *certs.CA
 	config *rest.Config
 
+	// servingNotAfter is when the serving certificate expires.
+	servingNotAfter time.Time
+
 	listener  *trackingListener
 	loopback  *inproc.Transport
 	informers *informerSet

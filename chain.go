@@ -42,6 +42,9 @@ func (s *Server) buildChain() (*chain, error) {
 	if err != nil {
 		return nil, fmt.Errorf("core tier: %w", err)
 	}
+	if err := s.addHooks(core.GenericAPIServer); err != nil {
+		return nil, err
+	}
 
 	agg, err := tc.aggregatorConfig(s.listener.track).Complete().NewWithDelegate(core.delegate)
 	if err != nil {
@@ -50,6 +53,9 @@ func (s *Server) buildChain() (*chain, error) {
 	apiServices := agg.APIRegistrationInformers.Apiregistration().V1().APIServices()
 	s.informers.add(agg.APIRegistrationInformers, apiServices.Informer().HasSynced)
 	if err := registerAPIServices(agg, core.GenericAPIServer, crds.Informer()); err != nil {
+		return nil, err
+	}
+	if err := s.addReadyzChecks(agg.GenericAPIServer); err != nil {
 		return nil, err
 	}
 

@@ -7,6 +7,7 @@ package apiserver
 import (
 	"fmt"
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -125,7 +126,8 @@ func (tc *tierConfig) newCoreConfig() *coreConfig {
 	factory.AddCohabitatingResources(corev1.Resource("events"), eventsv1.Resource("events"))
 	getter := restOptionsGetter{factory: factory, backend: tc.storage, untyped: true}
 	build := providers.Config{RESTOptionsGetter: getter, Scheme: tc.scheme,
-		Authenticator: tc.tokens, Authorizer: tc.authz, RuleResolver: tc.rules, ServingPort: tc.servingPort}
+		Authenticator: tc.tokens, Authorizer: tc.authz, RuleResolver: tc.rules, ServingAddress: tc.address,
+		Informers: tc.informers.kube}
 	c := &coreConfig{
 		generic: tc.genericConfig(codecs, getter, resources), providers: tc.providers,
 		build: build, codecs: codecs,
@@ -183,17 +185,6 @@ func (c completedCoreConfig) New(delegate genericapiserver.DelegationTarget) (*c
 func (c completedCoreConfig) install(server *genericapiserver.GenericAPIServer) error {
 	var groups []*genericapiserver.APIGroupInfo
 	for _, p := range c.providers {
-		if h, ok := p.(providers.PostStartHookProvider); ok {
-			name, hook, err := h.PostStartHook(c.build)
-			if err != nil {
-				return fmt.Errorf("post-start hook of group %q: %w", p.GroupName(), err)
-			}
-			if hook != nil {
-				if err := server.AddPostStartHook(name, hook); err != nil {
-					return err
-				}
-			}
-		}
 		storage, err := p.Storage(c.build)
 		if err != nil {
 			return fmt.Errorf("storage of group %q: %w", p.GroupName(), err)
@@ -210,6 +201,26 @@ func (c completedCoreConfig) install(server *genericapiserver.GenericAPIServer) 
 	}
 	if err := server.InstallAPIGroups(groups...); err != nil {
 		return fmt.Errorf("install groups: %w", err)
+	}
+	return c.addHooks(server)
+}
+
+// addHooks registers the providers' post-start hooks, in name order.
+func (c completedCoreConfig) addHooks(server *genericapiserver.GenericAPIServer) error {
+	for _, p := range c.providers {
+		h, ok := p.(providers.PostStartHookProvider)
+		if !ok {
+			continue
+		}
+		hooks, err := h.PostStartHooks(c.build)
+		if err != nil {
+			return fmt.Errorf("post-start hooks of group %q: %w", p.GroupName(), err)
+		}
+		for _, name := range slices.Sorted(maps.Keys(hooks)) {
+			if err := server.AddPostStartHook(name, hooks[name]); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

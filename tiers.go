@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 
@@ -56,11 +57,11 @@ type tierConfig struct {
 	admission admission.Interface
 	version   basecompatibility.EffectiveVersion
 	external  string
-	// servingPort is the port the server listens on.
-	servingPort int32
-	informers   *informerSet
-	storage     storage.Backend
-	openAPI     *openapicommon.OpenAPIV3Config
+	// address is where clients reach the server.
+	address   netip.AddrPort
+	informers *informerSet
+	storage   storage.Backend
+	openAPI   *openapicommon.OpenAPIV3Config
 	// discovery is the aggregated discovery (/apis) of all tiers: each adds
 	// its groups, the aggregator serves them, as in kube-apiserver.
 	discovery discoveryaggregated.ResourceManager
@@ -92,7 +93,7 @@ func (s *Server) newTierConfig() (*tierConfig, error) {
 		authn: s.authenticator(), tokens: s.tokenAuthenticator(),
 		authz: authorizerFunc(authorize), rules: rules{},
 		version:  effectiveVersion(),
-		external: strings.TrimPrefix(s.url, "https://"), servingPort: int32(s.listener.Addr().(*net.TCPAddr).Port),
+		external: strings.TrimPrefix(s.url, "https://"), address: s.servingAddress(),
 		informers: s.informers, storage: s.opts.storage,
 		discovery: newDiscoveryManager(),
 		providers: s.opts.providers, scheme: scheme,
@@ -109,6 +110,16 @@ func (s *Server) newTierConfig() (*tierConfig, error) {
 	return tc, nil
 }
 
+// servingAddress is where clients reach the server: its bind address, or
+// the loopback address when it listens on all.
+func (s *Server) servingAddress() netip.AddrPort {
+	ap := s.listener.Addr().(*net.TCPAddr).AddrPort()
+	if ap.Addr().IsUnspecified() {
+		return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ap.Port())
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
 // servingInfo serves TLS on the server's listener with a certificate of the
 // process CA.
 func (s *Server) servingInfo() (*genericapiserver.SecureServingInfo, error) {
@@ -116,6 +127,7 @@ func (s *Server) servingInfo() (*genericapiserver.SecureServingInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.servingNotAfter = serving.NotAfter
 	cert, err := dynamiccertificates.NewStaticCertKeyContent("serving-cert", serving.CertPEM, serving.KeyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("serving certificate: %w", err)

@@ -9,6 +9,7 @@ package providers
 
 import (
 	"fmt"
+	"net/netip"
 	"reflect"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/informers"
 	"k8s.io/kube-openapi/pkg/common"
 )
 
@@ -35,12 +37,15 @@ type Provider interface {
 }
 
 // PostStartHookProvider is implemented by a Provider with work to do once
-// the server serves, such as creating the group's system objects, as
-// kube-apiserver's RESTStorageProviders do: the hook is registered under its
-// name, gets a loopback client configuration, and /readyz waits for it. A
-// nil hook is none.
+// the server serves, such as creating and keeping the group's system
+// objects, as kube-apiserver's RESTStorageProviders do: each hook is
+// registered under its name (kube-apiserver's, where it has one), gets a
+// loopback client configuration, and /readyz and /healthz report it. It is
+// called once, after Storage, before the server starts: informers the hooks
+// will use must be requested from Config.Informers then, so that they are
+// synced when the hooks run.
 type PostStartHookProvider interface {
-	PostStartHook(cfg Config) (name string, hook genericapiserver.PostStartHookFunc, err error)
+	PostStartHooks(cfg Config) (map[string]genericapiserver.PostStartHookFunc, error)
 }
 
 // OpenAPIProvider is implemented by a Provider whose types are not in
@@ -64,9 +69,13 @@ type Config struct {
 	Authorizer    authorizer.Authorizer
 	// RuleResolver lists what a user may do, for SelfSubjectRulesReview.
 	RuleResolver authorizer.RuleResolver
-	// ServingPort is the port the server listens on: the target port of
-	// the default/kubernetes Service.
-	ServingPort int32
+	// ServingAddress is the address and port clients reach the server at
+	// (a loopback address when it listens on all): the endpoint of the
+	// default/kubernetes Service.
+	ServingAddress netip.AddrPort
+	// Informers is the server's shared informer factory (it starts them),
+	// for providers' hooks and REST logic that watch objects.
+	Informers informers.SharedInformerFactory
 }
 
 // addInternalVersion registers every kind of gv's own package (not the

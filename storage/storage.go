@@ -10,6 +10,8 @@
 package storage
 
 import (
+	"context"
+
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
@@ -27,6 +29,10 @@ type Backend interface {
 	// bytes Codec and Transformer produce, under
 	// Prefix + ResourcePrefix + "/" [+ namespace + "/"] + name.
 	Store(ResourceConfig) (k8sstorage.Interface, error)
+	// Check reports whether the backend serves requests: the server's etcd
+	// health check (/healthz/etcd, /livez/etcd, /readyz/etcd), whichever the
+	// backend, and storage-readiness.
+	Check(ctx context.Context) error
 	// Close releases the backend and ends the watches of its stores. The
 	// server closes a backend only if it created it.
 	Close() error

@@ -68,6 +68,8 @@ func NewCA(commonName string) (*CA, error) {
 // Leaf is a certificate and key in PEM.
 type Leaf struct {
 	CertPEM, KeyPEM []byte
+	// NotAfter is when the certificate expires.
+	NotAfter time.Time
 }
 
 // Serving issues a serving certificate for hosts (IPs or DNS names), valid
@@ -106,8 +108,9 @@ func (ca *CA) issue(tmpl *x509.Certificate) (Leaf, error) {
 		return Leaf{}, err
 	}
 	return Leaf{
-		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+		CertPEM:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		KeyPEM:   pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+		NotAfter: tmpl.NotAfter,
 	}, nil
 }
 

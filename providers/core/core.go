@@ -37,7 +37,7 @@ var group = registry.Group{
 		eventstore.Kind(corev1.SchemeGroupVersion, eventstore.ValidateCore),
 		pods, services, persistentVolumeClaims, nodes, endpoints, podTemplates, limitRanges,
 		persistentVolumes, replicationControllers, resourceQuotas},
-	Hook: bootstrapHook,
+	Hooks: hooks,
 	Link: func(s map[string]rest.Storage) error {
 		defaultServiceAccounts(s["namespaces"].(*namespaceREST).Store.Store, s["serviceaccounts"].(*registry.Store).Store)
 		return nil

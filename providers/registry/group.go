@@ -67,9 +67,9 @@ type Group struct {
 	// Link connects the storage of the group's resources once all are
 	// built, by resource name (a namespace's default service account).
 	Link func(map[string]rest.Storage) error
-	// Hook, if set, is the group's post-start hook: see
-	// providers.PostStartHookProvider.
-	Hook func(providers.Config) (name string, hook genericapiserver.PostStartHookFunc, err error)
+	// Hooks are the group's post-start hooks by name, each built from the
+	// server's configuration: see providers.PostStartHookProvider.
+	Hooks map[string]func(providers.Config) genericapiserver.PostStartHookFunc
 }
 
 var (
@@ -77,13 +77,13 @@ var (
 	_ providers.PostStartHookProvider = Group{}
 )
 
-// PostStartHook implements providers.PostStartHookProvider; a group without
-// a Hook has none (a nil hook).
-func (g Group) PostStartHook(cfg providers.Config) (string, genericapiserver.PostStartHookFunc, error) {
-	if g.Hook == nil {
-		return "", nil, nil
+// PostStartHooks implements providers.PostStartHookProvider.
+func (g Group) PostStartHooks(cfg providers.Config) (map[string]genericapiserver.PostStartHookFunc, error) {
+	hooks := make(map[string]genericapiserver.PostStartHookFunc, len(g.Hooks))
+	for name, build := range g.Hooks {
+		hooks[name] = build(cfg)
 	}
-	return g.Hook(cfg)
+	return hooks, nil
 }
 
 // GroupName implements providers.Provider.

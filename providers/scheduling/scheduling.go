@@ -30,8 +30,8 @@ const (
 
 // bootstrapPriorityClasses creates the system priority classes when a
 // server starts, as kube-apiserver's hook of the same name does.
-func bootstrapPriorityClasses(providers.Config) (string, genericapiserver.PostStartHookFunc, error) {
-	return "scheduling/bootstrap-system-priority-classes", func(ctx genericapiserver.PostStartHookContext) error {
+func bootstrapPriorityClasses(providers.Config) genericapiserver.PostStartHookFunc {
+	return func(ctx genericapiserver.PostStartHookContext) error {
 		client, err := kubernetes.NewForConfig(ctx.LoopbackClientConfig)
 		if err != nil {
 			return err
@@ -45,7 +45,7 @@ func bootstrapPriorityClasses(providers.Config) (string, genericapiserver.PostSt
 			}
 		}
 		return nil
-	}, nil
+	}
 }
 
 func systemPriorityClasses() []*schedulingv1.PriorityClass {
@@ -63,7 +63,9 @@ func Provider() providers.Provider { return group }
 var group = registry.Group{
 	GroupVersion: schedulingv1.SchemeGroupVersion, AddToScheme: schedulingv1.AddToScheme,
 	Served: []registry.Served{priorityClasses},
-	Hook:   bootstrapPriorityClasses,
+	Hooks: map[string]func(providers.Config) genericapiserver.PostStartHookFunc{
+		"scheduling/bootstrap-system-priority-classes": bootstrapPriorityClasses,
+	},
 }
 
 func validate(pc *schedulingv1.PriorityClass) field.ErrorList {

@@ -13,6 +13,7 @@ package memory
 
 import (
 	"container/heap"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -184,6 +185,16 @@ func (b *Backend) Close() error {
 	}
 	b.mu.Unlock()
 	b.watchers.Wait()
+	return nil
+}
+
+// Check reports whether b serves requests: ErrClosed after Close.
+func (b *Backend) Check(context.Context) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return ErrClosed
+	}
 	return nil
 }
 

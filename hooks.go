@@ -1,0 +1,195 @@
+package apiserver
+
+// The server's own post-start hooks and health checks, under
+// kube-apiserver's names (the providers add theirs: core's
+// bootstrap-controller, start-system-namespaces-controller,
+// start-kubernetes-service-cidr-controller; scheduling's
+// bootstrap-system-priority-classes). docs/architecture.md lists the hooks of
+// kube-apiserver left out and why.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/google/uuid"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apiserver/pkg/features"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubeembed/apiserver/internal/globals"
+	"github.com/kubeembed/apiserver/internal/retry"
+)
+
+// Identity leases, as kube-apiserver's: one per server in kube-system,
+// renewed every 10 s, collected an hour after their last renewal.
+const (
+	identityLabel         = "apiserver.kubernetes.io/identity"
+	identityLeaseDuration = time.Hour
+	identityRenewInterval = 10 * time.Second
+	legacyTokenTracking   = "kube-apiserver-legacy-service-account-token-tracking"
+)
+
+// addHooks registers the server's own hooks and health checks on the core
+// tier (the aggregator takes them over from its delegate).
+func (s *Server) addHooks(tier *genericapiserver.GenericAPIServer) error {
+	hooks := []struct {
+		name string
+		hook genericapiserver.PostStartHookFunc
+	}{
+		// The admission plugins' informers are the set's; starting it
+		// again starts those the plugins asked for since.
+		{"start-apiserver-admission-initializer", func(genericapiserver.PostStartHookContext) error { s.informers.start(); return nil }},
+		{"storage-readiness", func(ctx genericapiserver.PostStartHookContext) error {
+			return retry.Until(ctx, s.opts.storage.Check)
+		}},
+		{"start-kube-apiserver-identity-lease-controller", s.identityLease(tier.APIServerID)},
+		{"start-kube-apiserver-identity-lease-garbage-collector", collectIdentityLeases},
+		{"start-legacy-token-tracking-controller", trackLegacyTokens},
+	}
+	for _, h := range hooks {
+		if err := tier.AddPostStartHook(h.name, h.hook); err != nil {
+			return err
+		}
+	}
+	storage := healthz.NamedCheck("etcd", func(r *http.Request) error { return s.opts.storage.Check(r.Context()) })
+	return tier.AddHealthChecks(healthz.NamedCheck("loopback-serving-certificate", s.checkServingCertificate), storage)
+}
+
+// addReadyzChecks registers the readiness-only checks on the aggregator,
+// which serves them (a tier takes over its delegate's health checks, not its
+// readiness-only ones).
+func (s *Server) addReadyzChecks(aggregator *genericapiserver.GenericAPIServer) error {
+	return aggregator.AddReadyzChecks(healthz.NamedCheck("etcd-readiness", func(r *http.Request) error { return s.opts.storage.Check(r.Context()) }))
+}
+
+// checkServingCertificate fails once the serving certificate has expired.
+func (s *Server) checkServingCertificate(*http.Request) error {
+	if time.Now().After(s.servingNotAfter) {
+		return fmt.Errorf("the serving certificate expired at %s", s.servingNotAfter.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// identityLease keeps the server's identity Lease in kube-system, named by
+// the server's ID (as kube-apiserver: a hash of the host name), renewed every
+// 10 s until the server stops.
+func (s *Server) identityLease(name string) genericapiserver.PostStartHookFunc {
+	return func(ctx genericapiserver.PostStartHookContext) error {
+		client, err := kubernetes.NewForConfig(ctx.LoopbackClientConfig)
+		if err != nil {
+			return err
+		}
+		renew := renewLease(client, s.identityLeaseObject(name))
+		if err := retry.Until(ctx, renew); err != nil {
+			return err
+		}
+		go every(ctx, identityRenewInterval, renew)
+		return nil
+	}
+}
+
+func (s *Server) identityLeaseObject(name string) *coordinationv1.Lease {
+	hostname, _ := os.Hostname()
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem,
+			Labels: map[string]string{identityLabel: "kube-apiserver", corev1.LabelHostname: hostname}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name + "_" + uuid.NewString()),
+			LeaseDurationSeconds: ptr.To(int32(identityLeaseDuration.Seconds()))},
+	}
+	if globals.Features().Enabled(features.UnknownVersionInteroperabilityProxy) {
+		lease.Annotations = map[string]string{corev1.AnnotationPeerAdvertiseAddress: s.servingAddress().String()}
+	}
+	return lease
+}
+
+// renewLease creates lease, or renews it.
+func renewLease(client kubernetes.Interface, lease *coordinationv1.Lease) func(context.Context) error {
+	name := lease.Name
+	return func(ctx context.Context) error {
+		leases := client.CoordinationV1().Leases(metav1.NamespaceSystem)
+		cur, err := leases.Get(ctx, name, metav1.GetOptions{})
+		now := metav1.NowMicro()
+		if apierrors.IsNotFound(err) {
+			l := lease.DeepCopy()
+			l.Spec.RenewTime = &now
+			_, err = leases.Create(ctx, l, metav1.CreateOptions{})
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		cur.Spec = lease.Spec
+		cur.Spec.RenewTime = &now
+		_, err = leases.Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	}
+}
+
+// collectIdentityLeases deletes the identity leases of servers that stopped
+// renewing them, once at start and then every hour.
+func collectIdentityLeases(ctx genericapiserver.PostStartHookContext) error {
+	client, err := kubernetes.NewForConfig(ctx.LoopbackClientConfig)
+	if err != nil {
+		return err
+	}
+	collect := func(ctx context.Context) error {
+		leases := client.CoordinationV1().Leases(metav1.NamespaceSystem)
+		list, err := leases.List(ctx, metav1.ListOptions{LabelSelector: labels.Set{identityLabel: "kube-apiserver"}.String()})
+		if err != nil {
+			return err
+		}
+		for _, l := range list.Items {
+			if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+				continue
+			}
+			if time.Since(l.Spec.RenewTime.Time) > time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second {
+				_ = leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &l.ResourceVersion}})
+			}
+		}
+		return nil
+	}
+	_ = collect(ctx) // what a stopped server left; retried every hour
+	go every(ctx, identityLeaseDuration, collect)
+	return nil
+}
+
+// trackLegacyTokens records since when legacy service account tokens are
+// tracked, as kube-apiserver does in a kube-system ConfigMap.
+func trackLegacyTokens(ctx genericapiserver.PostStartHookContext) error {
+	client, err := kubernetes.NewForConfig(ctx.LoopbackClientConfig)
+	if err != nil {
+		return err
+	}
+	return retry.Ensure(ctx, func(c context.Context) error {
+		_, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Create(c, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: legacyTokenTracking},
+			Data:       map[string]string{"since": time.Now().UTC().Format(time.DateOnly)},
+		}, metav1.CreateOptions{})
+		return err
+	})
+}
+
+// every calls f every interval until ctx ends (the first call after one
+// interval); a failed call waits for the next.
+func every(ctx context.Context, interval time.Duration, f func(context.Context) error) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = f(ctx)
+		}
+	}
+}

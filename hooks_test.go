@@ -1,0 +1,172 @@
+package apiserver_test
+
+import (
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubeembed/apiserver/testing/apiservertest"
+)
+
+// get returns the status and body of a GET of path.
+func get(t *testing.T, cfg *rest.Config, path string) (int, string) {
+	t.Helper()
+	hc, err := rest.HTTPClientFor(cfg)
+	require.NoError(t, err)
+	resp, err := hc.Get(cfg.Host + path)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
+}
+
+// The checks and hooks kube-apiserver v1.37.2 reports by name, that apply
+// to a server without nodes (docs/architecture.md lists the others).
+func TestHealthChecksByName(t *testing.T) {
+	t.Parallel()
+	cfg := apiservertest.Start(t).RESTConfig()
+	hooks := []string{"start-apiserver-admission-initializer", "generic-apiserver-start-informers",
+		"storage-object-count-tracker-hook", "start-apiextensions-informers", "start-apiextensions-controllers",
+		"crd-informer-synced", "start-system-namespaces-controller", "start-kube-apiserver-identity-lease-controller",
+		"start-kube-apiserver-identity-lease-garbage-collector", "storage-readiness", "start-legacy-token-tracking-controller",
+		"scheduling/bootstrap-system-priority-classes", "bootstrap-controller", "start-kubernetes-service-cidr-controller",
+		"start-kube-aggregator-informers", "apiservice-status-local-available-controller", "apiservice-registration-controller",
+		"apiservice-discovery-controller", "kube-apiserver-autoregistration", "apiservice-openapiv3-controller"}
+	for path, checks := range map[string][]string{
+		"/healthz": {"ping", "log", "loopback-serving-certificate", "etcd"},
+		"/livez":   {"ping", "log", "loopback-serving-certificate", "etcd"},
+		"/readyz":  {"ping", "log", "etcd", "etcd-readiness", "informer-sync", "autoregister-completion", "shutdown"},
+	} {
+		code, body := get(t, cfg, path+"?verbose")
+		require.Equal(t, http.StatusOK, code, body)
+		for _, c := range checks {
+			assert.Contains(t, body, "[+]"+c+" ok\n", path)
+		}
+		for _, h := range hooks {
+			assert.Contains(t, body, "[+]poststarthook/"+h+" ok\n", path)
+		}
+		assert.True(t, strings.HasSuffix(body, path[1:]+" check passed\n"), body)
+	}
+	code, body := get(t, cfg, "/readyz/etcd")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "ok", body)
+	_, body = get(t, cfg, "/readyz?verbose&exclude=etcd")
+	assert.Contains(t, body, "[+]etcd excluded: ok\n")
+	code, _ = get(t, cfg, "/readyz/no-such-check")
+	assert.Equal(t, http.StatusNotFound, code)
+}
+
+// The objects the hooks create exist when Start returns, as on a cluster.
+func TestHookObjects(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	ctx := t.Context()
+
+	leases, err := c.CoordinationV1().Leases(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: "apiserver.kubernetes.io/identity=kube-apiserver"})
+	require.NoError(t, err)
+	require.Len(t, leases.Items, 1, "the server's identity lease")
+	lease := leases.Items[0]
+	assert.True(t, strings.HasPrefix(lease.Name, "apiserver-"), lease.Name)
+	assert.True(t, strings.HasPrefix(*lease.Spec.HolderIdentity, lease.Name+"_"), *lease.Spec.HolderIdentity)
+	assert.Equal(t, int32(3600), *lease.Spec.LeaseDurationSeconds)
+	assert.WithinDuration(t, time.Now(), lease.Spec.RenewTime.Time, time.Minute)
+
+	cm, err := c.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, "kube-apiserver-legacy-service-account-token-tracking", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, time.Now().UTC().Format(time.DateOnly), cm.Data["since"])
+
+	u, err := url.Parse(srv.URL())
+	require.NoError(t, err)
+	p, err := strconv.Atoi(u.Port())
+	require.NoError(t, err)
+	port := int32(p)
+	ep, err := c.CoreV1().Endpoints("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "127.0.0.1"}},
+		Ports: []corev1.EndpointPort{{Name: "https", Port: port, Protocol: corev1.ProtocolTCP}}}}, ep.Subsets)
+	slice, err := c.DiscoveryV1().EndpointSlices("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "kubernetes", slice.Labels["kubernetes.io/service-name"])
+	assert.Equal(t, []string{"127.0.0.1"}, slice.Endpoints[0].Addresses)
+	assert.Equal(t, port, *slice.Ports[0].Port)
+}
+
+// waitFor watches objects until one matches cond, for at most 10 s.
+func waitFor(t *testing.T, w watch.Interface, cond func(watch.Event) bool) {
+	t.Helper()
+	defer w.Stop()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			require.True(t, ok, "watch closed")
+			if cond(ev) {
+				return
+			}
+		case <-timeout:
+			t.Fatal("condition not met within 10 s")
+		}
+	}
+}
+
+// What the hooks create, they keep: a deleted system namespace comes back,
+// the kubernetes endpoints are put back.
+func TestHooksKeepTheirObjects(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	ctx := t.Context()
+	keepEndpoints(t, c)
+
+	// With no namespace controller, deletion waits for the kubernetes
+	// finalizer; removing it (as the controller would) deletes it.
+	ns, err := c.CoreV1().Namespaces().Get(ctx, corev1.NamespaceNodeLease, metav1.GetOptions{})
+	require.NoError(t, err)
+	w, err := c.CoreV1().Namespaces().Watch(ctx, metav1.ListOptions{ResourceVersion: ns.ResourceVersion,
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", ns.Name).String()})
+	require.NoError(t, err)
+	require.NoError(t, c.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}))
+	ns, err = c.CoreV1().Namespaces().Get(ctx, ns.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	ns.Spec.Finalizers = nil
+	_, err = c.CoreV1().Namespaces().Finalize(ctx, ns, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	deleted := false
+	waitFor(t, w, func(ev watch.Event) bool {
+		deleted = deleted || ev.Type == watch.Deleted
+		return deleted && ev.Type == watch.Added
+	})
+}
+
+func keepEndpoints(t *testing.T, c kubernetes.Interface) {
+	t.Helper()
+	ctx := t.Context()
+	ep, err := c.CoreV1().Endpoints("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	require.NoError(t, err)
+	want := ep.Subsets
+	w, err := c.CoreV1().Endpoints("default").Watch(ctx, metav1.ListOptions{ResourceVersion: ep.ResourceVersion,
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", "kubernetes").String()})
+	require.NoError(t, err)
+	ep.Subsets[0].Addresses[0].IP = "10.9.9.9"
+	_, err = c.CoreV1().Endpoints("default").Update(ctx, ep, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	waitFor(t, w, func(ev watch.Event) bool {
+		e, ok := ev.Object.(*corev1.Endpoints)
+		return ok && assert.ObjectsAreEqual(want, e.Subsets)
+	})
+}
