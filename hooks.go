@@ -54,7 +54,7 @@ func (s *Server) addHooks(tier *genericapiserver.GenericAPIServer) error {
 		}},
 		{"start-kube-apiserver-identity-lease-controller", s.identityLease(tier.APIServerID)},
 		{"start-kube-apiserver-identity-lease-garbage-collector", collectIdentityLeases},
-		{"start-legacy-token-tracking-controller", trackLegacyTokens},
+		{"start-legacy-token-tracking-controller", s.trackLegacyTokens},
 	}
 	for _, h := range hooks {
 		if err := tier.AddPostStartHook(h.name, h.hook); err != nil {
@@ -89,7 +89,13 @@ func (s *Server) identityLease(name string) genericapiserver.PostStartHookFunc {
 		if err != nil {
 			return err
 		}
-		renew := renewLease(client, s.identityLeaseObject(name))
+		namespaces, renewal := s.informers.kube.Core().V1().Namespaces().Lister(), renewLease(client, s.identityLeaseObject(name))
+		renew := func(ctx context.Context) error {
+			if err := retry.NamespaceSeen(namespaces, metav1.NamespaceSystem); err != nil {
+				return err
+			}
+			return renewal(ctx)
+		}
 		if err := retry.Until(ctx, renew); err != nil {
 			return err
 		}
@@ -165,12 +171,16 @@ func collectIdentityLeases(ctx genericapiserver.PostStartHookContext) error {
 
 // trackLegacyTokens records since when legacy service account tokens are
 // tracked, as kube-apiserver does in a kube-system ConfigMap.
-func trackLegacyTokens(ctx genericapiserver.PostStartHookContext) error {
+func (s *Server) trackLegacyTokens(ctx genericapiserver.PostStartHookContext) error {
 	client, err := kubernetes.NewForConfig(ctx.LoopbackClientConfig)
 	if err != nil {
 		return err
 	}
+	namespaces := s.informers.kube.Core().V1().Namespaces().Lister()
 	return retry.Ensure(ctx, func(c context.Context) error {
+		if err := retry.NamespaceSeen(namespaces, metav1.NamespaceSystem); err != nil {
+			return err
+		}
 		_, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Create(c, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: legacyTokenTracking},
 			Data:       map[string]string{"since": time.Now().UTC().Format(time.DateOnly)},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corev1listers "k8s.io/client-go/listers/core/v1"
 )
 
 // Until calls f until it succeeds or ctx ends, backing off from 1 ms to
@@ -38,4 +39,15 @@ func Ensure(ctx context.Context, create func(context.Context) error) error {
 		}
 		return nil
 	})
+}
+
+// NamespaceSeen fails until namespaces (a synced informer's lister) has seen
+// namespace ns. Called first in a create retried by Until, it skips
+// NamespaceLifecycle admission's 50 ms missingNamespaceWait, which a create
+// in a namespace its informer has not seen yet waits out: three post-start
+// hooks paid it at every start, racing the hook that creates the system
+// namespaces.
+func NamespaceSeen(namespaces corev1listers.NamespaceLister, ns string) error {
+	_, err := namespaces.Get(ns)
+	return err
 }

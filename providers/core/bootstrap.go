@@ -47,7 +47,14 @@ var hooks = map[string]func(providers.Config) genericapiserver.PostStartHookFunc
 		endpoints := cfg.Informers.Core().V1().Endpoints().Informer()
 		slices := cfg.Informers.Discovery().V1().EndpointSlices().Informer()
 		services := cfg.Informers.Core().V1().Services().Informer()
-		return keep(nil, named(kubernetesService), ensureKubernetesService(cfg.ServingAddress), endpoints, slices, services)
+		namespaces, ensureService := cfg.Informers.Core().V1().Namespaces().Lister(), ensureKubernetesService(cfg.ServingAddress)
+		ensure := func(ctx context.Context, client kubernetes.Interface) error {
+			if err := retry.NamespaceSeen(namespaces, metav1.NamespaceDefault); err != nil {
+				return err
+			}
+			return ensureService(ctx, client)
+		}
+		return keep(nil, named(kubernetesService), ensure, endpoints, slices, services)
 	},
 }
 
