@@ -35,9 +35,19 @@ func startServer(b *testing.B, opts apiserver.Options) *apiserver.Server {
 // start. Run alone with -benchtime 1x in a fresh process to measure the first
 // server of a process.
 func BenchmarkStart(b *testing.B) {
+	benchmarkStart(b, apiserver.Options{})
+}
+
+// BenchmarkStartWithoutPriorityAndFairness is BenchmarkStart with API
+// Priority and Fairness off: what it costs at start.
+func BenchmarkStartWithoutPriorityAndFairness(b *testing.B) {
+	benchmarkStart(b, apiserver.Options{DisablePriorityAndFairness: true})
+}
+
+func benchmarkStart(b *testing.B, opts apiserver.Options) {
 	var closes []time.Duration
 	for b.Loop() {
-		srv := startServer(b, apiserver.Options{})
+		srv := startServer(b, opts)
 		b.StopTimer()
 		c, err := srv.Clientset()
 		if err != nil {
@@ -79,16 +89,20 @@ func BenchmarkStartWithCRD(b *testing.B) {
 	}
 }
 
-// clients returns the clients compared side by side: a real server and
-// client-go's fake clientset.
+// clients returns the clients compared side by side: a real server, one
+// without API Priority and Fairness, and client-go's fake clientset.
 func clients(b *testing.B) map[string]kubernetes.Interface {
-	srv := startServer(b, apiserver.Options{})
-	b.Cleanup(func() { _ = srv.Close() })
-	c, err := srv.Clientset()
-	if err != nil {
-		b.Fatal(err)
+	client := func(opts apiserver.Options) kubernetes.Interface {
+		srv := startServer(b, opts)
+		b.Cleanup(func() { _ = srv.Close() })
+		c, err := srv.Clientset()
+		if err != nil {
+			b.Fatal(err)
+		}
+		return c
 	}
-	return map[string]kubernetes.Interface{"kubeembed": c, "client-go-fake": fake.NewClientset()}
+	return map[string]kubernetes.Interface{"kubeembed": client(apiserver.Options{}),
+		"kubeembed-no-apf": client(apiserver.Options{DisablePriorityAndFairness: true}), "client-go-fake": fake.NewClientset()}
 }
 
 // reportP50 reports the median of durations as p50-µs.
@@ -98,7 +112,7 @@ func reportP50(b *testing.B, d []time.Duration) {
 }
 
 func BenchmarkCreateConfigMap(b *testing.B) {
-	for _, name := range []string{"kubeembed", "client-go-fake"} {
+	for _, name := range []string{"kubeembed", "kubeembed-no-apf", "client-go-fake"} {
 		c := clients(b)[name]
 		i := 0 // -count runs the sub-benchmark again with the same client
 		b.Run(name, func(b *testing.B) {

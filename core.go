@@ -127,7 +127,7 @@ func (tc *tierConfig) newCoreConfig() *coreConfig {
 	getter := restOptionsGetter{factory: factory, backend: tc.storage, untyped: true}
 	build := providers.Config{RESTOptionsGetter: getter, Scheme: tc.scheme,
 		Authenticator: tc.tokens, Authorizer: tc.authz, RuleResolver: tc.rules, ServingAddress: tc.address,
-		Informers: tc.informers.kube}
+		Informers: tc.informers.kube, PriorityAndFairness: tc.flowControl != nil}
 	c := &coreConfig{
 		generic: tc.genericConfig(codecs, getter, resources), providers: tc.providers,
 		build: build, codecs: codecs,
@@ -217,6 +217,9 @@ func (c completedCoreConfig) addHooks(server *genericapiserver.GenericAPIServer)
 			return fmt.Errorf("post-start hooks of group %q: %w", p.GroupName(), err)
 		}
 		for _, name := range slices.Sorted(maps.Keys(hooks)) {
+			if hooks[name] == nil {
+				continue
+			}
 			if err := server.AddPostStartHook(name, hooks[name]); err != nil {
 				return err
 			}

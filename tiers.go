@@ -27,6 +27,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
+	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 	"k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/rest"
 	basecompatibility "k8s.io/component-base/compatibility"
@@ -60,8 +61,11 @@ type tierConfig struct {
 	// address is where clients reach the server.
 	address   netip.AddrPort
 	informers *informerSet
-	storage   storage.Backend
-	openAPI   *openapicommon.OpenAPIV3Config
+	// flowControl is API Priority and Fairness, shared by the tiers as
+	// kube-apiserver shares it (only the aggregator's filter sees requests).
+	flowControl utilflowcontrol.Interface
+	storage     storage.Backend
+	openAPI     *openapicommon.OpenAPIV3Config
 	// discovery is the aggregated discovery (/apis) of all tiers: each adds
 	// its groups, the aggregator serves them, as in kube-apiserver.
 	discovery discoveryaggregated.ResourceManager
@@ -98,6 +102,9 @@ func (s *Server) newTierConfig() (*tierConfig, error) {
 		discovery: newDiscoveryManager(),
 		providers: s.opts.providers, scheme: scheme,
 		openAPIKey: s.opts.openAPIKey,
+	}
+	if s.opts.priorityAndFairness {
+		tc.flowControl = utilflowcontrol.New(s.informers.kube, s.informers.client.FlowcontrolV1(), serverConcurrencyLimit)
 	}
 	// One OpenAPI configuration for the three tiers, as kube-apiserver
 	// shares it: building its definitions is 8.7 MB of allocation.
@@ -171,8 +178,13 @@ func (reportedVersion) Info() *apimachineryversion.Info {
 	return &v
 }
 
+// serverConcurrencyLimit is kube-apiserver's default total of requests in
+// flight (--max-requests-inflight 400 plus --max-mutating-requests-inflight
+// 200), which priority and fairness divides among priority levels.
+const serverConcurrencyLimit = 600
+
 // genericConfig returns a tier's generic configuration: shared serving,
-// authentication, authorization and admission; no priority and fairness, no
+// authentication, authorization, admission and priority and fairness; no
 // metrics or profiling endpoints (their registries are process-wide).
 func (tc *tierConfig) genericConfig(codecs serializer.CodecFactory, getter generic.RESTOptionsGetter, resources *serverstorage.ResourceConfig) *genericapiserver.RecommendedConfig {
 	c := genericapiserver.NewRecommendedConfig(codecs)
@@ -187,7 +199,7 @@ func (tc *tierConfig) genericConfig(codecs serializer.CodecFactory, getter gener
 	c.SharedInformerFactory = tc.informers.kube
 	c.RESTOptionsGetter = getter
 	c.MergedResourceConfig = resources
-	c.FlowControl = nil
+	c.FlowControl = tc.flowControl // nil: the max-in-flight filter instead
 	c.EnableMetrics = false
 	c.EnableProfiling = false
 	c.EnableIndex = false

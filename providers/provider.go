@@ -43,7 +43,8 @@ type Provider interface {
 // loopback client configuration, and /readyz and /healthz report it. It is
 // called once, after Storage, before the server starts: informers the hooks
 // will use must be requested from Config.Informers then, so that they are
-// synced when the hooks run.
+// synced when the hooks run. A nil hook in the map is none: a hook that does
+// not apply to the server's configuration.
 type PostStartHookProvider interface {
 	PostStartHooks(cfg Config) (map[string]genericapiserver.PostStartHookFunc, error)
 }
@@ -76,6 +77,9 @@ type Config struct {
 	// Informers is the server's shared informer factory (it starts them),
 	// for providers' hooks and REST logic that watch objects.
 	Informers informers.SharedInformerFactory
+	// PriorityAndFairness says whether the server applies API Priority and
+	// Fairness (flowcontrol's bootstrap configuration is kept only then).
+	PriorityAndFairness bool
 }
 
 // addInternalVersion registers every kind of gv's own package (not the

@@ -50,6 +50,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		bind       = fs.String("bind-address", "127.0.0.1", "IP address to listen on")
 		port       = fs.Int("port", 0, "TCP port to listen on; 0 picks a free one")
 		verbose    = fs.Bool("v", false, "log at debug level")
+		apf        = fs.Bool("enable-priority-and-fairness", true, "apply API Priority and Fairness, as kube-apiserver's flag of that name")
 		crds       stringList
 	)
 	fs.Var(&crds, "crds", "file or directory of CRD YAML/JSON to install before serving (repeatable)")
@@ -67,7 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(stderr), level))
 	defer func() { _ = log.Sync() }()
 
-	srv, err := apiserver.New(apiserver.Options{Logger: log, BindAddress: *bind, Port: *port, CRDPaths: crds})
+	srv, err := apiserver.New(apiserver.Options{Logger: log, BindAddress: *bind, Port: *port, CRDPaths: crds,
+		DisablePriorityAndFairness: !*apf})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 // Package flowcontrol serves flowcontrol.apiserver.k8s.io/v1 flow schemas
-// and priority level configurations, with status. kubeembed stores them;
-// it does not apply priority and fairness to its own requests.
+// and priority level configurations, with status, and creates and keeps
+// kube-apiserver's bootstrap configuration (producer.go), which the server's
+// API Priority and Fairness filter applies.
 package flowcontrol
 
 import (
@@ -9,6 +10,7 @@ import (
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	genericapiserver "k8s.io/apiserver/pkg/server"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
@@ -24,6 +26,9 @@ func Provider() providers.Provider { return group }
 var group = registry.Group{
 	GroupVersion: gv, AddToScheme: flowcontrolv1.AddToScheme,
 	Served: []registry.Served{flowSchemas, priorityLevels},
+	Hooks: map[string]func(providers.Config) genericapiserver.PostStartHookFunc{
+		"priority-and-fairness-config-producer": configProducer,
+	},
 }
 
 var flowSchemas = registry.Kind[*flowcontrolv1.FlowSchema]{

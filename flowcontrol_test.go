@@ -1,0 +1,189 @@
+package apiserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/testing/apiservertest"
+)
+
+// headers returns the response headers of an anonymous (cfg without
+// credentials) or authenticated GET of path.
+func headers(t *testing.T, cfg *rest.Config, path string) (int, http.Header) {
+	t.Helper()
+	hc, err := rest.HTTPClientFor(cfg)
+	require.NoError(t, err)
+	resp, err := hc.Get(cfg.Host + path)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	return resp.StatusCode, resp.Header
+}
+
+func TestPriorityAndFairnessClassifies(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	fc := c.FlowcontrolV1()
+	exempt, err := fc.FlowSchemas().Get(t.Context(), "exempt", metav1.GetOptions{})
+	require.NoError(t, err, "the mandatory configuration exists when Start returns")
+	for _, name := range []string{"catch-all", "global-default", "workload-low", "leader-election"} {
+		_, err := fc.PriorityLevelConfigurations().Get(t.Context(), name, metav1.GetOptions{})
+		assert.NoError(t, err, "bootstrap priority level %s", name)
+	}
+	code, h := headers(t, srv.RESTConfig(), "/api/v1/namespaces")
+	require.Equal(t, http.StatusOK, code)
+	assert.Equal(t, string(exempt.UID), h.Get("X-Kubernetes-PF-FlowSchema-UID"), "system:masters is exempt")
+	assert.NotEmpty(t, h.Get("X-Kubernetes-PF-PriorityLevel-UID"))
+
+	// A FlowSchema for a priority level that does not exist is dangling.
+	_, err = fc.FlowSchemas().Create(t.Context(), &flowcontrolv1.FlowSchema{ObjectMeta: metav1.ObjectMeta{Name: "dangling"},
+		Spec: flowcontrolv1.FlowSchemaSpec{PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: "missing"}}},
+		metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		fs, err := fc.FlowSchemas().Get(t.Context(), "dangling", metav1.GetOptions{})
+		require.NoError(c, err)
+		require.Len(c, fs.Status.Conditions, 1)
+		assert.Equal(c, flowcontrolv1.FlowSchemaConditionType(flowcontrolv1.FlowSchemaConditionDangling), fs.Status.Conditions[0].Type)
+		assert.Equal(c, flowcontrolv1.ConditionTrue, fs.Status.Conditions[0].Status)
+		assert.Equal(c, "NotFound", fs.Status.Conditions[0].Reason)
+	}, 10*time.Second, 10*time.Millisecond, "the configuration controller writes the condition")
+}
+
+// post creates a ConfigMap named name in namespace ns with a raw request,
+// and returns the status and headers.
+func post(t *testing.T, cfg *rest.Config, ns, name string) (int, http.Header) {
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return 0, nil
+	}
+	body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q}}`, name)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, cfg.Host+"/api/v1/namespaces/"+ns+"/configmaps", strings.NewReader(body))
+	if err != nil {
+		return 0, nil
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode, resp.Header
+}
+
+// holdingWebhook is a validating webhook that holds the creates of
+// ConfigMaps named "hold" until the test ends: each holds a seat of its
+// priority level meanwhile.
+func holdingWebhook(t *testing.T, c kubernetes.Interface, ns string) (held <-chan struct{}) {
+	heldCh, release := make(chan struct{}, 10), make(chan struct{})
+	hook := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var review admissionv1.AdmissionReview
+		_ = json.NewDecoder(r.Body).Decode(&review)
+		if review.Request.Name == "hold" {
+			heldCh <- struct{}{}
+			<-release
+		}
+		review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
+		_ = json.NewEncoder(w).Encode(review)
+	}))
+	t.Cleanup(hook.Close)
+	t.Cleanup(func() { close(release) }) // before hook.Close, which waits for handlers
+	none := admissionregistrationv1.SideEffectClassNone
+	_, err := c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(t.Context(), &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "hold"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: "hold.example.com", SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr(hook.URL),
+				CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hook.Certificate().Raw})},
+			Rules: []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}},
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return heldCh
+}
+
+// A saturated priority level rejects what its FlowSchema sends it, with 429
+// and Retry-After; other flows go on.
+func TestPriorityAndFairnessRejects(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	fc := c.FlowcontrolV1()
+	_, err := c.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "slow"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	held := holdingWebhook(t, c, "slow")
+	_, err = fc.PriorityLevelConfigurations().Create(t.Context(), &flowcontrolv1.PriorityLevelConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "one-seat"},
+		Spec: flowcontrolv1.PriorityLevelConfigurationSpec{Type: flowcontrolv1.PriorityLevelEnablementLimited,
+			Limited: &flowcontrolv1.LimitedPriorityLevelConfiguration{NominalConcurrencyShares: ptr(int32(0)),
+				LendablePercent: ptr(int32(0)), BorrowingLimitPercent: ptr(int32(0)),
+				LimitResponse: flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeReject}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	// Precedence 1 and a name before "exempt": it wins over the exempt
+	// FlowSchema for the admin's creates of ConfigMaps in "slow".
+	fs, err := fc.FlowSchemas().Create(t.Context(), &flowcontrolv1.FlowSchema{ObjectMeta: metav1.ObjectMeta{Name: "aaa-slow"},
+		Spec: flowcontrolv1.FlowSchemaSpec{PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: "one-seat"},
+			MatchingPrecedence: 1,
+			Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
+				Subjects: []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindGroup, Group: &flowcontrolv1.GroupSubject{Name: "system:masters"}}},
+				ResourceRules: []flowcontrolv1.ResourcePolicyRule{{Verbs: []string{"create"}, APIGroups: []string{""},
+					Resources: []string{"configmaps"}, Namespaces: []string{"slow"}}},
+			}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	cfg := srv.RESTConfig()
+	i := 0
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		i++
+		_, h := post(t, cfg, "slow", fmt.Sprintf("probe-%d", i))
+		assert.Equal(c, string(fs.UID), h.Get("X-Kubernetes-PF-FlowSchema-UID"), "the new configuration applies")
+	}, 10*time.Second, 10*time.Millisecond)
+
+	// Hold seats until the level is full; then it rejects.
+	for range 5 {
+		go post(t, cfg, "slow", "hold")
+		<-held
+		code, h := post(t, cfg, "slow", "next")
+		if code == http.StatusTooManyRequests {
+			assert.NotEmpty(t, h.Get("Retry-After"))
+			assert.Equal(t, string(fs.UID), h.Get("X-Kubernetes-PF-FlowSchema-UID"))
+			code, _ := post(t, cfg, "default", "other")
+			assert.Equal(t, http.StatusCreated, code, "other flows are not affected")
+			return
+		}
+	}
+	t.Fatal("the priority level never rejected")
+}
+
+func TestWithoutPriorityAndFairness(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{DisablePriorityAndFairness: true}))
+	code, h := headers(t, srv.RESTConfig(), "/api/v1/namespaces")
+	require.Equal(t, http.StatusOK, code)
+	assert.Empty(t, h.Get("X-Kubernetes-PF-FlowSchema-UID"))
+	list, err := clientset(t, srv).FlowcontrolV1().FlowSchemas().List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, list.Items, "no bootstrap configuration")
+	_, body := get(t, srv.RESTConfig(), "/readyz?verbose")
+	assert.Contains(t, body, "[+]poststarthook/max-in-flight-filter ok")
+	assert.NotContains(t, body, "priority-and-fairness")
+}

@@ -1,0 +1,181 @@
+package flowcontrol
+
+// The priority-and-fairness-config-producer hook, as kube-apiserver's: the
+// mandatory and suggested FlowSchemas and PriorityLevelConfigurations of
+// k8s.io/apiserver's bootstrap configuration are created at start, and kept:
+// the mandatory ones always (an operator's edits are stomped), the
+// suggested ones while their autoupdate annotation says so (or, without
+// one, while they are at generation 1).
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/apis/flowcontrol/bootstrap"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/kubernetes"
+	flowcontrolv1client "k8s.io/client-go/kubernetes/typed/flowcontrol/v1"
+
+	"github.com/kubeembed/apiserver/internal/retry"
+	"github.com/kubeembed/apiserver/providers"
+)
+
+// producerFieldManager is the field manager kube-apiserver writes the
+// bootstrap configuration as.
+const producerFieldManager = "api-priority-and-fairness-config-producer-v1"
+
+// ensurePeriod is how often the configuration is checked again.
+const ensurePeriod = time.Minute
+
+func configProducer(cfg providers.Config) genericapiserver.PostStartHookFunc {
+	if !cfg.PriorityAndFairness {
+		return nil
+	}
+	return func(ctx genericapiserver.PostStartHookContext) error {
+		client, err := kubernetes.NewForConfig(ctx.LoopbackClientConfig)
+		if err != nil {
+			return err
+		}
+		fc := client.FlowcontrolV1()
+		// The four sets name different objects: they are written at once,
+		// each object by a goroutine of its own (sequential writes of the 19
+		// objects were the longest hook, 17 ms of every start).
+		ensure := func(ctx context.Context) error {
+			g, ctx := errgroup.WithContext(ctx)
+			ensureAll(ctx, g, plcOps(fc), bootstrap.SuggestedPriorityLevelConfigurations, false)
+			ensureAll(ctx, g, fsOps(fc), bootstrap.SuggestedFlowSchemas, false)
+			ensureAll(ctx, g, plcOps(fc), bootstrap.MandatoryPriorityLevelConfigurations, true)
+			ensureAll(ctx, g, fsOps(fc), bootstrap.MandatoryFlowSchemas, true)
+			return g.Wait()
+		}
+		if err := retry.Until(ctx, ensure); err != nil {
+			return fmt.Errorf("APF bootstrap configuration: %w", err)
+		}
+		go func() {
+			t := time.NewTicker(ensurePeriod)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					_ = ensure(ctx) // retried at the next tick, as kube-apiserver does
+				}
+			}
+		}()
+		return nil
+	}
+}
+
+// ops are what ensuring needs of one kind.
+type ops[T metav1.Object] struct {
+	get      func(context.Context, string) (T, error)
+	create   func(context.Context, T) error
+	update   func(context.Context, T) error
+	copy     func(T) T
+	specOf   func(T) any
+	setSpec  func(into, from T)
+	defaults func(T)
+}
+
+func plcOps(fc flowcontrolv1client.FlowcontrolV1Interface) ops[*flowcontrolv1.PriorityLevelConfiguration] {
+	c := fc.PriorityLevelConfigurations()
+	return ops[*flowcontrolv1.PriorityLevelConfiguration]{
+		get: func(ctx context.Context, name string) (*flowcontrolv1.PriorityLevelConfiguration, error) {
+			return c.Get(ctx, name, metav1.GetOptions{})
+		},
+		create: func(ctx context.Context, o *flowcontrolv1.PriorityLevelConfiguration) error {
+			_, err := c.Create(ctx, o, metav1.CreateOptions{FieldManager: producerFieldManager})
+			return err
+		},
+		update: func(ctx context.Context, o *flowcontrolv1.PriorityLevelConfiguration) error {
+			_, err := c.Update(ctx, o, metav1.UpdateOptions{FieldManager: producerFieldManager})
+			return err
+		},
+		copy:     (*flowcontrolv1.PriorityLevelConfiguration).DeepCopy,
+		specOf:   func(o *flowcontrolv1.PriorityLevelConfiguration) any { return o.Spec },
+		setSpec:  func(into, from *flowcontrolv1.PriorityLevelConfiguration) { into.Spec = *from.Spec.DeepCopy() },
+		defaults: priorityLevels.Default,
+	}
+}
+
+func fsOps(fc flowcontrolv1client.FlowcontrolV1Interface) ops[*flowcontrolv1.FlowSchema] {
+	c := fc.FlowSchemas()
+	return ops[*flowcontrolv1.FlowSchema]{
+		get: func(ctx context.Context, name string) (*flowcontrolv1.FlowSchema, error) {
+			return c.Get(ctx, name, metav1.GetOptions{})
+		},
+		create: func(ctx context.Context, o *flowcontrolv1.FlowSchema) error {
+			_, err := c.Create(ctx, o, metav1.CreateOptions{FieldManager: producerFieldManager})
+			return err
+		},
+		update: func(ctx context.Context, o *flowcontrolv1.FlowSchema) error {
+			_, err := c.Update(ctx, o, metav1.UpdateOptions{FieldManager: producerFieldManager})
+			return err
+		},
+		copy:     (*flowcontrolv1.FlowSchema).DeepCopy,
+		specOf:   func(o *flowcontrolv1.FlowSchema) any { return o.Spec },
+		setSpec:  func(into, from *flowcontrolv1.FlowSchema) { into.Spec = *from.Spec.DeepCopy() },
+		defaults: flowSchemas.Default,
+	}
+}
+
+// ensureAll creates, in g, each bootstrap object that is missing and
+// revises those whose spec is to be kept (always when mandatory).
+func ensureAll[T metav1.Object](ctx context.Context, g *errgroup.Group, o ops[T], boots []T, mandatory bool) {
+	for _, boot := range boots {
+		g.Go(func() error {
+			cur, err := o.get(ctx, boot.GetName())
+			if apierrors.IsNotFound(err) {
+				err = o.create(ctx, o.copy(boot))
+				if apierrors.IsAlreadyExists(err) {
+					return nil // created concurrently; revised at the next pass
+				}
+			} else if err == nil {
+				err = revise(ctx, o, cur, boot, mandatory)
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", boot.GetName(), err)
+			}
+			return nil
+		})
+	}
+}
+
+// revise updates cur to boot's spec when it is kept up to date and differs
+// (after defaulting), and sets its autoupdate annotation to what is done.
+func revise[T metav1.Object](ctx context.Context, o ops[T], cur, boot T, mandatory bool) error {
+	autoUpdate := mandatory
+	if !autoUpdate {
+		v, err := strconv.ParseBool(cur.GetAnnotations()[flowcontrolv1.AutoUpdateAnnotationKey])
+		autoUpdate = (err == nil && v) || (err != nil && cur.GetGeneration() == 1)
+	}
+	want := o.copy(boot)
+	if o.defaults != nil {
+		o.defaults(want)
+	}
+	specChanged := autoUpdate && !apiequality.Semantic.DeepEqual(o.specOf(want), o.specOf(cur))
+	v, err := strconv.ParseBool(cur.GetAnnotations()[flowcontrolv1.AutoUpdateAnnotationKey])
+	annotationChanged := err != nil || v != autoUpdate
+	if !specChanged && !annotationChanged {
+		return nil
+	}
+	next := o.copy(cur)
+	if specChanged {
+		o.setSpec(next, boot)
+	}
+	annotations := next.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[flowcontrolv1.AutoUpdateAnnotationKey] = strconv.FormatBool(autoUpdate)
+	next.SetAnnotations(annotations)
+	return o.update(ctx, next)
+}
