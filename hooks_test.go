@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	apiregistrationclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
@@ -44,7 +46,9 @@ func TestHealthChecksByName(t *testing.T) {
 		"crd-informer-synced", "start-system-namespaces-controller", "start-kube-apiserver-identity-lease-controller",
 		"start-kube-apiserver-identity-lease-garbage-collector", "storage-readiness", "start-legacy-token-tracking-controller",
 		"scheduling/bootstrap-system-priority-classes", "bootstrap-controller", "start-kubernetes-service-cidr-controller",
-		"start-kube-aggregator-informers", "apiservice-status-local-available-controller", "apiservice-registration-controller",
+		"start-kube-aggregator-informers", "apiservice-status-local-available-controller", "apiservice-status-remote-available-controller",
+		"apiservice-registration-controller", "priority-and-fairness-config-consumer", "priority-and-fairness-filter",
+		"priority-and-fairness-config-producer",
 		"apiservice-discovery-controller", "kube-apiserver-autoregistration", "apiservice-openapiv3-controller"}
 	for path, checks := range map[string][]string{
 		"/healthz": {"ping", "log", "loopback-serving-certificate", "etcd"},
@@ -169,4 +173,29 @@ func keepEndpoints(t *testing.T, c kubernetes.Interface) {
 		e, ok := ev.Object.(*corev1.Endpoints)
 		return ok && assert.ObjectsAreEqual(want, e.Subsets)
 	})
+}
+
+// apiservice-status-remote-available-controller reports an APIService whose
+// Service is missing as kube-apiserver does.
+func TestRemoteAPIServiceUnavailable(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	c, err := apiregistrationclient.NewForConfig(srv.RESTConfig())
+	require.NoError(t, err)
+	_, err = c.ApiregistrationV1().APIServices().Create(t.Context(), &apiregistrationv1.APIService{
+		ObjectMeta: metav1.ObjectMeta{Name: "v1beta1.metrics.k8s.io"},
+		Spec: apiregistrationv1.APIServiceSpec{Group: "metrics.k8s.io", Version: "v1beta1", GroupPriorityMinimum: 100, VersionPriority: 100,
+			InsecureSkipTLSVerify: true, Service: &apiregistrationv1.ServiceReference{Namespace: "kube-system", Name: "metrics-server"}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c2 *assert.CollectT) {
+		svc, err := c.ApiregistrationV1().APIServices().Get(t.Context(), "v1beta1.metrics.k8s.io", metav1.GetOptions{})
+		require.NoError(c2, err)
+		require.Len(c2, svc.Status.Conditions, 1)
+		cond := svc.Status.Conditions[0]
+		assert.Equal(c2, apiregistrationv1.Available, cond.Type)
+		assert.Equal(c2, apiregistrationv1.ConditionFalse, cond.Status)
+		assert.Equal(c2, "ServiceNotFound", cond.Reason)
+		assert.Equal(c2, `service/metrics-server in "kube-system" is not present`, cond.Message)
+	}, 10*time.Second, 10*time.Millisecond)
 }

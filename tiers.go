@@ -243,10 +243,10 @@ func (tc *tierConfig) aggregatorConfig(track func(http.Handler) http.Handler) *a
 	return &aggregatorapiserver.Config{
 		GenericConfig: gc,
 		ExtraConfig: aggregatorapiserver.ExtraConfig{
+			// Aggregated API servers behind Services are not proxied yet:
+			// their APIServices are reported unavailable by the remote
+			// availability controller.
 			ServiceResolver: noServices{},
-			// Aggregated API servers behind Services are not supported yet;
-			// its informers would watch Services the core tier does not serve.
-			DisableRemoteAvailableConditionController: true,
 		},
 	}
 }
