@@ -45,9 +45,6 @@ type Server struct {
 	ca     *certs.CA
 	config *rest.Config
 
-	// servingNotAfter is when the serving certificate expires.
-	servingNotAfter time.Time
-
 	listener  *trackingListener
 	loopback  *inproc.Transport
 	informers *informerSet

@@ -61,8 +61,7 @@ func (s *Server) addHooks(tier *genericapiserver.GenericAPIServer) error {
 			return err
 		}
 	}
-	storage := healthz.NamedCheck("etcd", func(r *http.Request) error { return s.opts.storage.Check(r.Context()) })
-	return tier.AddHealthChecks(healthz.NamedCheck("loopback-serving-certificate", s.checkServingCertificate), storage)
+	return tier.AddHealthChecks(healthz.NamedCheck("etcd", func(r *http.Request) error { return s.opts.storage.Check(r.Context()) }))
 }
 
 // addReadyzChecks registers the readiness-only checks on the aggregator,
@@ -72,12 +71,16 @@ func (s *Server) addReadyzChecks(aggregator *genericapiserver.GenericAPIServer) 
 	return aggregator.AddReadyzChecks(healthz.NamedCheck("etcd-readiness", func(r *http.Request) error { return s.opts.storage.Check(r.Context()) }))
 }
 
-// checkServingCertificate fails once the serving certificate has expired.
-func (s *Server) checkServingCertificate(*http.Request) error {
-	if time.Now().After(s.servingNotAfter) {
-		return fmt.Errorf("the serving certificate expired at %s", s.servingNotAfter.Format(time.RFC3339))
-	}
-	return nil
+// servingCertificateCheck fails once the serving certificate has expired:
+// loopback-serving-certificate, of /healthz and /livez (not /readyz), as on
+// kube-apiserver.
+func servingCertificateCheck(notAfter time.Time) healthz.HealthChecker {
+	return healthz.NamedCheck("loopback-serving-certificate", func(*http.Request) error {
+		if time.Now().After(notAfter) {
+			return fmt.Errorf("the serving certificate expired at %s", notAfter.Format(time.RFC3339))
+		}
+		return nil
+	})
 }
 
 // identityLease keeps the server's identity Lease in kube-system, named by

@@ -65,6 +65,8 @@ func TestHealthChecksByName(t *testing.T) {
 		}
 		assert.True(t, strings.HasSuffix(body, path[1:]+" check passed\n"), body)
 	}
+	_, body := get(t, cfg, "/readyz?verbose")
+	assert.NotContains(t, body, "loopback-serving-certificate", "of /healthz and /livez only, as kube-apiserver's")
 	code, body := get(t, cfg, "/readyz/etcd")
 	assert.Equal(t, http.StatusOK, code)
 	assert.Equal(t, "ok", body)

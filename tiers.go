@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"time"
 
 	noopoteltrace "go.opentelemetry.io/otel/trace/noop"
 	apiextensionsv1beta1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1beta1"
@@ -48,9 +49,11 @@ import (
 // once, as kube-apiserver builds one generic configuration and copies it
 // into each tier.
 type tierConfig struct {
-	serving  *genericapiserver.SecureServingInfo
-	loopback *rest.Config
-	authn    authenticator.Request
+	serving *genericapiserver.SecureServingInfo
+	// servingNotAfter is when the serving certificate expires.
+	servingNotAfter time.Time
+	loopback        *rest.Config
+	authn           authenticator.Request
 	// tokens authenticates bearer tokens only, for TokenReview.
 	tokens    authenticator.Request
 	authz     authorizer.Authorizer
@@ -80,7 +83,7 @@ type tierConfig struct {
 // newTierConfig builds the shared configuration: certificates, the
 // in-process loopback, the informers, authentication, admission, OpenAPI.
 func (s *Server) newTierConfig() (*tierConfig, error) {
-	serving, err := s.servingInfo()
+	serving, notAfter, err := s.servingInfo()
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +96,7 @@ func (s *Server) newTierConfig() (*tierConfig, error) {
 		return nil, err
 	}
 	tc := &tierConfig{
-		serving: serving, loopback: loopback,
+		serving: serving, servingNotAfter: notAfter, loopback: loopback,
 		authn: s.authenticator(), tokens: s.tokenAuthenticator(),
 		authz: authorizerFunc(authorize), rules: rules{},
 		version:  effectiveVersion(),
@@ -129,17 +132,16 @@ func (s *Server) servingAddress() netip.AddrPort {
 
 // servingInfo serves TLS on the server's listener with a certificate of the
 // process CA.
-func (s *Server) servingInfo() (*genericapiserver.SecureServingInfo, error) {
+func (s *Server) servingInfo() (*genericapiserver.SecureServingInfo, time.Time, error) {
 	serving, err := s.ca.Serving("127.0.0.1", "::1", "localhost", s.opts.host)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
-	s.servingNotAfter = serving.NotAfter
 	cert, err := dynamiccertificates.NewStaticCertKeyContent("serving-cert", serving.CertPEM, serving.KeyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("serving certificate: %w", err)
+		return nil, time.Time{}, fmt.Errorf("serving certificate: %w", err)
 	}
-	return &genericapiserver.SecureServingInfo{Listener: s.listener, Cert: cert}, nil
+	return &genericapiserver.SecureServingInfo{Listener: s.listener, Cert: cert}, serving.NotAfter, nil
 }
 
 // loopbackConfig is the configuration of the server's own clients: they
@@ -237,6 +239,11 @@ func (tc *tierConfig) aggregatorConfig(track func(http.Handler) http.Handler) *a
 	gc := tc.genericConfig(codecs, getter, aggregatorapiserver.DefaultAPIResourceConfigSource())
 	// The aggregator serves /openapi/v3 merged from every tier itself.
 	gc.SkipOpenAPIInstallation = true
+	// Of /healthz and /livez only: a tier takes its delegate's health
+	// checks into all three.
+	certificate := servingCertificateCheck(tc.servingNotAfter)
+	gc.HealthzChecks = append(gc.HealthzChecks, certificate)
+	gc.LivezChecks = append(gc.LivezChecks, certificate)
 	gc.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
 		return track(genericapiserver.DefaultBuildHandlerChain(h, c))
 	}

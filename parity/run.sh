@@ -12,14 +12,18 @@ cd "$(dirname "$0")"
 
 cache="${KUBEEMBED_PARITY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeembed-parity}"
 mkdir -p "$cache"
-apiserver="$cache/kube-apiserver-v1.37.2"
+apiserver="$cache/kube-apiserver-v1.37.2-release"
 etcd="$cache/etcd-v3.7.3"
 
 # The versions come from go.mod; building them through it keeps the
 # replace directives of k8s.io/kubernetes inside this module.
 if [[ ! -x "$apiserver" ]]; then
 	echo "building kube-apiserver v1.37.2 into $cache (first run: ~16 minutes)" >&2
-	go build -o "$apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+	# Stamped as the release is (hack/lib/version.sh): without it /version
+	# reports "v0.0.0-master+$Format:%H$".
+	v=k8s.io/component-base/version
+	go build -ldflags "-X $v.gitVersion=v1.37.2 -X $v.gitMajor=1 -X $v.gitMinor=37 -X $v.gitTreeState=clean" \
+		-o "$apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
 	mv "$apiserver.tmp" "$apiserver"
 fi
 if [[ ! -x "$etcd" ]]; then

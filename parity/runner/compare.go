@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -151,6 +152,11 @@ func view(st Step, r Response) comparable {
 				dropPath(em["object"], path)
 			}
 		}
+	}
+	if text, ok := c.Body.(string); ok && st.SortLines {
+		lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+		slices.Sort(lines)
+		c.Body = strings.Join(lines, "\n")
 	}
 	if st.StatusOnly {
 		reason := ""

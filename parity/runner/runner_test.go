@@ -161,3 +161,12 @@ func TestScenariosLoad(t *testing.T) {
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, len(all), 300)
 }
+
+func TestDiffStepSortLines(t *testing.T) {
+	ref := Response{Code: 200, Body: "[+]ping ok\n[+]etcd ok\nhealthz check passed\n"}
+	reordered := Response{Code: 200, Body: "[+]etcd ok\n[+]ping ok\nhealthz check passed\n"}
+	missing := Response{Code: 200, Body: "[+]ping ok\nhealthz check passed\n"}
+	assert.NotEmpty(t, diffStep(Step{}, ref, reordered), "order counts by default")
+	assert.Empty(t, diffStep(Step{SortLines: true}, ref, reordered))
+	assert.Contains(t, diffStep(Step{SortLines: true}, ref, missing), "etcd", "a missing line is a difference")
+}

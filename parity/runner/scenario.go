@@ -79,6 +79,9 @@ type Step struct {
 	Until int `json:"until,omitempty"`
 	// StatusOnly compares only the status code, reason and content type.
 	StatusOnly bool `json:"statusOnly,omitempty"`
+	// SortLines compares a text body as its lines in sorted order: health
+	// checks are listed in the order each server registered them.
+	SortLines bool `json:"sortLines,omitempty"`
 }
 
 func (s Step) timeout() time.Duration {
