@@ -7,7 +7,6 @@ package apiserver
 import (
 	"fmt"
 	"maps"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -178,11 +177,12 @@ func (c completedCoreConfig) New(delegate genericapiserver.DelegationTarget) (*c
 	return t, nil
 }
 
-// install installs the providers' groups and registers their post-start
-// hooks. The named groups are installed in one call, as kube-apiserver does:
+// install installs the providers' groups (which register their post-start
+// hooks on the tier). The named groups are installed in one call, as kube-apiserver does:
 // their OpenAPI models (for server-side apply) are then built once, not once
 // per group with the shared definitions built again each time.
 func (c completedCoreConfig) install(server *genericapiserver.GenericAPIServer) error {
+	c.build.AddPostStartHook = server.AddPostStartHook
 	var groups []*genericapiserver.APIGroupInfo
 	for _, p := range c.providers {
 		storage, err := p.Storage(c.build)
@@ -201,29 +201,6 @@ func (c completedCoreConfig) install(server *genericapiserver.GenericAPIServer) 
 	}
 	if err := server.InstallAPIGroups(groups...); err != nil {
 		return fmt.Errorf("install groups: %w", err)
-	}
-	return c.addHooks(server)
-}
-
-// addHooks registers the providers' post-start hooks, in name order.
-func (c completedCoreConfig) addHooks(server *genericapiserver.GenericAPIServer) error {
-	for _, p := range c.providers {
-		h, ok := p.(providers.PostStartHookProvider)
-		if !ok {
-			continue
-		}
-		hooks, err := h.PostStartHooks(c.build)
-		if err != nil {
-			return fmt.Errorf("post-start hooks of group %q: %w", p.GroupName(), err)
-		}
-		for _, name := range slices.Sorted(maps.Keys(hooks)) {
-			if hooks[name] == nil {
-				continue
-			}
-			if err := server.AddPostStartHook(name, hooks[name]); err != nil {
-				return err
-			}
-		}
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
@@ -20,6 +21,8 @@ import (
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	apiregistrationclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 
+	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/storage/memory"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
 
@@ -45,7 +48,7 @@ func TestHealthChecksByName(t *testing.T) {
 		"storage-object-count-tracker-hook", "start-apiextensions-informers", "start-apiextensions-controllers",
 		"crd-informer-synced", "start-system-namespaces-controller", "start-kube-apiserver-identity-lease-controller",
 		"start-kube-apiserver-identity-lease-garbage-collector", "storage-readiness", "start-legacy-token-tracking-controller",
-		"scheduling/bootstrap-system-priority-classes", "bootstrap-controller", "start-kubernetes-service-cidr-controller",
+		"scheduling/bootstrap-system-priority-classes", "bootstrap-controller", "start-kubernetes-service-cidr-controller", "start-service-ip-repair-controllers",
 		"start-kube-aggregator-informers", "apiservice-status-local-available-controller", "apiservice-status-remote-available-controller",
 		"apiservice-registration-controller", "priority-and-fairness-config-consumer", "priority-and-fairness-filter",
 		"priority-and-fairness-config-producer",
@@ -200,4 +203,32 @@ func TestRemoteAPIServiceUnavailable(t *testing.T) {
 		assert.Equal(c2, "ServiceNotFound", cond.Reason)
 		assert.Equal(c2, `service/metrics-server in "kube-system" is not present`, cond.Message)
 	}, 10*time.Second, 10*time.Millisecond)
+}
+
+// start-service-ip-repair-controllers: a server on storage that already
+// holds services does not hand their cluster IPs and node ports out again.
+func TestServiceIPRepair(t *testing.T) {
+	t.Parallel()
+	backend := memory.NewBackend(memory.Options{})
+	t.Cleanup(func() { _ = backend.Close() })
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort,
+		ClusterIP: "10.0.0.50", Ports: []corev1.ServicePort{{Port: 80, NodePort: 30080}}}}
+	first := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{Storage: backend}))
+	_, err := clientset(t, first).CoreV1().Services("default").Create(t.Context(), svc, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, first.Close())
+
+	second := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{Storage: backend}))
+	c := clientset(t, second).CoreV1().Services("default")
+	_, err = c.Get(t.Context(), "web", metav1.GetOptions{})
+	require.NoError(t, err, "the second server serves the first one's objects")
+	same := svc.DeepCopy()
+	same.Name = "web-2"
+	_, err = c.Create(t.Context(), same, metav1.CreateOptions{})
+	require.True(t, apierrors.IsInvalid(err), "the cluster IP is taken: %v", err)
+	assert.ErrorContains(t, err, "10.0.0.50")
+	same.Spec.ClusterIP = ""
+	_, err = c.Create(t.Context(), same, metav1.CreateOptions{})
+	require.True(t, apierrors.IsInvalid(err), "the node port is taken: %v", err)
+	assert.ErrorContains(t, err, "30080")
 }

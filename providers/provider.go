@@ -36,19 +36,6 @@ type Provider interface {
 	Storage(cfg Config) (map[string]map[string]rest.Storage, error)
 }
 
-// PostStartHookProvider is implemented by a Provider with work to do once
-// the server serves, such as creating and keeping the group's system
-// objects, as kube-apiserver's RESTStorageProviders do: each hook is
-// registered under its name (kube-apiserver's, where it has one), gets a
-// loopback client configuration, and /readyz and /healthz report it. It is
-// called once, after Storage, before the server starts: informers the hooks
-// will use must be requested from Config.Informers then, so that they are
-// synced when the hooks run. A nil hook in the map is none: a hook that does
-// not apply to the server's configuration.
-type PostStartHookProvider interface {
-	PostStartHooks(cfg Config) (map[string]genericapiserver.PostStartHookFunc, error)
-}
-
 // OpenAPIProvider is implemented by a Provider whose types are not in
 // k8s.io/api: its OpenAPI definitions (as openapi-gen writes them) are
 // merged with the built-in ones. The generic server needs a definition for
@@ -75,8 +62,16 @@ type Config struct {
 	// default/kubernetes Service.
 	ServingAddress netip.AddrPort
 	// Informers is the server's shared informer factory (it starts them),
-	// for providers' hooks and REST logic that watch objects.
+	// for providers' hooks and REST logic that watch objects. Informers
+	// must be requested while the provider builds its storage, so that they
+	// are synced when the server starts.
 	Informers informers.SharedInformerFactory
+	// AddPostStartHook registers work to do once the server serves, such as
+	// creating and keeping the group's system objects, as kube-apiserver's
+	// RESTStorageProviders do: under kube-apiserver's name where it has one;
+	// the hook gets a loopback client configuration, and /readyz waits for
+	// it and reports it by name.
+	AddPostStartHook func(name string, hook genericapiserver.PostStartHookFunc) error
 	// PriorityAndFairness says whether the server applies API Priority and
 	// Fairness (flowcontrol's bootstrap configuration is kept only then).
 	PriorityAndFairness bool

@@ -11,6 +11,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,6 +22,7 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/internal/podspec"
@@ -347,6 +349,30 @@ func allocateServices(cfg providers.Config, store *registry.Store, s map[string]
 		return finish(added, len(opts.DryRun) > 0), nil
 	}
 	s["services"] = &serviceREST{Store: store, alloc: alloc, ips: ips}
+	return cfg.AddPostStartHook("start-service-ip-repair-controllers", func(ctx genericapiserver.PostStartHookContext) error {
+		return repairAllocations(ctx, store, alloc)
+	})
+}
+
+// repairAllocations marks the cluster IPs and node ports of the services
+// already stored as allocated, as kube-apiserver's repair controllers
+// rebuild its allocators: a server started on storage that holds services
+// (another server's, or a restarted one's) must not hand them out again.
+func repairAllocations(ctx context.Context, store *registry.Store, alloc *allocator) error {
+	list, err := store.List(genericapirequest.WithNamespace(ctx, metav1.NamespaceAll), &metainternalversion.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list services: %w", err)
+	}
+	for _, s := range list.(*corev1.ServiceList).Items {
+		for _, ip := range s.Spec.ClusterIPs {
+			_, _ = alloc.allocateIP(ip) // None, or allocated by a write since
+		}
+		for _, p := range s.Spec.Ports {
+			if p.NodePort != 0 {
+				_, _ = alloc.allocatePort(p.NodePort)
+			}
+		}
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -67,24 +68,13 @@ type Group struct {
 	// Link connects the storage of the group's resources once all are
 	// built, by resource name (a namespace's default service account).
 	Link func(map[string]rest.Storage) error
-	// Hooks are the group's post-start hooks by name, each built from the
-	// server's configuration: see providers.PostStartHookProvider.
+	// Hooks are the group's post-start hooks by name (see
+	// providers.Config.AddPostStartHook), each built from the server's
+	// configuration; a nil hook does not apply to it.
 	Hooks map[string]func(providers.Config) genericapiserver.PostStartHookFunc
 }
 
-var (
-	_ providers.Provider              = Group{}
-	_ providers.PostStartHookProvider = Group{}
-)
-
-// PostStartHooks implements providers.PostStartHookProvider.
-func (g Group) PostStartHooks(cfg providers.Config) (map[string]genericapiserver.PostStartHookFunc, error) {
-	hooks := make(map[string]genericapiserver.PostStartHookFunc, len(g.Hooks))
-	for name, build := range g.Hooks {
-		hooks[name] = build(cfg)
-	}
-	return hooks, nil
-}
+var _ providers.Provider = Group{}
 
 // GroupName implements providers.Provider.
 func (g Group) GroupName() string { return g.GroupVersion.Group }
@@ -122,6 +112,13 @@ func (g Group) Storage(cfg providers.Config) (map[string]map[string]rest.Storage
 	if g.Link != nil {
 		if err := g.Link(out); err != nil {
 			return nil, fmt.Errorf("%s: %w", g.GroupVersion, err)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(g.Hooks)) {
+		if hook := g.Hooks[name](cfg); hook != nil {
+			if err := cfg.AddPostStartHook(name, hook); err != nil {
+				return nil, err
+			}
 		}
 	}
 	versions := map[string]map[string]rest.Storage{g.GroupVersion.Version: out}
