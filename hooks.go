@@ -55,6 +55,7 @@ func (s *Server) addHooks(tier *genericapiserver.GenericAPIServer) error {
 		{"start-kube-apiserver-identity-lease-controller", s.identityLease(tier.APIServerID)},
 		{"start-kube-apiserver-identity-lease-garbage-collector", collectIdentityLeases},
 		{"start-legacy-token-tracking-controller", s.trackLegacyTokens},
+		{"start-cluster-authentication-info-controller", publishAuthenticationInfo},
 	}
 	for _, h := range hooks {
 		if err := tier.AddPostStartHook(h.name, h.hook); err != nil {
@@ -191,6 +192,15 @@ func (s *Server) trackLegacyTokens(ctx genericapiserver.PostStartHookContext) er
 		return err
 	})
 }
+
+// publishAuthenticationInfo is kube-apiserver's cluster authentication info
+// controller: it publishes the client CA and the request-header
+// authentication settings in kube-system/extension-apiserver-authentication,
+// for aggregated API servers and webhooks to read. It publishes nothing when
+// the server has neither, as kube-apiserver started without
+// --client-ca-file and --requestheader-client-ca-file does (compared by
+// parity/): kubeembed authenticates by token only, for now.
+func publishAuthenticationInfo(genericapiserver.PostStartHookContext) error { return nil }
 
 // every calls f every interval until ctx ends (the first call after one
 // interval); a failed call waits for the next.

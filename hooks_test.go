@@ -48,6 +48,7 @@ func TestHealthChecksByName(t *testing.T) {
 		"storage-object-count-tracker-hook", "start-apiextensions-informers", "start-apiextensions-controllers",
 		"crd-informer-synced", "start-system-namespaces-controller", "start-kube-apiserver-identity-lease-controller",
 		"start-kube-apiserver-identity-lease-garbage-collector", "storage-readiness", "start-legacy-token-tracking-controller",
+		"start-cluster-authentication-info-controller",
 		"scheduling/bootstrap-system-priority-classes", "bootstrap-controller", "start-kubernetes-service-cidr-controller", "start-service-ip-repair-controllers",
 		"start-kube-aggregator-informers", "apiservice-status-local-available-controller", "apiservice-status-remote-available-controller",
 		"apiservice-registration-controller", "priority-and-fairness-config-consumer", "priority-and-fairness-filter",
