@@ -223,6 +223,11 @@ func TestServiceIPRepair(t *testing.T) {
 	c := clientset(t, second).CoreV1().Services("default")
 	_, err = c.Get(t.Context(), "web", metav1.GetOptions{})
 	require.NoError(t, err, "the second server serves the first one's objects")
+	kubernetes, err := c.Get(t.Context(), "kubernetes", metav1.GetOptions{})
+	require.NoError(t, err)
+	u, err := url.Parse(second.URL())
+	require.NoError(t, err)
+	assert.Equal(t, u.Port(), kubernetes.Spec.Ports[0].TargetPort.String(), "default/kubernetes points at the server that runs")
 	same := svc.DeepCopy()
 	same.Name = "web-2"
 	_, err = c.Create(t.Context(), same, metav1.CreateOptions{})

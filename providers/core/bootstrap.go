@@ -170,14 +170,24 @@ func ensureServiceCIDR(ctx context.Context, client kubernetes.Interface) error {
 // address, as kube-apiserver's endpoint reconciler publishes its own.
 func ensureKubernetesService(addr netip.AddrPort) func(context.Context, kubernetes.Interface) error {
 	return func(ctx context.Context, client kubernetes.Interface) error {
-		ip := serviceCIDR.Addr().Next().String()
-		_, err := client.CoreV1().Services(metav1.NamespaceDefault).Create(ctx, &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: kubernetesService, Labels: map[string]string{"component": "apiserver", "provider": "kubernetes"}},
-			Spec: corev1.ServiceSpec{ClusterIP: ip, ClusterIPs: []string{ip}, SessionAffinity: corev1.ServiceAffinityNone,
-				Ports: []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(int32(addr.Port()))}}},
-		}, metav1.CreateOptions{})
+		// Read first: on storage that holds the Service (a restart), a
+		// create would fail on its cluster IP, allocated by the repair.
+		services := client.CoreV1().Services(metav1.NamespaceDefault)
+		ports := []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(int32(addr.Port()))}}
+		svc, err := services.Get(ctx, kubernetesService, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			ip := serviceCIDR.Addr().Next().String()
+			_, err = services.Create(ctx, &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: kubernetesService, Labels: map[string]string{"component": "apiserver", "provider": "kubernetes"}},
+				Spec:       corev1.ServiceSpec{ClusterIP: ip, ClusterIPs: []string{ip}, SessionAffinity: corev1.ServiceAffinityNone, Ports: ports},
+			}, metav1.CreateOptions{})
+		case err == nil && !reflect.DeepEqual(svc.Spec.Ports, ports):
+			svc.Spec.Ports = ports // another server's, or changed
+			_, err = services.Update(ctx, svc, metav1.UpdateOptions{})
+		}
 		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create the kubernetes service: %w", err)
+			return fmt.Errorf("the kubernetes service: %w", err)
 		}
 		if err := ensureEndpoints(ctx, client, addr); err != nil {
 			return err
