@@ -103,7 +103,7 @@ func (s *Server) identityLease(name string) genericapiserver.PostStartHookFunc {
 		if err := retry.Until(ctx, renew); err != nil {
 			return err
 		}
-		go every(ctx, identityRenewInterval, renew)
+		go retry.Every(ctx, identityRenewInterval, renew)
 		return nil
 	}
 }
@@ -169,7 +169,7 @@ func collectIdentityLeases(ctx genericapiserver.PostStartHookContext) error {
 		return nil
 	}
 	_ = collect(ctx) // what a stopped server left; retried every hour
-	go every(ctx, identityLeaseDuration, collect)
+	go retry.Every(ctx, identityLeaseDuration, collect)
 	return nil
 }
 
@@ -201,18 +201,3 @@ func (s *Server) trackLegacyTokens(ctx genericapiserver.PostStartHookContext) er
 // --client-ca-file and --requestheader-client-ca-file does (compared by
 // parity/): kubeembed authenticates by token only, for now.
 func publishAuthenticationInfo(genericapiserver.PostStartHookContext) error { return nil }
-
-// every calls f every interval until ctx ends (the first call after one
-// interval); a failed call waits for the next.
-func every(ctx context.Context, interval time.Duration, f func(context.Context) error) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			_ = f(ctx)
-		}
-	}
-}

@@ -1,6 +1,7 @@
-// Package retry retries the server's calls to itself while it starts: the
-// first calls of post-start hooks and of Start may race the server's own
-// start-up (handlers not installed yet, informers not synced).
+// Package retry retries the server's calls to itself: the first calls of
+// post-start hooks and of Start may race the server's own start-up (handlers
+// not installed yet, informers not synced), and controllers redo their work
+// periodically.
 package retry
 
 import (
@@ -50,4 +51,20 @@ func Ensure(ctx context.Context, create func(context.Context) error) error {
 func NamespaceSeen(namespaces corev1listers.NamespaceLister, ns string) error {
 	_, err := namespaces.Get(ns)
 	return err
+}
+
+// Every calls f every interval (the first call after one interval) until
+// ctx ends; a failed call waits for the next, as kube-apiserver's periodic
+// controllers do.
+func Every(ctx context.Context, interval time.Duration, f func(context.Context) error) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = f(ctx)
+		}
+	}
 }

@@ -58,27 +58,22 @@ func configProducer(cfg providers.Config) genericapiserver.PostStartHookFunc {
 		if err := retry.Until(ctx, ensure); err != nil {
 			return fmt.Errorf("APF bootstrap configuration: %w", err)
 		}
-		go func() {
-			t := time.NewTicker(ensurePeriod)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					_ = ensure(ctx) // retried at the next tick, as kube-apiserver does
-				}
-			}
-		}()
+		go retry.Every(ctx, ensurePeriod, ensure)
 		return nil
 	}
 }
 
+// client is what ensuring needs of a typed client (FlowSchemas' and
+// PriorityLevelConfigurations' both are).
+type client[T any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
 // ops are what ensuring needs of one kind.
 type ops[T metav1.Object] struct {
-	get      func(context.Context, string) (T, error)
-	create   func(context.Context, T) error
-	update   func(context.Context, T) error
+	client   client[T]
 	copy     func(T) T
 	specOf   func(T) any
 	setSpec  func(into, from T)
@@ -86,19 +81,7 @@ type ops[T metav1.Object] struct {
 }
 
 func plcOps(fc flowcontrolv1client.FlowcontrolV1Interface) ops[*flowcontrolv1.PriorityLevelConfiguration] {
-	c := fc.PriorityLevelConfigurations()
-	return ops[*flowcontrolv1.PriorityLevelConfiguration]{
-		get: func(ctx context.Context, name string) (*flowcontrolv1.PriorityLevelConfiguration, error) {
-			return c.Get(ctx, name, metav1.GetOptions{})
-		},
-		create: func(ctx context.Context, o *flowcontrolv1.PriorityLevelConfiguration) error {
-			_, err := c.Create(ctx, o, metav1.CreateOptions{FieldManager: producerFieldManager})
-			return err
-		},
-		update: func(ctx context.Context, o *flowcontrolv1.PriorityLevelConfiguration) error {
-			_, err := c.Update(ctx, o, metav1.UpdateOptions{FieldManager: producerFieldManager})
-			return err
-		},
+	return ops[*flowcontrolv1.PriorityLevelConfiguration]{client: fc.PriorityLevelConfigurations(),
 		copy:     (*flowcontrolv1.PriorityLevelConfiguration).DeepCopy,
 		specOf:   func(o *flowcontrolv1.PriorityLevelConfiguration) any { return o.Spec },
 		setSpec:  func(into, from *flowcontrolv1.PriorityLevelConfiguration) { into.Spec = *from.Spec.DeepCopy() },
@@ -107,19 +90,7 @@ func plcOps(fc flowcontrolv1client.FlowcontrolV1Interface) ops[*flowcontrolv1.Pr
 }
 
 func fsOps(fc flowcontrolv1client.FlowcontrolV1Interface) ops[*flowcontrolv1.FlowSchema] {
-	c := fc.FlowSchemas()
-	return ops[*flowcontrolv1.FlowSchema]{
-		get: func(ctx context.Context, name string) (*flowcontrolv1.FlowSchema, error) {
-			return c.Get(ctx, name, metav1.GetOptions{})
-		},
-		create: func(ctx context.Context, o *flowcontrolv1.FlowSchema) error {
-			_, err := c.Create(ctx, o, metav1.CreateOptions{FieldManager: producerFieldManager})
-			return err
-		},
-		update: func(ctx context.Context, o *flowcontrolv1.FlowSchema) error {
-			_, err := c.Update(ctx, o, metav1.UpdateOptions{FieldManager: producerFieldManager})
-			return err
-		},
+	return ops[*flowcontrolv1.FlowSchema]{client: fc.FlowSchemas(),
 		copy:     (*flowcontrolv1.FlowSchema).DeepCopy,
 		specOf:   func(o *flowcontrolv1.FlowSchema) any { return o.Spec },
 		setSpec:  func(into, from *flowcontrolv1.FlowSchema) { into.Spec = *from.Spec.DeepCopy() },
@@ -132,9 +103,9 @@ func fsOps(fc flowcontrolv1client.FlowcontrolV1Interface) ops[*flowcontrolv1.Flo
 func ensureAll[T metav1.Object](ctx context.Context, g *errgroup.Group, o ops[T], boots []T, mandatory bool) {
 	for _, boot := range boots {
 		g.Go(func() error {
-			cur, err := o.get(ctx, boot.GetName())
+			cur, err := o.client.Get(ctx, boot.GetName(), metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
-				err = o.create(ctx, o.copy(boot))
+				_, err = o.client.Create(ctx, o.copy(boot), metav1.CreateOptions{FieldManager: producerFieldManager})
 				if apierrors.IsAlreadyExists(err) {
 					return nil // created concurrently; revised at the next pass
 				}
@@ -177,5 +148,6 @@ func revise[T metav1.Object](ctx context.Context, o ops[T], cur, boot T, mandato
 	}
 	annotations[flowcontrolv1.AutoUpdateAnnotationKey] = strconv.FormatBool(autoUpdate)
 	next.SetAnnotations(annotations)
-	return o.update(ctx, next)
+	_, err = o.client.Update(ctx, next, metav1.UpdateOptions{FieldManager: producerFieldManager})
+	return err
 }
