@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/kubeembed/apiserver/faults"
 	"github.com/kubeembed/apiserver/internal/certs"
 	"github.com/kubeembed/apiserver/internal/globals"
 	"github.com/kubeembed/apiserver/internal/inproc"
@@ -44,6 +45,9 @@ type Server struct {
 	url    string
 	ca     *certs.CA
 	config *rest.Config
+
+	faults   *faults.Injector
+	recorder *faults.Recorder
 
 	listener  *trackingListener
 	loopback  *inproc.Transport
@@ -72,7 +76,7 @@ func New(opts Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: c, log: c.log, runDone: make(chan struct{})}
+	s := &Server{opts: c, log: c.log, runDone: make(chan struct{}), faults: &faults.Injector{}, recorder: &faults.Recorder{}}
 	defer func() {
 		if err != nil {
 			s.abort()
@@ -178,6 +182,8 @@ func (s *Server) start(ctx context.Context) error {
 	if err := s.installCRDs(ctx); err != nil {
 		return err
 	}
+	// Start's own requests (readiness polls, CRDs) are not the clients'.
+	s.recorder.Reset()
 	s.log.Info("kube-apiserver ready", zap.String("url", s.url))
 	return nil
 }
@@ -258,6 +264,15 @@ func (s *Server) DiscoveryClient() (discovery.DiscoveryInterface, error) {
 func (s *Server) APIExtensionsClientset() (apiextensionsclient.Interface, error) {
 	return apiextensionsclient.NewForConfig(s.RESTConfig())
 }
+
+// Faults returns the server's fault injector: its rules apply to the
+// requests clients send after authentication (not to the server's own).
+// In tests, apiservertest.InjectFault removes a rule when the test ends.
+func (s *Server) Faults() *faults.Injector { return s.faults }
+
+// Recorder returns the server's request recorder: every request clients
+// sent since Start returned (not the server's own), with its answer.
+func (s *Server) Recorder() *faults.Recorder { return s.recorder }
 
 // InformerFactory returns the shared typed informer factory the server's
 // tiers and admission use. Start starts the informers requested before it;

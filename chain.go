@@ -3,11 +3,14 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
 	"k8s.io/kube-openapi/pkg/validation/spec"
+
+	"github.com/kubeembed/apiserver/faults"
 )
 
 // chain is the three delegating tiers kube-apiserver's CreateServerChain
@@ -46,7 +49,8 @@ func (s *Server) buildChain() (*chain, error) {
 		return nil, err
 	}
 
-	agg, err := tc.aggregatorConfig(s.listener.track).Complete().NewWithDelegate(core.delegate)
+	withFaults := func(h http.Handler) http.Handler { return faults.Handler(h, s.faults, s.recorder) }
+	agg, err := tc.aggregatorConfig(s.listener.track, withFaults).Complete().NewWithDelegate(core.delegate)
 	if err != nil {
 		return nil, fmt.Errorf("aggregator tier: %w", err)
 	}

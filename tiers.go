@@ -231,8 +231,9 @@ func (tc *tierConfig) extensionsConfig() *apiextensionsapiserver.Config {
 
 // aggregatorConfig is the aggregator tier's configuration: APIServices, the
 // merged discovery and OpenAPI of the tiers behind it. track wraps its
-// handler chain, the outermost of the server.
-func (tc *tierConfig) aggregatorConfig(track func(http.Handler) http.Handler) *aggregatorapiserver.Config {
+// handler chain, the outermost of the server; inner wraps the handler the
+// chain protects (inside authentication: faults and recording).
+func (tc *tierConfig) aggregatorConfig(track, inner func(http.Handler) http.Handler) *aggregatorapiserver.Config {
 	codecs := aggregatorscheme.Codecs
 	getter := simpleGetter(tc.storage, codecs.LegacyCodec(apiregistrationv1.SchemeGroupVersion, apiregistrationv1beta1.SchemeGroupVersion),
 		runtime.NewMultiGroupVersioner(apiregistrationv1.SchemeGroupVersion, schema.GroupKind{Group: apiregistrationv1beta1.GroupName}))
@@ -245,7 +246,7 @@ func (tc *tierConfig) aggregatorConfig(track func(http.Handler) http.Handler) *a
 	gc.HealthzChecks = append(gc.HealthzChecks, certificate)
 	gc.LivezChecks = append(gc.LivezChecks, certificate)
 	gc.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
-		return track(genericapiserver.DefaultBuildHandlerChain(h, c))
+		return track(genericapiserver.DefaultBuildHandlerChain(inner(h), c))
 	}
 	return &aggregatorapiserver.Config{
 		GenericConfig: gc,

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/faults"
 )
 
 // TB is the part of testing.TB that Start uses; Ginkgo's GinkgoT() has it.
@@ -134,4 +135,10 @@ func trimNewline(p []byte) string {
 		p = p[:n-1]
 	}
 	return string(p)
+}
+
+// InjectFault adds rule to the server's faults until the test ends.
+func InjectFault(t TB, srv *apiserver.Server, rule faults.Rule) {
+	t.Helper()
+	t.Cleanup(srv.Faults().Add(rule))
 }
