@@ -32,6 +32,7 @@ import (
 	"github.com/kubeembed/apiserver/internal/globals"
 	"github.com/kubeembed/apiserver/internal/inproc"
 	"github.com/kubeembed/apiserver/internal/version"
+	"github.com/kubeembed/apiserver/storage"
 )
 
 // AdminUser is the user name of the admin token's identity.
@@ -48,6 +49,8 @@ type Server struct {
 
 	faults   *faults.Injector
 	recorder *faults.Recorder
+	// afterRestore are the providers' repairs of state kept beside storage.
+	afterRestore []func(context.Context) error
 
 	listener  *trackingListener
 	loopback  *inproc.Transport
@@ -273,6 +276,40 @@ func (s *Server) Faults() *faults.Injector { return s.faults }
 // Recorder returns the server's request recorder: every request clients
 // sent since Start returned (not the server's own), with its answer.
 func (s *Server) Recorder() *faults.Recorder { return s.recorder }
+
+// Snapshot returns the state of every object the server stores, CRDs and
+// custom resources included, at the current revision: what Restore puts
+// back. The storage backend must be able to take snapshots (storage/memory,
+// the default, can).
+func (s *Server) Snapshot() (storage.Snapshot, error) {
+	sn, ok := s.opts.storage.(storage.Snapshotter)
+	if !ok {
+		return nil, fmt.Errorf("snapshot: storage backend %T cannot take snapshots", s.opts.storage)
+	}
+	return sn.Snapshot(), nil
+}
+
+// Restore puts back the objects of snap, a snapshot of this server's
+// storage: what changed since is written back at new resourceVersions (they
+// only grow), what was created since is deleted. Watches that missed more
+// than the last change end with 410 Gone, so clients (informers included)
+// list again; a Ginkgo suite can seed a server once and Restore before each
+// spec instead of starting a server per spec.
+func (s *Server) Restore(ctx context.Context, snap storage.Snapshot) error {
+	sn, ok := s.opts.storage.(storage.Snapshotter)
+	if !ok {
+		return fmt.Errorf("restore: storage backend %T cannot restore snapshots", s.opts.storage)
+	}
+	if err := sn.Restore(snap); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	for _, f := range s.afterRestore {
+		if err := f(ctx); err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+	}
+	return nil
+}
 
 // InformerFactory returns the shared typed informer factory the server's
 // tiers and admission use. Start starts the informers requested before it;

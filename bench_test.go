@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -174,5 +175,42 @@ func BenchmarkHeapPerServer(b *testing.B) {
 			_ = s.Close()
 		}
 		_ = warm.Close()
+	}
+}
+
+// BenchmarkRestore1000 restores a server of 1,000 ConfigMaps after one was
+// changed, one deleted and one created since the snapshot: a Ginkgo suite's
+// reset between specs.
+func BenchmarkRestore1000(b *testing.B) {
+	srv := startServer(b, apiserver.Options{})
+	b.Cleanup(func() { _ = srv.Close() })
+	c, err := srv.Clientset()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cms := c.CoreV1().ConfigMaps("default")
+	ctx := context.Background()
+	for i := range 1000 {
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}}, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	snap, err := srv.Snapshot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		b.StopTimer()
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm-0"}, Data: map[string]string{"k": "v"}}
+		_, err1 := cms.Update(ctx, cm, metav1.UpdateOptions{})
+		err2 := cms.Delete(ctx, "cm-1", metav1.DeleteOptions{})
+		_, err3 := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "extra"}}, metav1.CreateOptions{})
+		if err := errors.Join(err1, err2, err3); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if err := srv.Restore(ctx, snap); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

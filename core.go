@@ -5,6 +5,7 @@ package apiserver
 // RESTStorageProviders.
 
 import (
+	"context"
 	"fmt"
 	"maps"
 
@@ -108,6 +109,8 @@ type coreConfig struct {
 	// providers, served instead of building the tier's own; nil if none.
 	openAPI    *handler3.OpenAPIService
 	openAPIKey string
+	// afterRestore registers what providers do after a restore.
+	afterRestore func(func(context.Context) error)
 }
 
 // newCoreConfig stores each provider's resources as kube-apiserver does:
@@ -131,6 +134,7 @@ func (tc *tierConfig) newCoreConfig() *coreConfig {
 		generic: tc.genericConfig(codecs, getter, resources), providers: tc.providers,
 		build: build, codecs: codecs,
 		openAPI: openapi.V3Services.Load(tc.openAPIKey), openAPIKey: tc.openAPIKey,
+		afterRestore: tc.afterRestore,
 	}
 	c.generic.SkipOpenAPIInstallation = c.openAPI != nil
 	return c
@@ -183,6 +187,7 @@ func (c completedCoreConfig) New(delegate genericapiserver.DelegationTarget) (*c
 // per group with the shared definitions built again each time.
 func (c completedCoreConfig) install(server *genericapiserver.GenericAPIServer) error {
 	c.build.AddPostStartHook = server.AddPostStartHook
+	c.build.AfterRestore = c.afterRestore
 	var groups []*genericapiserver.APIGroupInfo
 	for _, p := range c.providers {
 		storage, err := p.Storage(c.build)

@@ -86,3 +86,49 @@ func ExampleKubernetesVersion() {
 	fmt.Println(apiserver.KubernetesVersion())
 	// Output: 1.37.2
 }
+
+// ExampleServer_Snapshot seeds a server once and restores it, as a suite
+// would before each spec instead of starting a server per spec.
+func ExampleServer_Snapshot() {
+	srv, err := apiserver.New(apiserver.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	ctx := context.Background()
+	if err := srv.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	client, err := srv.Clientset()
+	if err != nil {
+		log.Fatal(err)
+	}
+	cms := client.CoreV1().ConfigMaps("default")
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "seed"}}, metav1.CreateOptions{}); err != nil {
+		log.Fatal(err)
+	}
+	seeded, err := srv.Snapshot()
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// A spec changes the cluster...
+	if err := cms.Delete(ctx, "seed", metav1.DeleteOptions{}); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "scratch"}}, metav1.CreateOptions{}); err != nil {
+		log.Fatal(err)
+	}
+	// ...and the next starts from the seed again.
+	if err := srv.Restore(ctx, seeded); err != nil {
+		log.Fatal(err)
+	}
+	list, err := cms.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, cm := range list.Items {
+		fmt.Println(cm.Name)
+	}
+	// Output: seed
+}

@@ -4,6 +4,7 @@ package apiserver
 // tiers' own (the core tier's is in core.go).
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -78,6 +79,8 @@ type tierConfig struct {
 	// openAPIKey names the providers, which determine the OpenAPI
 	// documents (see internal/openapi.Shared).
 	openAPIKey string
+	// afterRestore registers what to do after Server.Restore.
+	afterRestore func(func(context.Context) error)
 }
 
 // newTierConfig builds the shared configuration: certificates, the
@@ -104,7 +107,8 @@ func (s *Server) newTierConfig() (*tierConfig, error) {
 		informers: s.informers, storage: s.opts.storage,
 		discovery: newDiscoveryManager(),
 		providers: s.opts.providers, scheme: scheme,
-		openAPIKey: s.opts.openAPIKey,
+		openAPIKey:   s.opts.openAPIKey,
+		afterRestore: func(f func(context.Context) error) { s.afterRestore = append(s.afterRestore, f) },
 	}
 	if s.opts.priorityAndFairness {
 		tc.flowControl = utilflowcontrol.New(s.informers.kube, s.informers.client.FlowcontrolV1(), serverConcurrencyLimit)

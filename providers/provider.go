@@ -8,6 +8,7 @@
 package providers
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"reflect"
@@ -72,6 +73,10 @@ type Config struct {
 	// the hook gets a loopback client configuration, and /readyz waits for
 	// it and reports it by name.
 	AddPostStartHook func(name string, hook genericapiserver.PostStartHookFunc) error
+	// AfterRestore registers work to do after Server.Restore replaced the
+	// stored objects, for state a provider keeps beside storage (the
+	// services' allocator).
+	AfterRestore func(func(context.Context) error)
 	// PriorityAndFairness says whether the server applies API Priority and
 	// Fairness (flowcontrol's bootstrap configuration is kept only then).
 	PriorityAndFairness bool

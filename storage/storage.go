@@ -11,6 +11,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -60,3 +61,22 @@ type ResourceConfig struct {
 	// backend that filters or caches (a watch cache) by them.
 	AttrFunc k8sstorage.AttrFunc
 }
+
+// Snapshotter is implemented by backends that can take a snapshot of every
+// key and put it back (storage/memory): Server.Snapshot and Server.Restore.
+type Snapshotter interface {
+	Snapshot() Snapshot
+	// Restore makes the backend's keys those of a snapshot it took, at new
+	// revisions; watches that miss changes end with 410 Gone.
+	Restore(Snapshot) error
+}
+
+// Snapshot is the state of a backend's keys at a revision.
+type Snapshot interface {
+	// Revision is the revision the snapshot was taken at.
+	Revision() int64
+}
+
+// ErrForeignSnapshot is returned by Restore for a snapshot another kind of
+// backend took.
+var ErrForeignSnapshot = errors.New("storage: the snapshot is of another kind of backend")

@@ -349,6 +349,7 @@ func allocateServices(cfg providers.Config, store *registry.Store, s map[string]
 		return finish(added, len(opts.DryRun) > 0), nil
 	}
 	s["services"] = &serviceREST{Store: store, alloc: alloc, ips: ips}
+	cfg.AfterRestore(func(ctx context.Context) error { return repairAllocations(ctx, store, alloc) })
 	return cfg.AddPostStartHook("start-service-ip-repair-controllers", func(ctx genericapiserver.PostStartHookContext) error {
 		return repairAllocations(ctx, store, alloc)
 	})

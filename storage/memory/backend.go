@@ -437,22 +437,40 @@ func (b *Backend) txn(key string, value []byte, deleting bool, expect int64, ttl
 		}
 		return res
 	}
-	if !found {
+	var expires time.Time
+	if ttl > 0 {
+		expires = now.Add(time.Duration(ttl) * time.Second)
+	}
+	rev := b.commitLocked(r, key, value, deleting, expires, now)
+	b.autoCompactLocked(now)
+	close(b.notify)
+	b.notify = make(chan struct{})
+	return txnResult{succeeded: true, rev: rev}
+}
+
+// commitLocked writes value (or a tombstone) at key as the next revision and
+// records its event; r is the key's record if it has one. expires, if not
+// zero, is the version's lease deadline. The caller wakes the watchers.
+func (b *Backend) commitLocked(r *record, key string, value []byte, deleting bool, expires, now time.Time) int64 {
+	var cur version
+	var live bool
+	if r != nil {
+		cur, live = r.current()
+	} else {
 		r = &record{key: key}
 		b.index.ReplaceOrInsert(r)
 	}
 	b.rev++
 	rev := b.rev
-	nv := version{modRev: rev, createRev: rev, value: value, deleted: deleting}
+	nv := version{modRev: rev, createRev: rev, value: value, deleted: deleting, expires: expires}
 	if live {
 		nv.createRev = cur.createRev
 	}
 	if deleting {
 		nv.value = nil
 	}
-	if ttl > 0 {
-		nv.expires = now.Add(time.Duration(ttl) * time.Second)
-		heap.Push(&b.expiries, expiry{at: nv.expires, key: key, modRev: rev})
+	if !expires.IsZero() {
+		heap.Push(&b.expiries, expiry{at: expires, key: key, modRev: rev})
 		b.armTimerLocked()
 	}
 	r.versions = append(r.versions, nv)
@@ -461,10 +479,7 @@ func (b *Backend) txn(key string, value []byte, deleting bool, expect int64, ttl
 		ev.prevValue = cur.value
 	}
 	b.events = append(b.events, ev)
-	b.autoCompactLocked(now)
-	close(b.notify)
-	b.notify = make(chan struct{})
-	return txnResult{succeeded: true, rev: rev}
+	return rev
 }
 
 // expiry is a lease deadline for the version of key written at modRev.
