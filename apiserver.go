@@ -123,6 +123,9 @@ func (s *Server) abort() {
 	if s.opts.ownsStorage {
 		_ = s.opts.storage.Close()
 	}
+	if f := s.opts.audit.file; f != nil {
+		_ = f.Close()
+	}
 }
 
 // failedChecks keeps the failing lines of a verbose /readyz answer.
@@ -369,6 +372,9 @@ func (s *Server) close() error {
 	s.informers.shutdown()
 	if s.opts.ownsStorage {
 		err = errors.Join(err, s.opts.storage.Close())
+	}
+	if f := s.opts.audit.file; f != nil {
+		err = errors.Join(err, f.Close()) // after the loop, which shut the backend down
 	}
 	return err
 }

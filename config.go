@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/storage"
@@ -45,6 +46,18 @@ type Options struct {
 	// a random token.
 	AdminToken string
 
+	// AuditPolicy or AuditPolicyFile (YAML or JSON, kube-apiserver's
+	// --audit-policy-file) is the audit policy: which requests are audited,
+	// at which level. Without one nothing is audited, as on kube-apiserver.
+	AuditPolicy     *auditv1.Policy
+	AuditPolicyFile string
+	// AuditLogPath receives audit.k8s.io/v1 events as JSON lines
+	// (kube-apiserver's --audit-log-path; "-" is standard output); the file
+	// is appended to and closed by Close.
+	AuditLogPath string
+	// AuditEvents, if set, receives each audit event as it is written.
+	AuditEvents func(*auditv1.Event)
+
 	// DisablePriorityAndFairness turns API Priority and Fairness off, as
 	// kube-apiserver's --enable-priority-and-fairness=false: requests are
 	// then limited only by the max-in-flight filter, and the bootstrap
@@ -80,6 +93,7 @@ type completedOptions struct {
 	keepKlog   bool
 	// priorityAndFairness is on unless disabled.
 	priorityAndFairness bool
+	audit               auditConfig
 }
 
 // complete validates o, reporting every problem at once, and fills in its
@@ -90,12 +104,17 @@ func (o Options) complete() (completedOptions, error) {
 	if err != nil {
 		return completedOptions{}, err
 	}
+	audit, err := o.newAudit()
+	if err != nil {
+		return completedOptions{}, err
+	}
 	c := completedOptions{
 		log: o.Logger, host: o.BindAddress, port: o.Port, storage: o.Storage,
 		providers:  append(builtinProviders(), o.Providers...),
 		openAPIKey: openAPIKey(o.Providers),
 		crds:       crds, token: o.AdminToken, keepKlog: o.KeepKlogLogger,
 		priorityAndFairness: !o.DisablePriorityAndFairness,
+		audit:               audit,
 	}
 	if c.log == nil {
 		c.log = zap.NewNop()

@@ -79,6 +79,7 @@ type tierConfig struct {
 	// openAPIKey names the providers, which determine the OpenAPI
 	// documents (see internal/openapi.Shared).
 	openAPIKey string
+	audit      auditConfig
 	// afterRestore registers what to do after Server.Restore.
 	afterRestore func(func(context.Context) error)
 }
@@ -107,7 +108,7 @@ func (s *Server) newTierConfig() (*tierConfig, error) {
 		informers: s.informers, storage: s.opts.storage,
 		discovery: newDiscoveryManager(),
 		providers: s.opts.providers, scheme: scheme,
-		openAPIKey:   s.opts.openAPIKey,
+		openAPIKey: s.opts.openAPIKey, audit: s.opts.audit,
 		afterRestore: func(f func(context.Context) error) { s.afterRestore = append(s.afterRestore, f) },
 	}
 	if s.opts.priorityAndFairness {
@@ -244,6 +245,8 @@ func (tc *tierConfig) aggregatorConfig(track, inner func(http.Handler) http.Hand
 	gc := tc.genericConfig(codecs, getter, aggregatorapiserver.DefaultAPIResourceConfigSource())
 	// The aggregator serves /openapi/v3 merged from every tier itself.
 	gc.SkipOpenAPIInstallation = true
+	// Only the aggregator's handler chain sees requests: it audits them.
+	gc.AuditBackend, gc.AuditPolicyRuleEvaluator = tc.audit.backend, tc.audit.evaluator
 	// Of /healthz and /livez only: a tier takes its delegate's health
 	// checks into all three.
 	certificate := servingCertificateCheck(tc.servingNotAfter)

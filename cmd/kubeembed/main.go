@@ -46,12 +46,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("kubeembed", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		kubeconfig = fs.String("kubeconfig", filepath.Join(os.TempDir(), "kubeembed.kubeconfig"), "where to write the kubeconfig of the admin user")
-		bind       = fs.String("bind-address", "127.0.0.1", "IP address to listen on")
-		port       = fs.Int("port", 0, "TCP port to listen on; 0 picks a free one")
-		verbose    = fs.Bool("v", false, "log at debug level")
-		apf        = fs.Bool("enable-priority-and-fairness", true, "apply API Priority and Fairness, as kube-apiserver's flag of that name")
-		crds       stringList
+		kubeconfig  = fs.String("kubeconfig", filepath.Join(os.TempDir(), "kubeembed.kubeconfig"), "where to write the kubeconfig of the admin user")
+		bind        = fs.String("bind-address", "127.0.0.1", "IP address to listen on")
+		port        = fs.Int("port", 0, "TCP port to listen on; 0 picks a free one")
+		verbose     = fs.Bool("v", false, "log at debug level")
+		apf         = fs.Bool("enable-priority-and-fairness", true, "apply API Priority and Fairness, as kube-apiserver's flag of that name")
+		auditLog    = fs.String("audit-log-path", "", "write audit events (audit.k8s.io/v1 JSON lines) to this file; - for standard output")
+		auditPolicy = fs.String("audit-policy-file", "", "the audit policy; without one nothing is audited")
+		crds        stringList
 	)
 	fs.Var(&crds, "crds", "file or directory of CRD YAML/JSON to install before serving (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -69,7 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer func() { _ = log.Sync() }()
 
 	srv, err := apiserver.New(apiserver.Options{Logger: log, BindAddress: *bind, Port: *port, CRDPaths: crds,
-		DisablePriorityAndFairness: !*apf})
+		DisablePriorityAndFairness: !*apf, AuditLogPath: *auditLog, AuditPolicyFile: *auditPolicy})
 	if err != nil {
 		return err
 	}

@@ -111,3 +111,14 @@ func TestCLIPortInUse(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "address already in use")
 }
+
+// --audit-policy-file is read at start: a bad one stops the CLI with the
+// policy's error.
+func TestCLIAuditPolicy(t *testing.T) {
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	require.NoError(t, os.WriteFile(policy, []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: [{level: Loud}]\n"), 0o600))
+	err := run(context.Background(), []string{"--audit-policy-file", policy, "--audit-log-path", "-",
+		"--kubeconfig", filepath.Join(t.TempDir(), "kc")}, io.Discard, io.Discard)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "audit policy")
+}
