@@ -49,6 +49,10 @@ type Server struct {
 
 	faults   *faults.Injector
 	recorder *faults.Recorder
+	// stored is the storage backend as the tiers see it, noting each
+	// resource's store for metrics.
+	stored  *storedResources
+	metrics *serverMetrics
 	// afterRestore are the providers' repairs of state kept beside storage.
 	afterRestore []func(context.Context) error
 
@@ -79,7 +83,9 @@ func New(opts Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: c, log: c.log, runDone: make(chan struct{}), faults: &faults.Injector{}, recorder: &faults.Recorder{}}
+	s := &Server{opts: c, log: c.log, runDone: make(chan struct{}), faults: &faults.Injector{}, recorder: &faults.Recorder{},
+		stored: newStoredResources(c.storage)}
+	s.metrics = newServerMetrics(s.stored)
 	defer func() {
 		if err != nil {
 			s.abort()

@@ -49,8 +49,10 @@ func (s *Server) buildChain() (*chain, error) {
 		return nil, err
 	}
 
-	withFaults := func(h http.Handler) http.Handler { return faults.Handler(h, s.faults, s.recorder) }
-	agg, err := tc.aggregatorConfig(s.listener.track, withFaults).Complete().NewWithDelegate(core.delegate)
+	inner := func(h http.Handler) http.Handler {
+		return s.metrics.instrument(faults.Handler(h, s.faults, s.recorder))
+	}
+	agg, err := tc.aggregatorConfig(s.listener.track, inner).Complete().NewWithDelegate(core.delegate)
 	if err != nil {
 		return nil, fmt.Errorf("aggregator tier: %w", err)
 	}
@@ -65,6 +67,7 @@ func (s *Server) buildChain() (*chain, error) {
 
 	c := &chain{aggregator: agg, core: core, extensions: ext}
 	agg.GenericAPIServer.Handler.NonGoRestfulMux.Handle("/openapi/v2", c.openAPIV2(tc, crds.Lister()))
+	agg.GenericAPIServer.Handler.NonGoRestfulMux.Handle("/metrics", s.metrics.handler())
 	s.crdLister = crds.Lister()
 	s.loopback.SetHandler(agg.GenericAPIServer.Handler)
 	return c, nil

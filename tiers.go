@@ -105,7 +105,7 @@ func (s *Server) newTierConfig() (*tierConfig, error) {
 		authz: authorizerFunc(authorize), rules: rules{},
 		version:  effectiveVersion(),
 		external: strings.TrimPrefix(s.url, "https://"), address: s.servingAddress(),
-		informers: s.informers, storage: s.opts.storage,
+		informers: s.informers, storage: s.stored,
 		discovery: newDiscoveryManager(),
 		providers: s.opts.providers, scheme: scheme,
 		openAPIKey: s.opts.openAPIKey, audit: s.opts.audit,

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apiserver/pkg/endpoints/responsewriter"
+	"github.com/kubeembed/apiserver/internal/capture"
 )
 
 // Record is one request the server received and how it answered.
@@ -122,46 +122,16 @@ func Handler(next http.Handler, injector *Injector, recorder *Recorder) http.Han
 			rec.RequestBody, _ = io.ReadAll(r.Body)
 			r.Body = io.NopCloser(bytes.NewReader(rec.RequestBody))
 		}
-		capture := &capturingWriter{ResponseWriter: w, bodies: bodies}
+		answer := &capture.Writer{ResponseWriter: w, KeepBody: bodies}
 		defer func() {
-			rec.Code, rec.ResponseBody = capture.code, capture.body.Bytes()
+			rec.Code, rec.ResponseBody = answer.Code, answer.Body.Bytes()
 			recorder.add(rec)
 		}()
 		if action := injector.action(req); action != nil {
 			rec.Faulted = true
-			action(responsewriter.WrapForHTTP1Or2(capture), r, next)
+			action(answer.Wrap(), r, next)
 			return
 		}
-		next.ServeHTTP(responsewriter.WrapForHTTP1Or2(capture), r)
+		next.ServeHTTP(answer.Wrap(), r)
 	})
 }
-
-// capturingWriter notes the status code (and the body, if asked) of an
-// answer; Flush and the other optional interfaces pass through
-// (responsewriter.WrapForHTTP1Or2), so watches stream.
-type capturingWriter struct {
-	http.ResponseWriter
-	code   int
-	bodies bool
-	body   bytes.Buffer
-}
-
-func (c *capturingWriter) WriteHeader(code int) {
-	if c.code == 0 {
-		c.code = code
-	}
-	c.ResponseWriter.WriteHeader(code)
-}
-
-func (c *capturingWriter) Write(p []byte) (int, error) {
-	if c.code == 0 {
-		c.code = http.StatusOK
-	}
-	if c.bodies {
-		c.body.Write(p)
-	}
-	return c.ResponseWriter.Write(p)
-}
-
-// Unwrap implements responsewriter.UserProvidedDecorator.
-func (c *capturingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }

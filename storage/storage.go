@@ -62,6 +62,12 @@ type ResourceConfig struct {
 	AttrFunc k8sstorage.AttrFunc
 }
 
+// Counter is implemented by backends that count the live keys under a
+// prefix cheaply: the server's apiserver_storage_objects metric.
+type Counter interface {
+	Count(ctx context.Context, keyPrefix string) (int64, error)
+}
+
 // Snapshotter is implemented by backends that can take a snapshot of every
 // key and put it back (storage/memory): Server.Snapshot and Server.Restore.
 type Snapshotter interface {

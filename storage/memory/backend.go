@@ -198,6 +198,12 @@ func (b *Backend) Check(context.Context) error {
 	return nil
 }
 
+// Count implements storage.Counter: the live keys under keyPrefix.
+func (b *Backend) Count(_ context.Context, keyPrefix string) (int64, error) {
+	n, _ := b.count(keyPrefix)
+	return n, nil
+}
+
 // Revision returns the current revision.
 func (b *Backend) Revision() int64 {
 	b.mu.RLock()
