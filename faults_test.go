@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
@@ -131,6 +132,23 @@ func TestFaultsOnConnectionsListsAndWatches(t *testing.T) {
 	_, open := <-w.ResultChan()
 	assert.False(t, open, "the watch ends at once, without events")
 
+	// A 410 Gone event, to JSON and protobuf watchers alike.
+	for _, contentType := range []string{runtime.ContentTypeJSON, runtime.ContentTypeProtobuf} {
+		cfg := srv.RESTConfig()
+		cfg.ContentType = contentType
+		c, err := kubernetes.NewForConfig(cfg)
+		require.NoError(t, err)
+		apiservertest.InjectFault(t, srv, faults.Rule{Match: faults.Match{Verb: "watch", Resource: "configmaps"}, Times: 1, Action: faults.WatchGone()})
+		w, err := c.CoreV1().ConfigMaps("default").Watch(t.Context(), metav1.ListOptions{ResourceVersion: page.ResourceVersion})
+		require.NoError(t, err)
+		ev, ok := <-w.ResultChan()
+		require.True(t, ok, contentType)
+		assert.Equal(t, watch.Error, ev.Type, contentType)
+		assert.True(t, apierrors.IsResourceExpired(apierrors.FromObject(ev.Object)), "%s: %v", contentType, ev.Object)
+		_, open := <-w.ResultChan()
+		assert.False(t, open, "then the watch ends")
+	}
+
 	apiservertest.InjectFault(t, srv, faults.Rule{Match: faults.Match{Verb: "get", Name: "a"}, Times: 1, Action: faults.DropConnection()})
 	_, err = cms.Get(t.Context(), "a", metav1.GetOptions{})
 	require.Error(t, err)
@@ -161,6 +179,10 @@ func TestRecorder(t *testing.T) {
 	assert.Contains(t, string(w.RequestBody), "ConfigMap", "the body as sent (protobuf)")
 	assert.Contains(t, string(w.ResponseBody), "default", "the object as stored")
 	assert.Equal(t, 1, srv.Recorder().Count(faults.Matching(faults.Match{Verb: "list", Resource: "configmaps"})))
+	unbounded := func(r faults.Record) bool { return r.Verb == "list" && r.ResourceVersion == "" }
+	assert.Equal(t, 1, srv.Recorder().Count(unbounded), "a list without a resourceVersion")
+	assert.Zero(t, srv.Recorder().Count(faults.Writes, faults.Not(faults.Matching(faults.Match{FieldManager: "my-controller"}))),
+		"every write used the field manager")
 	for _, r := range srv.Recorder().Records() {
 		assert.NotEqual(t, "system:apiserver", r.User, "the server's own requests are not recorded")
 	}

@@ -8,7 +8,8 @@
 // Probability, or by any predicate, and answers with an Action instead of
 // (or before) the server: an error status shaped as kube-apiserver shapes it
 // (409, 429 with Retry-After, 500, 503, 504, 422 with causes, 410 for a stale
-// continue token), latency, a watch that ends at once, a dropped connection.
+// continue token), latency, a watch that ends at once or with a 410 Gone
+// event, a dropped connection.
 // A Recorder keeps every request with its answer.
 //
 // The server's own requests (its informers and controllers, user
@@ -27,8 +28,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	"k8s.io/apiserver/pkg/endpoints/request"
 )
@@ -47,8 +52,9 @@ type Request struct {
 	Groups          []string
 	FieldManager    string
 	DryRun          bool
-	// Continue is the list's continue token, if any.
-	Continue string
+	// Continue is the list's continue token, if any; ResourceVersion the
+	// resourceVersion a read or watch asked for ("" for the latest).
+	Continue, ResourceVersion string
 }
 
 // Match selects requests: each field set must be equal; empty fields match
@@ -183,6 +189,40 @@ func EndWatch() Action {
 	}
 }
 
+// WatchGone answers a watch with one ERROR event carrying kube-apiserver's
+// 410 Gone status ("too old resource version"), then ends it, as a server
+// whose history was compacted past the client's resourceVersion: the client
+// lists again. The event is encoded as the client asked (JSON or protobuf).
+// Match it with Verb "watch".
+func WatchGone() Action {
+	gone := apierrors.NewResourceExpired("too old resource version").Status()
+	return func(w http.ResponseWriter, r *http.Request, _ http.Handler) {
+		info, err := negotiation.NegotiateOutputMediaTypeStream(r, statusCodecs, watchStreams{})
+		if err != nil {
+			responsewriters.ErrorNegotiated(err, statusCodecs, metav1.SchemeGroupVersion, w, r)
+			return
+		}
+		embedded, err := runtime.Encode(statusCodecs.EncoderForVersion(info.Serializer, metav1.SchemeGroupVersion), &gone)
+		if err != nil {
+			panic(http.ErrAbortHandler)
+		}
+		w.Header().Set("Content-Type", info.MediaType)
+		w.WriteHeader(http.StatusOK)
+		frames := info.StreamSerializer.Framer.NewFrameWriter(w)
+		_ = streaming.NewEncoder(frames, info.StreamSerializer.Serializer).Encode(&metav1.WatchEvent{
+			Type: string(watch.Error), Object: runtime.RawExtension{Raw: embedded}})
+	}
+}
+
+// watchStreams allows the watch stream of any media type the codecs have.
+type watchStreams struct{}
+
+func (watchStreams) AllowsMediaTypeTransform(_, _ string, target *schema.GroupVersionKind) bool {
+	return target == nil
+}
+func (watchStreams) AllowsServerVersion(string) bool  { return false }
+func (watchStreams) AllowsStreamSchema(s string) bool { return s == "watch" }
+
 // ExpiredContinue is Fail with kube-apiserver's 410 Gone for a continue
 // token too old to serve; use it with When: HasContinue, so the client's
 // first page is served and a later one fails, as after a compaction.
@@ -198,14 +238,15 @@ func HasContinue(r Request) bool { return r.Continue != "" }
 var statusCodecs = func() serializer.CodecFactory {
 	scheme := runtime.NewScheme()
 	metav1.AddToGroupVersion(scheme, metav1.SchemeGroupVersion)
-	scheme.AddUnversionedTypes(metav1.SchemeGroupVersion, &metav1.Status{})
+	scheme.AddUnversionedTypes(metav1.SchemeGroupVersion, &metav1.Status{}, &metav1.WatchEvent{})
 	return serializer.NewCodecFactory(scheme)
 }()
 
 // requestOf reads what kube-apiserver knows of r after authentication.
 func requestOf(r *http.Request) Request {
 	q := r.URL.Query()
-	out := Request{Path: r.URL.Path, FieldManager: q.Get("fieldManager"), DryRun: len(q["dryRun"]) > 0, Continue: q.Get("continue")}
+	out := Request{Path: r.URL.Path, FieldManager: q.Get("fieldManager"), DryRun: len(q["dryRun"]) > 0,
+		Continue: q.Get("continue"), ResourceVersion: q.Get("resourceVersion")}
 	if info, ok := request.RequestInfoFrom(r.Context()); ok {
 		out.Verb = info.Verb
 		out.Group, out.Resource, out.Subresource = info.APIGroup, info.Resource, info.Subresource

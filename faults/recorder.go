@@ -87,6 +87,12 @@ func Writes(r Record) bool { return r.IsWrite() }
 // Matching keeps the requests m matches.
 func Matching(m Match) func(Record) bool { return func(r Record) bool { return m.matches(r.Request) } }
 
+// Not keeps what filter drops: Count(Writes, Not(Matching(Match{FieldManager:
+// "mine"}))) are the writes of other field managers.
+func Not(filter func(Record) bool) func(Record) bool {
+	return func(r Record) bool { return !filter(r) }
+}
+
 // Since keeps the requests received at or after t.
 func Since(t time.Time) func(Record) bool { return func(r Record) bool { return !r.Time.Before(t) } }
 
