@@ -25,16 +25,11 @@ import (
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
 
-// headers returns the response headers of an anonymous (cfg without
-// credentials) or authenticated GET of path.
+// headers returns the status and headers of a GET of path.
 func headers(t *testing.T, cfg *rest.Config, path string) (int, http.Header) {
 	t.Helper()
-	hc, err := rest.HTTPClientFor(cfg)
-	require.NoError(t, err)
-	resp, err := hc.Get(cfg.Host + path)
-	require.NoError(t, err)
-	_ = resp.Body.Close()
-	return resp.StatusCode, resp.Header
+	code, h, _ := fetch(t, cfg, path)
+	return code, h
 }
 
 func TestPriorityAndFairnessClassifies(t *testing.T) {

@@ -26,8 +26,9 @@ import (
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
 
-// get returns the status and body of a GET of path.
-func get(t *testing.T, cfg *rest.Config, path string) (int, string) {
+// fetch returns the status, headers and body of a GET of path, anonymous
+// (cfg without credentials) or authenticated.
+func fetch(t *testing.T, cfg *rest.Config, path string) (int, http.Header, string) {
 	t.Helper()
 	hc, err := rest.HTTPClientFor(cfg)
 	require.NoError(t, err)
@@ -36,7 +37,14 @@ func get(t *testing.T, cfg *rest.Config, path string) (int, string) {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	return resp.StatusCode, string(body)
+	return resp.StatusCode, resp.Header, string(body)
+}
+
+// get returns the status and body of a GET of path.
+func get(t *testing.T, cfg *rest.Config, path string) (int, string) {
+	t.Helper()
+	code, _, body := fetch(t, cfg, path)
+	return code, body
 }
 
 // The checks and hooks kube-apiserver v1.37.2 reports by name, that apply

@@ -6,10 +6,12 @@ package apiserver
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"path"
-	"sort"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -79,19 +81,9 @@ func (m *serverMetrics) instrument(h http.Handler) http.Handler {
 func metricVerb(r *http.Request, info *request.RequestInfo) string {
 	verb := map[string]string{"create": "POST", "update": "PUT", "deletecollection": "DELETECOLLECTION"}[info.Verb]
 	if verb == "" {
-		verb = upper(info.Verb)
+		verb = strings.ToUpper(info.Verb)
 	}
 	return metrics.CleanVerb(verb, r, info)
-}
-
-func upper(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'a' <= c && c <= 'z' {
-			b[i] = c - 'a' + 'A'
-		}
-	}
-	return string(b)
 }
 
 func dryRun(r *http.Request) string {
@@ -132,21 +124,13 @@ func (s *storedResources) Describe(ch chan<- *prometheus.Desc) { ch <- storageOb
 // where the backend cannot count.
 func (s *storedResources) Collect(ch chan<- prometheus.Metric) {
 	s.mu.Lock()
-	names := make([]string, 0, len(s.prefixes))
-	for name := range s.prefixes {
-		names = append(names, name)
-	}
-	prefixes := s.prefixes
+	prefixes := maps.Clone(s.prefixes)
 	s.mu.Unlock()
-	sort.Strings(names)
-	counter, ok := s.Backend.(storage.Counter)
-	for _, name := range names {
+	counter, canCount := s.Backend.(storage.Counter)
+	for _, name := range slices.Sorted(maps.Keys(prefixes)) {
 		n := int64(-1)
-		if ok {
-			s.mu.Lock()
-			prefix := prefixes[name]
-			s.mu.Unlock()
-			if c, err := counter.Count(context.Background(), prefix); err == nil {
+		if canCount {
+			if c, err := counter.Count(context.Background(), prefixes[name]); err == nil {
 				n = c
 			}
 		}

@@ -38,10 +38,10 @@ const kubernetesService = "kubernetes"
 // informers they watch are requested now, so that they are synced by then.
 var hooks = map[string]func(providers.Config) genericapiserver.PostStartHookFunc{
 	"start-system-namespaces-controller": func(cfg providers.Config) genericapiserver.PostStartHookFunc {
-		return keep(cfg.Informers.Core().V1().Namespaces().Informer(), isSystemNamespace, ensureSystemNamespaces)
+		return keep(isSystemNamespace, ensureSystemNamespaces, cfg.Informers.Core().V1().Namespaces().Informer())
 	},
 	"start-kubernetes-service-cidr-controller": func(cfg providers.Config) genericapiserver.PostStartHookFunc {
-		return keep(cfg.Informers.Networking().V1().ServiceCIDRs().Informer(), named(kubernetesService), ensureServiceCIDR)
+		return keep(named(kubernetesService), ensureServiceCIDR, cfg.Informers.Networking().V1().ServiceCIDRs().Informer())
 	},
 	"bootstrap-controller": func(cfg providers.Config) genericapiserver.PostStartHookFunc {
 		endpoints := cfg.Informers.Core().V1().Endpoints().Informer()
@@ -54,20 +54,17 @@ var hooks = map[string]func(providers.Config) genericapiserver.PostStartHookFunc
 			}
 			return ensureService(ctx, client)
 		}
-		return keep(nil, named(kubernetesService), ensure, endpoints, slices, services)
+		return keep(named(kubernetesService), ensure, endpoints, slices, services)
 	},
 }
 
 // keep returns a hook that calls ensure once (the hook returns when it has
 // succeeded), then again whenever one of the informers reports a change or
 // deletion of an object that match selects, until the server stops.
-func keep(informer cache.SharedIndexInformer, match func(any) bool, ensure func(context.Context, kubernetes.Interface) error,
-	more ...cache.SharedIndexInformer) genericapiserver.PostStartHookFunc {
-	if informer != nil {
-		more = append(more, informer)
-	}
+func keep(match func(any) bool, ensure func(context.Context, kubernetes.Interface) error,
+	informers ...cache.SharedIndexInformer) genericapiserver.PostStartHookFunc {
 	kick := make(chan struct{}, 1)
-	for _, inf := range more {
+	for _, inf := range informers {
 		onChange := func(obj any) {
 			if match(obj) {
 				select {

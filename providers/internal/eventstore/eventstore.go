@@ -5,6 +5,7 @@ package eventstore
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -85,7 +86,7 @@ func table() []registry.Column {
 		c("Type", "string", corev1.Event{}.SwaggerDoc()["type"], 0, func(e *corev1.Event) any { return e.Type }),
 		c("Reason", "string", corev1.Event{}.SwaggerDoc()["reason"], 0, func(e *corev1.Event) any { return e.Reason }),
 		c("Object", "string", corev1.Event{}.SwaggerDoc()["involvedObject"], 0, func(e *corev1.Event) any {
-			return fmt.Sprintf("%s/%s", lower(e.InvolvedObject.Kind), e.InvolvedObject.Name)
+			return fmt.Sprintf("%s/%s", strings.ToLower(e.InvolvedObject.Kind), e.InvolvedObject.Name)
 		}),
 		c("Subobject", "string", corev1.ObjectReference{}.SwaggerDoc()["fieldPath"], 1, func(e *corev1.Event) any { return e.InvolvedObject.FieldPath }),
 		c("Source", "string", "The component reporting this event. Should be a short machine understandable string.", 1, func(e *corev1.Event) any {
@@ -126,14 +127,4 @@ func lastSeen(e *corev1.Event) metav1.Time {
 		return metav1.Time{Time: e.EventTime.Time}
 	}
 	return e.FirstTimestamp
-}
-
-func lower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
 }
