@@ -29,6 +29,7 @@ import (
 
 	"github.com/kubeembed/apiserver/faults"
 	"github.com/kubeembed/apiserver/internal/certs"
+	"github.com/kubeembed/apiserver/internal/controller"
 	"github.com/kubeembed/apiserver/internal/globals"
 	"github.com/kubeembed/apiserver/internal/inproc"
 	"github.com/kubeembed/apiserver/internal/version"
@@ -55,6 +56,10 @@ type Server struct {
 	metrics *serverMetrics
 	// afterRestore are the providers' repairs of state kept beside storage.
 	afterRestore []func(context.Context) error
+	// writes is the revision of the last write to each resource, for
+	// WaitIdle; controllers are the server's control loops.
+	writes      *controller.Writes
+	controllers controllerSet
 
 	listener  *trackingListener
 	loopback  *inproc.Transport
@@ -84,7 +89,8 @@ func New(opts Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s := &Server{opts: c, log: c.log, runDone: make(chan struct{}), faults: &faults.Injector{}, recorder: &faults.Recorder{},
-		stored: newStoredResources(c.storage)}
+		writes: &controller.Writes{}}
+	s.stored = newStoredResources(c.storage, s.writes)
 	s.metrics = newServerMetrics(s.stored)
 	defer func() {
 		if err != nil {
@@ -194,6 +200,7 @@ func (s *Server) start(ctx context.Context) error {
 	if err := s.installCRDs(ctx); err != nil {
 		return err
 	}
+	s.startMonitors()
 	// Start's own requests (readiness polls, CRDs) are not the clients'.
 	s.recorder.Reset()
 	s.log.Info("kube-apiserver ready", zap.String("url", s.url))
@@ -376,6 +383,7 @@ func (s *Server) close() error {
 		s.log.Error("server loop did not stop", zap.Duration("waited", closeTimeout))
 	}
 	s.informers.shutdown()
+	s.controllers.wg.Wait() // they end with the informers' context
 	if s.opts.ownsStorage {
 		err = errors.Join(err, s.opts.storage.Close())
 	}

@@ -9,13 +9,17 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/controllers"
 )
 
 // startServer starts a server for a benchmark.
@@ -43,6 +47,27 @@ func BenchmarkStart(b *testing.B) {
 // Priority and Fairness off: what it costs at start.
 func BenchmarkStartWithoutPriorityAndFairness(b *testing.B) {
 	benchmarkStart(b, apiserver.Options{DisablePriorityAndFairness: true})
+}
+
+// BenchmarkStartWithoutControllers is BenchmarkStart with no controllers
+// (envtest's profile): what starting them costs Start.
+func BenchmarkStartWithoutControllers(b *testing.B) {
+	benchmarkStart(b, apiserver.Options{Controllers: []controllers.Name{}})
+}
+
+// BenchmarkStartUntilIdle is Start then WaitIdle: until the controllers
+// have listed every resource and published kube-root-ca.crt, work they do
+// after Start returns, beside the test.
+func BenchmarkStartUntilIdle(b *testing.B) {
+	for b.Loop() {
+		srv := startServer(b, apiserver.Options{})
+		if err := srv.WaitIdle(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		_ = srv.Close()
+		b.StartTimer()
+	}
 }
 
 func benchmarkStart(b *testing.B, opts apiserver.Options) {
@@ -153,11 +178,19 @@ func BenchmarkList1000ConfigMaps(b *testing.B) {
 }
 
 // BenchmarkHeapPerServer reports the live heap each extra running server
-// holds, after a GC, with 5 servers running.
-func BenchmarkHeapPerServer(b *testing.B) {
+// holds, after a GC, with 5 servers running, their controllers idle.
+func BenchmarkHeapPerServer(b *testing.B) { benchmarkHeap(b, apiserver.Options{}) }
+
+// BenchmarkHeapPerServerWithoutControllers is BenchmarkHeapPerServer with
+// no controllers: what they hold.
+func BenchmarkHeapPerServerWithoutControllers(b *testing.B) {
+	benchmarkHeap(b, apiserver.Options{Controllers: []controllers.Name{}})
+}
+
+func benchmarkHeap(b *testing.B, opts apiserver.Options) {
 	const n = 5
 	for b.Loop() {
-		warm := startServer(b, apiserver.Options{})
+		warm := startServer(b, opts)
 		heap := func() uint64 {
 			runtime.GC()
 			var m runtime.MemStats
@@ -167,7 +200,10 @@ func BenchmarkHeapPerServer(b *testing.B) {
 		before := heap()
 		servers := make([]*apiserver.Server, n)
 		for i := range servers {
-			servers[i] = startServer(b, apiserver.Options{})
+			servers[i] = startServer(b, opts)
+			if err := servers[i].WaitIdle(context.Background()); err != nil {
+				b.Fatal(err)
+			}
 		}
 		after := heap()
 		b.ReportMetric(float64(after-before)/n/(1<<20), "MiB/server")
@@ -211,6 +247,136 @@ func BenchmarkRestore1000(b *testing.B) {
 		b.StartTimer()
 		if err := srv.Restore(ctx, snap); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkNamespaceDeletion1000 deletes a namespace holding 1,000 objects
+// across 10 kinds and waits until it is gone (WaitIdle, then a GET that
+// must find nothing).
+func BenchmarkNamespaceDeletion1000(b *testing.B) {
+	srv := startServer(b, apiserver.Options{})
+	b.Cleanup(func() { _ = srv.Close() })
+	c, err := srv.Clientset()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		ns := fmt.Sprint("bench-", i)
+		fillNamespace(b, c, ns, 100)
+		b.StartTimer()
+		if err := c.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		if err := srv.WaitIdle(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			b.Fatalf("namespace %s: %v", ns, err)
+		}
+	}
+}
+
+// fillNamespace creates namespace ns with per objects of each of 10 kinds.
+func fillNamespace(b *testing.B, c kubernetes.Interface, ns string, per int) {
+	ctx := context.Background()
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	meta := func(i int) metav1.ObjectMeta { return metav1.ObjectMeta{Name: fmt.Sprint("o-", i)} }
+	create := []func(int) error{
+		func(i int) error {
+			_, err := c.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: meta(i)}, metav1.CreateOptions{})
+			return err
+		},
+		func(i int) error {
+			_, err := c.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: meta(i)}, metav1.CreateOptions{})
+			return err
+		},
+		func(i int) error {
+			_, err := c.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: meta(i)}, metav1.CreateOptions{})
+			return err
+		},
+		func(i int) error {
+			_, err := c.CoreV1().Endpoints(ns).Create(ctx, &corev1.Endpoints{ObjectMeta: meta(i)}, metav1.CreateOptions{})
+			return err
+		},
+		func(i int) error {
+			_, err := c.CoreV1().PodTemplates(ns).Create(ctx, &corev1.PodTemplate{ObjectMeta: meta(i), Template: benchPodTemplate()}, metav1.CreateOptions{})
+			return err
+		},
+		func(i int) error {
+			_, err := c.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: meta(i)}, metav1.CreateOptions{})
+			return err
+		},
+		func(i int) error {
+			_, err := c.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: meta(i)}, metav1.CreateOptions{})
+			return err
+		},
+		func(i int) error {
+			_, err := c.CoreV1().LimitRanges(ns).Create(ctx, &corev1.LimitRange{ObjectMeta: meta(i)}, metav1.CreateOptions{})
+			return err
+		},
+		func(i int) error {
+			_, err := c.CoreV1().Events(ns).Create(ctx, &corev1.Event{ObjectMeta: meta(i), InvolvedObject: corev1.ObjectReference{Namespace: ns}}, metav1.CreateOptions{})
+			return err
+		},
+		func(i int) error {
+			_, err := c.CoreV1().ResourceQuotas(ns).Create(ctx, &corev1.ResourceQuota{ObjectMeta: meta(i)}, metav1.CreateOptions{})
+			return err
+		},
+	}
+	for _, f := range create {
+		for i := range per {
+			if err := f(i); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+func benchPodTemplate() corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+}
+
+// BenchmarkForegroundCascade1000 deletes an owner in the foreground with
+// 1,000 blocking dependents and waits until the owner is gone.
+func BenchmarkForegroundCascade1000(b *testing.B) {
+	srv := startServer(b, apiserver.Options{})
+	b.Cleanup(func() { _ = srv.Close() })
+	c, err := srv.Clientset()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	cms := c.CoreV1().ConfigMaps("default")
+	for b.Loop() {
+		b.StopTimer()
+		owner, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ref := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: owner.UID, BlockOwnerDeletion: new(true)}
+		for i := range 1000 {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("dep-", i), OwnerReferences: []metav1.OwnerReference{ref}}}
+			if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := srv.WaitIdle(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if err := cms.Delete(ctx, "owner", metav1.DeleteOptions{PropagationPolicy: new(metav1.DeletePropagationForeground)}); err != nil {
+			b.Fatal(err)
+		}
+		if err := srv.WaitIdle(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := cms.Get(ctx, "owner", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			b.Fatalf("owner: %v", err)
 		}
 	}
 }

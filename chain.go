@@ -48,6 +48,9 @@ func (s *Server) buildChain() (*chain, error) {
 	if err := s.addHooks(core.GenericAPIServer); err != nil {
 		return nil, err
 	}
+	if err := s.addControllers(core.GenericAPIServer, tc.loopback, crds.Informer()); err != nil {
+		return nil, err
+	}
 
 	inner := func(h http.Handler) http.Handler {
 		return s.metrics.instrument(faults.Handler(h, s.faults, s.recorder))

@@ -9,6 +9,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
+	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/storage"
 	"github.com/kubeembed/apiserver/storage/memory"
@@ -66,6 +67,13 @@ type Options struct {
 	// ~8% faster (BENCHMARKS.md).
 	DisablePriorityAndFairness bool
 
+	// Controllers are the control loops the server runs, named as
+	// kube-controller-manager's --controllers reads them: "*" is every
+	// controller, "name" turns one on, "-name" one off. Default (nil): "*",
+	// all of controllers.All(). {"*", "-namespace"} keeps terminating
+	// namespaces for a test's own finalizer logic; an empty list runs none.
+	Controllers []controllers.Name
+
 	// KeepKlogLogger leaves klog's process-wide logger alone. By default the
 	// first New of a process points it at a logger that prints only errors
 	// to stderr: the Kubernetes libraries log through klog where they have
@@ -94,6 +102,8 @@ type completedOptions struct {
 	// priorityAndFairness is on unless disabled.
 	priorityAndFairness bool
 	audit               auditConfig
+	// controllers are the controllers to run, in start order.
+	controllers []controllers.Name
 }
 
 // complete validates o, reporting every problem at once, and fills in its
@@ -116,6 +126,7 @@ func (o Options) complete() (completedOptions, error) {
 		priorityAndFairness: !o.DisablePriorityAndFairness,
 		audit:               audit,
 	}
+	c.controllers, _ = enabledControllers(o.Controllers) // validated
 	if c.log == nil {
 		c.log = zap.NewNop()
 	}
@@ -155,6 +166,9 @@ func (o Options) validate() ([]*apiextensionsv1.CustomResourceDefinition, error)
 	}
 	crds, err := loadCRDs(o.CRDs, o.CRDPaths)
 	if err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := enabledControllers(o.Controllers); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {

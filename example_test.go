@@ -107,6 +107,10 @@ func ExampleServer_Snapshot() {
 	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "seed"}}, metav1.CreateOptions{}); err != nil {
 		log.Fatal(err)
 	}
+	// The seed includes what the controllers make (kube-root-ca.crt).
+	if err := srv.WaitIdle(ctx); err != nil {
+		log.Fatal(err)
+	}
 	seeded, err := srv.Snapshot()
 	if err != nil {
 		log.Fatal(err)
@@ -130,5 +134,7 @@ func ExampleServer_Snapshot() {
 	for _, cm := range list.Items {
 		fmt.Println(cm.Name)
 	}
-	// Output: seed
+	// Output:
+	// kube-root-ca.crt
+	// seed
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
@@ -42,7 +43,10 @@ type informerSet struct {
 	// and watch with, for admission plugins to share.
 	client    kubernetes.Interface
 	dynClient dynamic.Interface
-	all       []informerFactory
+	// metadata lists and watches for the controllers' resource monitors
+	// (which own their informers: see controller.Monitors).
+	metadata metadata.Interface
+	all      []informerFactory
 	// synced are the informers readiness needs.
 	synced []cache.InformerSynced
 }
@@ -56,6 +60,10 @@ func newInformerSet(loopback *rest.Config, log *zap.Logger) (*informerSet, error
 	if err != nil {
 		return nil, err
 	}
+	metadataClient, err := metadata.NewForConfig(loopback)
+	if err != nil {
+		return nil, err
+	}
 	// The libraries log through the context informers start with.
 	ctx, cancel := context.WithCancel(withLogger(context.Background(), log))
 	i := &informerSet{
@@ -63,6 +71,7 @@ func newInformerSet(loopback *rest.Config, log *zap.Logger) (*informerSet, error
 		kube:    informers.NewSharedInformerFactory(kubeClient, 0),
 		dynamic: dynamicinformer.NewDynamicSharedInformerFactory(dynClient, 0),
 		client:  kubeClient, dynClient: dynClient,
+		metadata: metadataClient,
 	}
 	i.all = []informerFactory{i.kube, dynamicFactory{i.dynamic}}
 	return i, nil

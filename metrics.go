@@ -17,11 +17,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/endpoints/metrics"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/kubeembed/apiserver/internal/capture"
+	"github.com/kubeembed/apiserver/internal/controller"
 	"github.com/kubeembed/apiserver/storage"
 )
 
@@ -33,6 +37,8 @@ type serverMetrics struct {
 	registry *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	// queues are the work queue metrics of the server's controllers.
+	queues queueMetrics
 }
 
 func newServerMetrics(objects *storedResources) *serverMetrics {
@@ -46,8 +52,68 @@ func newServerMetrics(objects *storedResources) *serverMetrics {
 			Buckets: []float64{0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 45, 60}},
 			requestLabels),
 	}
+	m.queues = newQueueMetrics()
 	m.registry.MustRegister(m.requests, m.latency, objects)
+	m.queues.register(m.registry)
 	return m
+}
+
+// queueMetrics are client-go's work queue metrics under the names and
+// labels kube-controller-manager serves them with (component-base's
+// workqueue provider, which registers in the process-wide registry).
+type queueMetrics struct {
+	depth, unfinished, longest *prometheus.GaugeVec
+	adds, retries              *prometheus.CounterVec
+	latency, work              *prometheus.HistogramVec
+}
+
+func newQueueMetrics() queueMetrics {
+	gauge := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "workqueue", Name: name, Help: "[ALPHA] " + help}, []string{"name"})
+	}
+	counter := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "workqueue", Name: name, Help: "[ALPHA] " + help}, []string{"name"})
+	}
+	histogram := func(name, help string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "workqueue", Name: name, Help: "[ALPHA] " + help,
+			Buckets: prometheus.ExponentialBuckets(10e-9, 10, 10)}, []string{"name"})
+	}
+	return queueMetrics{
+		depth:   gauge("depth", "Current depth of workqueue"),
+		adds:    counter("adds_total", "Total number of adds handled by workqueue"),
+		latency: histogram("queue_duration_seconds", "How long in seconds an item stays in workqueue before being requested."),
+		work:    histogram("work_duration_seconds", "How long in seconds processing an item from workqueue takes."),
+		unfinished: gauge("unfinished_work_seconds", "How many seconds of work has done that is in progress and hasn't been observed by work_duration. "+
+			"Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases."),
+		longest: gauge("longest_running_processor_seconds", "How many seconds has the longest running processor for workqueue been running."),
+		retries: counter("retries_total", "Total number of retries handled by workqueue"),
+	}
+}
+
+func (q queueMetrics) register(r *prometheus.Registry) {
+	r.MustRegister(q.depth, q.adds, q.latency, q.work, q.unfinished, q.longest, q.retries)
+}
+
+func (q queueMetrics) NewDepthMetric(name string) workqueue.GaugeMetric {
+	return q.depth.WithLabelValues(name)
+}
+func (q queueMetrics) NewAddsMetric(name string) workqueue.CounterMetric {
+	return q.adds.WithLabelValues(name)
+}
+func (q queueMetrics) NewLatencyMetric(name string) workqueue.HistogramMetric {
+	return q.latency.WithLabelValues(name)
+}
+func (q queueMetrics) NewWorkDurationMetric(name string) workqueue.HistogramMetric {
+	return q.work.WithLabelValues(name)
+}
+func (q queueMetrics) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return q.unfinished.WithLabelValues(name)
+}
+func (q queueMetrics) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return q.longest.WithLabelValues(name)
+}
+func (q queueMetrics) NewRetriesMetric(name string) workqueue.CounterMetric {
+	return q.retries.WithLabelValues(name)
 }
 
 // instrument counts and times the resource requests h serves (inside
@@ -95,14 +161,16 @@ func dryRun(r *http.Request) string {
 
 // storedResources is every resource stored through the backend, for
 // apiserver_storage_objects: a Backend that notes each store it makes.
+// Each store notes its writes' revisions in writes, for WaitIdle.
 type storedResources struct {
 	storage.Backend
+	writes   *controller.Writes
 	mu       sync.Mutex
 	prefixes map[string]string // resource label -> key prefix
 }
 
-func newStoredResources(b storage.Backend) *storedResources {
-	return &storedResources{Backend: b, prefixes: map[string]string{}}
+func newStoredResources(b storage.Backend, writes *controller.Writes) *storedResources {
+	return &storedResources{Backend: b, writes: writes, prefixes: map[string]string{}}
 }
 
 // Store implements storage.Backend.
@@ -110,7 +178,44 @@ func (s *storedResources) Store(cfg storage.ResourceConfig) (k8sstorage.Interfac
 	s.mu.Lock()
 	s.prefixes[cfg.GroupResource.String()] = path.Join("/", cfg.Prefix, cfg.ResourcePrefix) + "/"
 	s.mu.Unlock()
-	return s.Backend.Store(cfg)
+	st, err := s.Backend.Store(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return writeNoting{Interface: st, resource: cfg.GroupResource, writes: s.writes}, nil
+}
+
+// writeNoting notes the revision of each write of a store.
+type writeNoting struct {
+	k8sstorage.Interface
+	resource schema.GroupResource
+	writes   *controller.Writes
+}
+
+func (w writeNoting) Create(ctx context.Context, key string, obj, out runtime.Object, ttl uint64) error {
+	err := w.Interface.Create(ctx, key, obj, out, ttl)
+	if err == nil {
+		w.writes.Wrote(w.resource, out)
+	}
+	return err
+}
+
+func (w writeNoting) Delete(ctx context.Context, key string, out runtime.Object, pre *k8sstorage.Preconditions,
+	validate k8sstorage.ValidateObjectFunc, cached runtime.Object, opts k8sstorage.DeleteOptions) error {
+	err := w.Interface.Delete(ctx, key, out, pre, validate, cached, opts)
+	if err == nil {
+		w.writes.Wrote(w.resource, out)
+	}
+	return err
+}
+
+func (w writeNoting) GuaranteedUpdate(ctx context.Context, key string, dest runtime.Object, ignoreNotFound bool,
+	pre *k8sstorage.Preconditions, tryUpdate k8sstorage.UpdateFunc, cached runtime.Object) error {
+	err := w.Interface.GuaranteedUpdate(ctx, key, dest, ignoreNotFound, pre, tryUpdate, cached)
+	if err == nil {
+		w.writes.Wrote(w.resource, dest)
+	}
+	return err
 }
 
 var storageObjectsDesc = prometheus.NewDesc("apiserver_storage_objects",

@@ -41,7 +41,9 @@ func TestMetricsPerServer(t *testing.T) {
 	t.Parallel()
 	srv, other := apiservertest.Start(t), apiservertest.Start(t)
 	// The server's own requests count too, as kube-apiserver's loopback
-	// requests do: compare with what was counted before.
+	// requests do: compare with what was counted before, once the
+	// controllers have published kube-root-ca.crt in each namespace.
+	waitIdle(t, srv)
 	_, body := get(t, srv.RESTConfig(), "/metrics")
 	before := scrape(t, body, "apiserver_request_total")
 	cms := clientset(t, srv).CoreV1().ConfigMaps("default")
@@ -67,10 +69,10 @@ func TestMetricsPerServer(t *testing.T) {
 	assert.Equal(t, 1.0, requests[fmt.Sprintf(labels, 409, "resource", "POST")])
 	assert.Zero(t, requests[fmt.Sprintf(labels, 200, "namespace", "LIST")], "the other server's list is not counted here")
 	durations := scrape(t, body, "apiserver_request_duration_seconds")
-	assert.Equal(t, 5.0, durations["component=apiserver,dry_run=,group=,resource=configmaps,scope=resource,subresource=,verb=POST,version=v1"],
-		"the server's one, and four")
+	assert.Equal(t, 9.0, durations["component=apiserver,dry_run=,group=,resource=configmaps,scope=resource,subresource=,verb=POST,version=v1"],
+		"the server's five (legacy token tracking, kube-root-ca.crt in four namespaces), and four")
 	objects := scrape(t, body, "apiserver_storage_objects")
-	assert.Equal(t, 4.0, objects["resource=configmaps"], "three and kube-system's legacy token tracking")
+	assert.Equal(t, 8.0, objects["resource=configmaps"], "three, kube-system's legacy token tracking, four kube-root-ca.crt")
 	assert.Equal(t, 4.0, objects["resource=namespaces"], "the system namespaces")
 	_, otherBody := get(t, other.RESTConfig(), "/metrics")
 	assert.Equal(t, 1.0, scrape(t, otherBody, "apiserver_request_total")[fmt.Sprintf(labels, 200, "namespace", "LIST")])

@@ -1,0 +1,100 @@
+// Package controllers names the control loops a kubeembed server runs in
+// process, as kube-controller-manager runs them beside kube-apiserver, and
+// holds what they are built from. Each lives in a package of its own
+// (garbagecollector, namespace, rootcacert, ...); the server builds and
+// starts them from post-start hooks named start-<controller>, fed by its
+// shared informers over the in-process loopback. Choose them with
+// apiserver.Options.Controllers.
+package controllers
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Name is a controller's name, kube-controller-manager's --controllers name.
+type Name string
+
+// The controllers a server can run.
+const (
+	// GarbageCollector deletes dependents whose owners are gone and runs
+	// foreground and orphan deletion.
+	GarbageCollector Name = "garbagecollector"
+	// Namespace deletes the content of a terminating namespace, then the
+	// namespace.
+	Namespace Name = "namespace"
+	// RootCACertPublisher publishes the server's CA as the ConfigMap
+	// kube-root-ca.crt in every namespace.
+	RootCACertPublisher Name = "root-ca-cert-publisher"
+)
+
+// All are every controller, in the order they start.
+func All() []Name { return []Name{GarbageCollector, Namespace, RootCACertPublisher} }
+
+// Controller is one control loop.
+type Controller interface {
+	// Run runs the controller until ctx ends, and returns once its
+	// goroutines have.
+	Run(ctx context.Context)
+	// Idle returns nil when the controller has nothing to do now, given
+	// the resourceVersion of the last write to each resource (it has
+	// seen them all, its queues are empty); otherwise what it waits for.
+	Idle(written map[schema.GroupResource]uint64) error
+	// Finished counts the work items the controller has finished.
+	Finished() uint64
+}
+
+// Config is what controllers are built from: the server's loopback clients
+// and shared informers.
+type Config struct {
+	Client    kubernetes.Interface
+	Metadata  metadata.Interface
+	Discovery discovery.DiscoveryInterface
+	// Informers is the server's shared informer factory; the server starts
+	// it after the controllers are built.
+	Informers informers.SharedInformerFactory
+	// Monitors are the resources that can be listed, watched and deleted,
+	// with a metadata informer for each.
+	Monitors Monitors
+	// Revisions is the revision of the server's last write.
+	Revisions Revisions
+	// QueueMetrics receives the controllers' work queue metrics; nil for
+	// none.
+	QueueMetrics workqueue.MetricsProvider
+	// RootCA is the PEM bundle published as kube-root-ca.crt.
+	RootCA []byte
+}
+
+// Monitors keep the resources served that can be listed, watched and
+// deleted (built-in, custom and aggregated; preferred versions only) and a
+// metadata-only informer for each.
+type Monitors interface {
+	// Subscribe calls f with the resources monitored now, then with those
+	// added and removed as they change, in order, never concurrently. An
+	// added resource's informer starts after f returns, so handlers f adds
+	// see its initial list; a removed one's stops after. Controllers
+	// subscribe when they are built, before the monitors start. f must not
+	// call back into Monitors.
+	Subscribe(f func(added, removed []Resource))
+}
+
+// Resource is a monitored resource.
+type Resource struct {
+	schema.GroupVersionResource
+	Kind       string
+	Namespaced bool
+	// Informer lists and watches the resource's objects' metadata.
+	Informer cache.SharedIndexInformer
+}
+
+// Revisions tells the revision of the server's last write.
+type Revisions interface {
+	Latest() uint64
+}

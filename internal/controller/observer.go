@@ -1,0 +1,191 @@
+package controller
+
+import (
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Observer registers a controller's event handlers and notes, per resource,
+// the latest revision they have handled.
+type Observer struct {
+	writes interface{ Latest() uint64 }
+
+	mu      sync.Mutex
+	watched map[schema.GroupResource]*watched
+}
+
+type watched struct {
+	informer     cache.SharedIndexInformer
+	registration cache.ResourceEventHandlerRegistration
+	// since is the last write before the handler was added, which the
+	// informer's list covers when the handler is added before the
+	// informer starts (as the server does), so once the handler has
+	// synced it has seen every write up to since. An informer that tells
+	// its first list's revision (Monitors') covers up to that.
+	since    uint64
+	observed uint64
+}
+
+// NewObserver returns an observer comparing what it sees with writes.
+func NewObserver(writes interface{ Latest() uint64 }) *Observer {
+	return &Observer{writes: writes, watched: map[schema.GroupResource]*watched{}}
+}
+
+// Watch adds h to informer, which lists and watches resource gr, noting
+// each object's revision after h has handled it. A resource is watched
+// once per observer.
+func (o *Observer) Watch(gr schema.GroupResource, informer cache.SharedIndexInformer, h cache.ResourceEventHandler) error {
+	w := &watched{informer: informer, since: o.writes.Latest()}
+	o.mu.Lock()
+	if _, ok := o.watched[gr]; ok {
+		o.mu.Unlock()
+		return fmt.Errorf("%v is already watched", gr)
+	}
+	o.watched[gr] = w
+	o.mu.Unlock()
+	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			h.OnAdd(obj, initial)
+			o.saw(w, obj)
+		},
+		UpdateFunc: func(old, obj any) {
+			h.OnUpdate(old, obj)
+			o.saw(w, obj)
+		},
+		DeleteFunc: func(obj any) {
+			h.OnDelete(obj)
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				// A relist found it gone, at the relist's revision.
+				obj = d.Obj
+				if l, ok := informer.(listed); ok {
+					_, last := l.Listed()
+					o.sawRevision(w, last)
+				}
+			}
+			o.saw(w, obj)
+		},
+	})
+	if err != nil {
+		o.Unwatch(gr)
+		return err
+	}
+	o.mu.Lock()
+	w.registration = reg
+	o.mu.Unlock()
+	return nil
+}
+
+// Unwatch removes the handler Watch added for gr, if any.
+func (o *Observer) Unwatch(gr schema.GroupResource) {
+	o.mu.Lock()
+	w := o.watched[gr]
+	delete(o.watched, gr)
+	o.mu.Unlock()
+	if w != nil && w.registration != nil {
+		_ = w.informer.RemoveEventHandler(w.registration)
+	}
+}
+
+// Watching reports whether gr is watched.
+func (o *Observer) Watching(gr schema.GroupResource) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, ok := o.watched[gr]
+	return ok
+}
+
+func (o *Observer) saw(w *watched, obj any) { o.sawRevision(w, ResourceVersion(obj)) }
+
+func (o *Observer) sawRevision(w *watched, rv uint64) {
+	o.mu.Lock()
+	w.observed = max(w.observed, rv)
+	o.mu.Unlock()
+}
+
+// listed is an informer that tells the resourceVersion of its first and
+// last lists (Monitors' informers).
+type listed interface {
+	Listed() (first, last uint64)
+}
+
+// Synced reports whether every handler has had its informer's initial list.
+func (o *Observer) Synced() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, w := range o.watched {
+		if w.registration == nil || !w.registration.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// CaughtUp returns nil once the handlers have seen every write in written
+// to the resources they watch, or an error naming a resource they have not.
+func (o *Observer) CaughtUp(written map[schema.GroupResource]uint64) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for gr, w := range o.watched {
+		if w.registration == nil || !w.registration.HasSynced() {
+			return fmt.Errorf("%v: not synced", gr)
+		}
+		since := w.since
+		if l, ok := w.informer.(listed); ok {
+			first, _ := l.Listed()
+			since = max(since, first) // synced: the initial list is handled
+		}
+		if rv := written[gr]; rv > w.observed && rv > since {
+			return fmt.Errorf("%v: seen resourceVersion %d of %d (informer at %s)", gr, w.observed, rv, w.informer.LastSyncResourceVersion())
+		}
+	}
+	return nil
+}
+
+// Parts are a controller's observer and queues, and what else keeps it
+// busy; their Idle and Finished are the controller's.
+type Parts struct {
+	// Name names the controller in Idle's errors.
+	Name     string
+	Observer *Observer
+	Queues   []*Queue
+	// Busy, if set, reports work outside the queues (a resync).
+	Busy func() error
+}
+
+// Idle returns nil once the observer has caught up with written and every
+// queue is idle.
+func (p *Parts) Idle(written map[schema.GroupResource]uint64) error {
+	if err := p.idle(written); err != nil {
+		return fmt.Errorf("%s: %w", p.Name, err)
+	}
+	return nil
+}
+
+func (p *Parts) idle(written map[schema.GroupResource]uint64) error {
+	if p.Busy != nil {
+		if err := p.Busy(); err != nil {
+			return err
+		}
+	}
+	if err := p.Observer.CaughtUp(written); err != nil {
+		return err
+	}
+	for _, q := range p.Queues {
+		if err := q.Idle(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Finished counts the items the queues' workers finished.
+func (p *Parts) Finished() uint64 {
+	var n uint64
+	for _, q := range p.Queues {
+		n += q.Finished()
+	}
+	return n
+}
