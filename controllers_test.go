@@ -1,13 +1,9 @@
 package apiserver_test
 
 import (
-	"os"
-	"runtime/pprof"
-	"context"
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -62,7 +58,7 @@ func TestGarbageCollectorBackground(t *testing.T) {
 	createCM(t, c, "default", shared)
 
 	require.NoError(t, c.CoreV1().ConfigMaps("default").Delete(t.Context(), "owner", metav1.DeleteOptions{}))
-	waitIdle(t, srv)
+	apiservertest.WaitIdle(t, srv)
 	for i := range 3 {
 		_, err := c.CoreV1().ConfigMaps("default").Get(t.Context(), fmt.Sprint("dep-", i), metav1.GetOptions{})
 		requireGone(t, err, "dependent")
@@ -87,7 +83,7 @@ func TestGarbageCollectorForeground(t *testing.T) {
 	createCM(t, c, "default", owned("free", owner, "ConfigMap", true))
 
 	require.NoError(t, cms.Delete(t.Context(), "owner", metav1.DeleteOptions{PropagationPolicy: ptr(metav1.DeletePropagationForeground)}))
-	waitIdle(t, srv)
+	apiservertest.WaitIdle(t, srv)
 	_, err := cms.Get(t.Context(), "free", metav1.GetOptions{})
 	requireGone(t, err, "a dependent without finalizers")
 	got, err := cms.Get(t.Context(), "owner", metav1.GetOptions{})
@@ -100,7 +96,7 @@ func TestGarbageCollectorForeground(t *testing.T) {
 	got.Finalizers = nil
 	_, err = cms.Update(t.Context(), got, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	waitIdle(t, srv)
+	apiservertest.WaitIdle(t, srv)
 	_, err = cms.Get(t.Context(), "owner", metav1.GetOptions{})
 	requireGone(t, err, "the owner, once its dependents are gone")
 }
@@ -115,7 +111,7 @@ func TestGarbageCollectorOrphan(t *testing.T) {
 	createCM(t, c, "default", owned("dep", owner, "ConfigMap", true))
 
 	require.NoError(t, cms.Delete(t.Context(), "owner", metav1.DeleteOptions{PropagationPolicy: ptr(metav1.DeletePropagationOrphan)}))
-	waitIdle(t, srv)
+	apiservertest.WaitIdle(t, srv)
 	_, err := cms.Get(t.Context(), "owner", metav1.GetOptions{})
 	requireGone(t, err, "the owner")
 	dep, err := cms.Get(t.Context(), "dep", metav1.GetOptions{})
@@ -139,7 +135,7 @@ func TestGarbageCollectorDanglingOwners(t *testing.T) {
 	require.NoError(t, err)
 	createCM(t, c, "default", owned("of-namespace", ns, "Namespace", false))
 
-	waitIdle(t, srv)
+	apiservertest.WaitIdle(t, srv)
 	for _, name := range []string{"orphan", "impostor"} {
 		_, err := cms.Get(t.Context(), name, metav1.GetOptions{})
 		requireGone(t, err, name)
@@ -158,10 +154,10 @@ func TestGarbageCollectorCrossNamespaceOwner(t *testing.T) {
 	_, err := c.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	owner := createCM(t, c, "other", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}})
-	waitIdle(t, srv)
+	apiservertest.WaitIdle(t, srv)
 	dep := createCM(t, c, "default", owned("dep", owner, "ConfigMap", false))
 
-	waitIdle(t, srv)
+	apiservertest.WaitIdle(t, srv)
 	_, err = c.CoreV1().ConfigMaps("default").Get(t.Context(), "dep", metav1.GetOptions{})
 	requireGone(t, err, "the dependent of an owner in another namespace")
 	_, err = c.CoreV1().ConfigMaps("other").Get(t.Context(), "owner", metav1.GetOptions{})
@@ -194,7 +190,7 @@ func TestGarbageCollectorCustomResources(t *testing.T) {
 	createCM(t, c, "default", cm)
 
 	require.NoError(t, widgets.Delete(t.Context(), "owner", metav1.DeleteOptions{}))
-	waitIdle(t, srv)
+	apiservertest.WaitIdle(t, srv)
 	_, err = widgets.Get(t.Context(), "child", metav1.GetOptions{})
 	requireGone(t, err, "a custom resource dependent")
 	_, err = c.CoreV1().ConfigMaps("default").Get(t.Context(), "of-widget", metav1.GetOptions{})
@@ -228,7 +224,7 @@ func TestNamespaceDeletion(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, c.CoreV1().Namespaces().Delete(t.Context(), "doomed", metav1.DeleteOptions{}))
-	waitIdle(t, srv)
+	apiservertest.WaitIdle(t, srv)
 	_, err = c.CoreV1().Namespaces().Get(t.Context(), "doomed", metav1.GetOptions{})
 	requireGone(t, err, "the namespace")
 	_, err = dyn.Resource(widgetsGVR).Namespace("doomed").Get(t.Context(), "w", metav1.GetOptions{})
@@ -246,7 +242,7 @@ func TestNamespaceDeletionWaitsForFinalizers(t *testing.T) {
 	createCM(t, c, "held", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Finalizers: []string{"example.com/hold"}}})
 
 	require.NoError(t, c.CoreV1().Namespaces().Delete(t.Context(), "held", metav1.DeleteOptions{}))
-	waitIdle(t, srv)
+	apiservertest.WaitIdle(t, srv)
 	ns, err := c.CoreV1().Namespaces().Get(t.Context(), "held", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, corev1.NamespaceTerminating, ns.Status.Phase)
@@ -264,7 +260,7 @@ func TestNamespaceDeletionWaitsForFinalizers(t *testing.T) {
 
 	_, err = c.CoreV1().ConfigMaps("held").Patch(t.Context(), "cm", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
-	waitIdle(t, srv)
+	apiservertest.WaitIdle(t, srv)
 	_, err = c.CoreV1().Namespaces().Get(t.Context(), "held", metav1.GetOptions{})
 	requireGone(t, err, "the namespace, once its content is gone")
 }
@@ -276,7 +272,7 @@ func TestRootCACertPublisher(t *testing.T) {
 	c := clientset(t, srv)
 	_, err := c.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fresh"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	waitIdle(t, srv)
+	apiservertest.WaitIdle(t, srv)
 	for _, ns := range []string{"default", "kube-system", "kube-public", "kube-node-lease", "fresh"} {
 		cm, err := c.CoreV1().ConfigMaps(ns).Get(t.Context(), "kube-root-ca.crt", metav1.GetOptions{})
 		require.NoError(t, err, ns)
@@ -284,7 +280,7 @@ func TestRootCACertPublisher(t *testing.T) {
 		assert.Equal(t, "kube-controller-manager", cm.ManagedFields[0].Manager)
 	}
 	require.NoError(t, c.CoreV1().ConfigMaps("fresh").Delete(t.Context(), "kube-root-ca.crt", metav1.DeleteOptions{}))
-	waitIdle(t, srv)
+	apiservertest.WaitIdle(t, srv)
 	_, err = c.CoreV1().ConfigMaps("fresh").Get(t.Context(), "kube-root-ca.crt", metav1.GetOptions{})
 	require.NoError(t, err, "put back")
 }
@@ -299,7 +295,7 @@ func TestControllersOff(t *testing.T) {
 	_, err := c.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kept"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.NoError(t, c.CoreV1().Namespaces().Delete(t.Context(), "kept", metav1.DeleteOptions{}))
-	waitIdle(t, srv)
+	apiservertest.WaitIdle(t, srv)
 	ns, err := c.CoreV1().Namespaces().Get(t.Context(), "kept", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, corev1.NamespaceTerminating, ns.Status.Phase)
@@ -337,17 +333,4 @@ func installWidgets(t *testing.T, srv *apiserver.Server) {
 			return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
 		})
 	})
-}
-
-// waitIdle waits for the server's controllers, at most 30 s.
-func waitIdle(t *testing.T, srv *apiserver.Server) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	if err := srv.WaitIdle(ctx); err != nil {
-		f, _ := os.Create("/tmp/goroutines.txt")
-		_ = pprof.Lookup("goroutine").WriteTo(f, 2)
-		f.Close()
-		require.NoError(t, err)
-	}
 }

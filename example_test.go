@@ -7,6 +7,7 @@ import (
 
 	apiserverinternalv1alpha1 "k8s.io/api/apiserverinternal/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeembed/apiserver"
@@ -137,4 +138,53 @@ func ExampleServer_Snapshot() {
 	// Output:
 	// kube-root-ca.crt
 	// seed
+}
+
+// ExampleServer_WaitIdle deletes a namespace and an owner, and waits for the
+// server's controllers (namespace deletion, garbage collection) to finish,
+// with no polling.
+func ExampleServer_WaitIdle() {
+	srv, err := apiserver.New(apiserver.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	ctx := context.Background()
+	if err := srv.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	client, err := srv.Clientset()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}, metav1.CreateOptions{}); err != nil {
+		log.Fatal(err)
+	}
+	cms := client.CoreV1().ConfigMaps("default")
+	owner, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ref := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID}
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "dependent",
+		OwnerReferences: []metav1.OwnerReference{ref}}}, metav1.CreateOptions{}); err != nil {
+		log.Fatal(err)
+	}
+
+	if err := client.CoreV1().Namespaces().Delete(ctx, "team", metav1.DeleteOptions{}); err != nil {
+		log.Fatal(err)
+	}
+	if err := cms.Delete(ctx, "owner", metav1.DeleteOptions{}); err != nil {
+		log.Fatal(err)
+	}
+	if err := srv.WaitIdle(ctx); err != nil {
+		log.Fatal(err)
+	}
+	_, err = client.CoreV1().Namespaces().Get(ctx, "team", metav1.GetOptions{})
+	fmt.Println("namespace:", apierrors.IsNotFound(err))
+	_, err = cms.Get(ctx, "dependent", metav1.GetOptions{})
+	fmt.Println("dependent:", apierrors.IsNotFound(err))
+	// Output:
+	// namespace: true
+	// dependent: true
 }

@@ -43,7 +43,7 @@ func TestMetricsPerServer(t *testing.T) {
 	// The server's own requests count too, as kube-apiserver's loopback
 	// requests do: compare with what was counted before, once the
 	// controllers have published kube-root-ca.crt in each namespace.
-	waitIdle(t, srv)
+	apiservertest.WaitIdle(t, srv)
 	_, body := get(t, srv.RESTConfig(), "/metrics")
 	before := scrape(t, body, "apiserver_request_total")
 	cms := clientset(t, srv).CoreV1().ConfigMaps("default")

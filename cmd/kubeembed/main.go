@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/controllers"
 )
 
 func main() {
@@ -42,6 +44,25 @@ type stringList []string
 func (s *stringList) String() string     { return fmt.Sprint(*s) }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
+func joinNames(names []controllers.Name) string {
+	s := make([]string, len(names))
+	for i, n := range names {
+		s[i] = string(n)
+	}
+	return strings.Join(s, ", ")
+}
+
+// splitNames reads --controllers; an empty value runs none.
+func splitNames(v string) []controllers.Name {
+	names := []controllers.Name{}
+	for _, n := range strings.Split(v, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, controllers.Name(n))
+		}
+	}
+	return names
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("kubeembed", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -53,7 +74,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		apf         = fs.Bool("enable-priority-and-fairness", true, "apply API Priority and Fairness, as kube-apiserver's flag of that name")
 		auditLog    = fs.String("audit-log-path", "", "write audit events (audit.k8s.io/v1 JSON lines) to this file; - for standard output")
 		auditPolicy = fs.String("audit-policy-file", "", "the audit policy; without one nothing is audited")
-		crds        stringList
+		ctrls       = fs.String("controllers", "*", "the controllers to run, as kube-controller-manager's flag of that name: "+
+			"'*' all, 'name' one, '-name' not that one (comma-separated); known: "+joinNames(controllers.All()))
+		crds stringList
 	)
 	fs.Var(&crds, "crds", "file or directory of CRD YAML/JSON to install before serving (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -71,7 +94,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer func() { _ = log.Sync() }()
 
 	srv, err := apiserver.New(apiserver.Options{Logger: log, BindAddress: *bind, Port: *port, CRDPaths: crds,
-		DisablePriorityAndFairness: !*apf, AuditLogPath: *auditLog, AuditPolicyFile: *auditPolicy})
+		DisablePriorityAndFairness: !*apf, AuditLogPath: *auditLog, AuditPolicyFile: *auditPolicy,
+		Controllers: splitNames(*ctrls)})
 	if err != nil {
 		return err
 	}

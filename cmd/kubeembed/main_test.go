@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubeembed/apiserver/controllers"
 )
 
 // TestCLI builds the command, runs it as a subprocess, uses the server
@@ -121,4 +123,14 @@ func TestCLIAuditPolicy(t *testing.T) {
 		"--kubeconfig", filepath.Join(t.TempDir(), "kc")}, io.Discard, io.Discard)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "audit policy")
+}
+
+// --controllers reads kube-controller-manager's syntax; an unknown name
+// stops the CLI with the list of known ones.
+func TestCLIControllers(t *testing.T) {
+	assert.Equal(t, []controllers.Name{"*", "-namespace"}, splitNames("*, -namespace"))
+	assert.Empty(t, splitNames(""), "none")
+	err := run(context.Background(), []string{"--controllers", "*,-nosuch", "--kubeconfig", filepath.Join(t.TempDir(), "kc")}, io.Discard, io.Discard)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `unknown controller "-nosuch" (known: [garbagecollector namespace root-ca-cert-publisher])`)
 }

@@ -142,3 +142,19 @@ func InjectFault(t TB, srv *apiserver.Server, rule faults.Rule) {
 	t.Helper()
 	t.Cleanup(srv.Faults().Add(rule))
 }
+
+// WaitIdleTimeout bounds WaitIdle.
+const WaitIdleTimeout = 30 * time.Second
+
+// WaitIdle waits until the server's controllers have nothing left to do
+// (Server.WaitIdle: a deleted namespace is gone, an owner's dependents are
+// collected), and fails the test if that takes more than WaitIdleTimeout,
+// naming what was still busy.
+func WaitIdle(t TB, srv *apiserver.Server) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), WaitIdleTimeout)
+	defer cancel()
+	if err := srv.WaitIdle(ctx); err != nil {
+		t.Fatalf("%v", err)
+	}
+}

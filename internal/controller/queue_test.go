@@ -1,0 +1,75 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A queue is idle only when nothing is queued, in a worker or waiting to
+// be retried after an error; an item put off with Later is idle.
+func TestQueueIdle(t *testing.T) {
+	t.Parallel()
+	q := NewQueue("test", nil)
+	require.NoError(t, q.Idle())
+	release, entered := make(chan struct{}), make(chan string, 4)
+	var mu sync.Mutex
+	fail := map[string]error{"broken": errors.New("boom"), "later": &Later{After: time.Hour, Reason: "waiting"}}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		q.Run(ctx, 1, func(_ context.Context, key string) error {
+			entered <- key
+			<-release
+			mu.Lock()
+			defer mu.Unlock()
+			return fail[key]
+		})
+	}()
+	defer func() { cancel(); close(release); <-done }()
+
+	q.Add("a")
+	assert.Equal(t, "a", <-entered)
+	assert.ErrorContains(t, q.Idle(), "1 items to do", "in a worker")
+	release <- struct{}{}
+	require.NoError(t, Wait(t.Context(), q.Idle))
+	assert.EqualValues(t, 1, q.Finished())
+
+	q.Add("later")
+	<-entered
+	release <- struct{}{}
+	require.NoError(t, Wait(t.Context(), q.Idle), "put off on purpose: idle")
+
+	q.Add("broken")
+	<-entered
+	release <- struct{}{}
+	wctx, wcancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer wcancel()
+	err := Wait(wctx, q.Idle)
+	require.Error(t, err, "a failed item is not idle: waiting to be retried, or retried (in a worker)")
+	assert.Regexp(t, `"broken" is retried after: boom|1 items to do`, err.Error())
+	mu.Lock()
+	delete(fail, "broken")
+	mu.Unlock()
+	<-entered // the retry
+	release <- struct{}{}
+	require.NoError(t, Wait(t.Context(), q.Idle), "succeeded on retry")
+}
+
+func TestWritesRecordsTheLatestRevisionPerResource(t *testing.T) {
+	t.Parallel()
+	var w Writes
+	assert.Zero(t, w.Latest())
+	w.Wrote(gr("configmaps"), objectAt("7"))
+	w.Wrote(gr("secrets"), objectAt("9"))
+	w.Wrote(gr("configmaps"), objectAt("5")) // a no-op update returns an older object
+	w.Wrote(gr("configmaps"), objectAt(""))  // nothing to note
+	assert.EqualValues(t, 9, w.Latest())
+	assert.Equal(t, map[string]uint64{"configmaps": 7, "secrets": 9}, byName(w.Snapshot()))
+}
