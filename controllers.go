@@ -72,7 +72,7 @@ func trimMinus(n controllers.Name) controllers.Name {
 type controllerSet struct {
 	monitors *controller.Monitors
 	running  []controllers.Controller
-	wg           sync.WaitGroup
+	wg       sync.WaitGroup
 }
 
 // addControllers builds the enabled controllers and registers the hooks that
