@@ -18,6 +18,7 @@ import (
 	"time"
 
 	kubeembed "github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/controllers"
 )
 
 // ServiceCIDR is the service range both servers are given.
@@ -129,7 +130,9 @@ type Candidate struct {
 
 // StartCandidate starts kubeembed with the built-in groups.
 func StartCandidate(ctx context.Context, token string) (*Candidate, error) {
-	srv, err := kubeembed.New(kubeembed.Options{AdminToken: token})
+	// The reference is kube-apiserver alone, without
+	// kube-controller-manager: the candidate runs no controllers either.
+	srv, err := kubeembed.New(kubeembed.Options{AdminToken: token, Controllers: []controllers.Name{}})
 	if err != nil {
 		return nil, err
 	}
