@@ -32,6 +32,7 @@ import (
 	"github.com/kubeembed/apiserver/internal/controller"
 	"github.com/kubeembed/apiserver/internal/globals"
 	"github.com/kubeembed/apiserver/internal/inproc"
+	"github.com/kubeembed/apiserver/internal/satoken"
 	"github.com/kubeembed/apiserver/internal/version"
 	"github.com/kubeembed/apiserver/storage"
 )
@@ -46,6 +47,8 @@ type Server struct {
 	log    *zap.Logger
 	url    string
 	ca     *certs.CA
+	// tokens issues and authenticates service account tokens.
+	tokens *satoken.Issuer
 	config *rest.Config
 
 	faults   *faults.Injector
@@ -101,6 +104,9 @@ func New(opts Options) (_ *Server, err error) {
 		globals.InitKlog()
 	}
 	if s.ca, err = certs.ProcessCA(); err != nil {
+		return nil, err
+	}
+	if s.tokens, err = satoken.New(satoken.DefaultIssuer); err != nil {
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.host, strconv.Itoa(c.port)))

@@ -5,25 +5,68 @@ package apiserver
 
 import (
 	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/group"
 	"k8s.io/apiserver/pkg/authentication/request/anonymous"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
 	"k8s.io/apiserver/pkg/authentication/request/union"
 	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
+	tokenunion "k8s.io/apiserver/pkg/authentication/token/union"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/client-go/kubernetes"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+
+	"github.com/kubeembed/apiserver/internal/satoken"
 )
 
 // tokenAuthenticator authenticates bearer tokens only: the requests' and
 // TokenReview's.
 func (s *Server) tokenAuthenticator() authenticator.Request {
-	return bearertoken.New(tokenfile.New(map[string]*user.DefaultInfo{
+	admin := tokenfile.New(map[string]*user.DefaultInfo{
 		s.opts.token: {Name: AdminUser, UID: AdminUser, Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}},
-	}))
+	})
+	// Everyone authenticated is in system:authenticated, as kube-apiserver's
+	// authenticators are wrapped (TokenReview's answers show it).
+	return group.NewAuthenticatedGroupAdder(bearertoken.New(tokenunion.New(admin, s.tokens.Authenticator(s.boundObjects()))))
+}
+
+// boundObjects looks up what service account tokens name: service accounts
+// in the shared informer's cache, then live (a token issued for an account
+// created a moment ago); pods, secrets and nodes live.
+func (s *Server) boundObjects() satoken.Getter {
+	return boundObjects{accounts: s.informers.kube.Core().V1().ServiceAccounts().Lister(), client: s.informers.client}
+}
+
+type boundObjects struct {
+	accounts corev1listers.ServiceAccountLister
+	client   kubernetes.Interface
+}
+
+func (b boundObjects) ServiceAccount(ctx context.Context, ns, name string) (*corev1.ServiceAccount, error) {
+	if sa, err := b.accounts.ServiceAccounts(ns).Get(name); err == nil {
+		return sa, nil
+	}
+	return b.client.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (b boundObjects) Pod(ctx context.Context, ns, name string) (*corev1.Pod, error) {
+	return b.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (b boundObjects) Secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
+	return b.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (b boundObjects) Node(ctx context.Context, name string) (*corev1.Node, error) {
+	return b.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 }
 
 // authenticator authenticates bearer tokens, and everyone else as

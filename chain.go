@@ -11,6 +11,7 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"github.com/kubeembed/apiserver/faults"
+	"github.com/kubeembed/apiserver/internal/satoken"
 )
 
 // chain is the three delegating tiers kube-apiserver's CreateServerChain
@@ -71,6 +72,9 @@ func (s *Server) buildChain() (*chain, error) {
 	c := &chain{aggregator: agg, core: core, extensions: ext}
 	agg.GenericAPIServer.Handler.NonGoRestfulMux.Handle("/openapi/v2", c.openAPIV2(tc, crds.Lister()))
 	agg.GenericAPIServer.Handler.NonGoRestfulMux.Handle("/metrics", s.metrics.handler())
+	config, jwks := s.tokens.DiscoveryHandlers(s.url)
+	agg.GenericAPIServer.Handler.NonGoRestfulMux.Handle(satoken.OpenIDConfigurationPath, config)
+	agg.GenericAPIServer.Handler.NonGoRestfulMux.Handle(satoken.JWKSPath, jwks)
 	s.crdLister = crds.Lister()
 	s.loopback.SetHandler(agg.GenericAPIServer.Handler)
 	return c, nil

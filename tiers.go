@@ -55,6 +55,9 @@ type tierConfig struct {
 	servingNotAfter time.Time
 	loopback        *rest.Config
 	authn           authenticator.Request
+	// audiences are the API audiences a service account token must name.
+	audiences authenticator.Audiences
+	issuer    providers.TokenIssuer
 	// tokens authenticates bearer tokens only, for TokenReview.
 	tokens    authenticator.Request
 	authz     authorizer.Authorizer
@@ -101,7 +104,7 @@ func (s *Server) newTierConfig() (*tierConfig, error) {
 	}
 	tc := &tierConfig{
 		serving: serving, servingNotAfter: notAfter, loopback: loopback,
-		authn: s.authenticator(), tokens: s.tokenAuthenticator(),
+		authn: s.authenticator(), tokens: s.tokenAuthenticator(), audiences: s.tokens.Audiences(), issuer: s.tokens,
 		authz: authorizerFunc(authorize), rules: rules{},
 		version:  effectiveVersion(),
 		external: strings.TrimPrefix(s.url, "https://"), address: s.servingAddress(),
@@ -199,6 +202,7 @@ func (tc *tierConfig) genericConfig(codecs serializer.CodecFactory, getter gener
 	c.LoopbackClientConfig = rest.CopyConfig(tc.loopback)
 	c.ClientConfig = c.LoopbackClientConfig
 	c.Authentication.Authenticator = tc.authn
+	c.Authentication.APIAudiences = tc.audiences
 	c.Authorization.Authorizer = tc.authz
 	c.AdmissionControl = tc.admission
 	c.EffectiveVersion = tc.version

@@ -12,6 +12,9 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -80,6 +83,30 @@ type Config struct {
 	// PriorityAndFairness says whether the server applies API Priority and
 	// Fairness (flowcontrol's bootstrap configuration is kept only then).
 	PriorityAndFairness bool
+	// ServiceAccountTokens signs the server's service account tokens
+	// (serviceaccounts/token), which its authenticator accepts.
+	ServiceAccountTokens TokenIssuer
+}
+
+// TokenIssuer issues a server's service account tokens.
+type TokenIssuer interface {
+	// Audiences are the server's API audiences: a TokenRequest without
+	// audiences gets these.
+	Audiences() []string
+	// IssueToken signs a token as t describes.
+	IssueToken(ctx context.Context, t ServiceAccountToken) (string, error)
+}
+
+// ServiceAccountToken is a token to issue: for a service account, bound to
+// at most one of a pod (with its node), a secret or a node, valid for TTL
+// from now, for audiences.
+type ServiceAccountToken struct {
+	ServiceAccount *corev1.ServiceAccount
+	Pod            *corev1.Pod
+	Secret         *corev1.Secret
+	Node           *corev1.Node
+	Audiences      []string
+	TTL            time.Duration
 }
 
 // addInternalVersion registers every kind of gv's own package (not the

@@ -1,0 +1,150 @@
+package satoken
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+)
+
+// leeway is the clock skew tolerated, go-jose's default as kube-apiserver
+// uses it.
+const leeway = time.Minute
+
+// Getter looks up the objects a token names, as they are now.
+type Getter interface {
+	ServiceAccount(ctx context.Context, namespace, name string) (*corev1.ServiceAccount, error)
+	Pod(ctx context.Context, namespace, name string) (*corev1.Pod, error)
+	Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
+	Node(ctx context.Context, name string) (*corev1.Node, error)
+}
+
+// Authenticator authenticates the issuer's tokens as their service
+// accounts, looking the bound objects up with get. Tokens it did not sign
+// are not its to judge (not ok, no error).
+func (i *Issuer) Authenticator(get Getter) authenticator.Token {
+	return tokenFunc(func(ctx context.Context, token string) (*authenticator.Response, bool, error) {
+		c, err := i.verify(token)
+		if errors.Is(err, errNotOurs) {
+			return nil, false, nil
+		}
+		auds, err := i.audiences(ctx, c)
+		if err != nil {
+			return nil, false, err
+		}
+		info, err := validate(ctx, get, c)
+		if err != nil {
+			return nil, false, err
+		}
+		return &authenticator.Response{User: info.UserInfo(), Audiences: auds}, true, nil
+	})
+}
+
+type tokenFunc func(ctx context.Context, token string) (*authenticator.Response, bool, error)
+
+func (f tokenFunc) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
+	return f(ctx, token)
+}
+
+// audiences are the token's audiences the request accepts (the API's, or a
+// TokenReview's), with kube-apiserver's error when there are none.
+func (i *Issuer) audiences(ctx context.Context, c *claims) (authenticator.Audiences, error) {
+	requested, ok := authenticator.AudiencesFrom(ctx)
+	if !ok {
+		requested = i.Audiences()
+	}
+	auds := authenticator.Audiences(c.Audience).Intersect(requested)
+	if len(auds) == 0 {
+		return nil, fmt.Errorf("token audiences %q is invalid for the target audiences %q", c.Audience, requested)
+	}
+	return auds, nil
+}
+
+// validate checks the token's times and that what it is bound to still
+// exists with the UID it names, with kube-apiserver's messages.
+func validate(ctx context.Context, get Getter, c *claims) (*serviceaccount.ServiceAccountInfo, error) {
+	now := time.Now()
+	switch {
+	case now.Add(-leeway).After(time.Unix(c.Expiry, 0)):
+		return nil, errors.New("service account token has expired")
+	case now.Add(leeway).Before(time.Unix(c.NotBefore, 0)):
+		return nil, errors.New("service account token is not valid yet")
+	case now.Add(leeway).Before(time.Unix(c.IssuedAt, 0)):
+		return nil, errors.New("service account token is issued in the future")
+	}
+	deletedBefore := now.Add(-leeway)
+	k := c.Kubernetes
+	sa, err := get.ServiceAccount(ctx, k.Namespace, k.ServiceAccount.Name)
+	if err != nil {
+		return nil, err
+	}
+	if string(sa.UID) != k.ServiceAccount.UID {
+		return nil, fmt.Errorf("service account UID (%s) does not match claim (%s)", sa.UID, k.ServiceAccount.UID)
+	}
+	if gone(sa.DeletionTimestamp, deletedBefore) {
+		return nil, fmt.Errorf("service account %s/%s has been deleted", k.Namespace, k.ServiceAccount.Name)
+	}
+	info := &serviceaccount.ServiceAccountInfo{Name: sa.Name, Namespace: sa.Namespace, UID: string(sa.UID), CredentialID: "JTI=" + c.ID}
+	if c.ID == "" {
+		info.CredentialID = ""
+	}
+	if err := validateBound(ctx, get, k, info, deletedBefore); err != nil {
+		return nil, err
+	}
+	return info, nil
+}
+
+// validateBound checks the secret, pod or node the token is bound to.
+func validateBound(ctx context.Context, get Getter, k kubeClaims, info *serviceaccount.ServiceAccountInfo, deletedBefore time.Time) error {
+	invalidated := errors.New("service account token has been invalidated")
+	if r := k.Secret; r != nil {
+		s, err := get.Secret(ctx, k.Namespace, r.Name)
+		switch {
+		case err != nil:
+			return invalidated
+		case string(s.UID) != r.UID:
+			return fmt.Errorf("secret UID (%s) does not match service account secret ref claim (%s)", s.UID, r.UID)
+		case gone(s.DeletionTimestamp, deletedBefore):
+			return invalidated
+		}
+	}
+	if r := k.Pod; r != nil {
+		p, err := get.Pod(ctx, k.Namespace, r.Name)
+		switch {
+		case err != nil:
+			return invalidated
+		case string(p.UID) != r.UID:
+			return fmt.Errorf("pod UID (%s) does not match service account pod ref claim (%s)", p.UID, r.UID)
+		case gone(p.DeletionTimestamp, deletedBefore):
+			return invalidated
+		}
+		info.PodName, info.PodUID = r.Name, r.UID
+		if k.Node != nil {
+			info.NodeName, info.NodeUID = k.Node.Name, k.Node.UID
+		}
+		return nil
+	}
+	if r := k.Node; r != nil {
+		n, err := get.Node(ctx, r.Name)
+		switch {
+		case err != nil:
+			return invalidated
+		case string(n.UID) != r.UID:
+			return fmt.Errorf("node UID (%s) does not match service account node ref claim (%s)", n.UID, r.UID)
+		case gone(n.DeletionTimestamp, deletedBefore):
+			return invalidated
+		}
+		info.NodeName, info.NodeUID = r.Name, r.UID
+	}
+	return nil
+}
+
+// gone: deleted (a deletionTimestamp) longer than the leeway ago.
+func gone(deleted *metav1.Time, before time.Time) bool {
+	return deleted != nil && deleted.Time.Before(before)
+}

@@ -1,0 +1,205 @@
+package apiserver_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/testing/apiservertest"
+)
+
+func requestToken(t *testing.T, c kubernetes.Interface, ns, sa string, spec authenticationv1.TokenRequestSpec) (*authenticationv1.TokenRequest, error) {
+	t.Helper()
+	return c.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), sa, &authenticationv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
+}
+
+func review(t *testing.T, c kubernetes.Interface, token string, audiences ...string) authenticationv1.TokenReviewStatus {
+	t.Helper()
+	tr, err := c.AuthenticationV1().TokenReviews().Create(t.Context(), &authenticationv1.TokenReview{
+		Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: audiences}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return tr.Status
+}
+
+// A TokenRequest's token authenticates as its service account, with
+// kube-apiserver's user, groups and extra, until the account is deleted.
+func TestTokenRequest(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	tr, err := requestToken(t, c, "default", "default", authenticationv1.TokenRequestSpec{})
+	require.NoError(t, err)
+	assert.EqualValues(t, 3600, *tr.Spec.ExpirationSeconds, "default expiry")
+	assert.Equal(t, []string{"https://kubernetes.default.svc.cluster.local"}, tr.Spec.Audiences, "the API audiences by default")
+	assert.WithinDuration(t, tr.CreationTimestamp.Add(3600e9), tr.Status.ExpirationTimestamp.Time, 0)
+
+	st := review(t, c, tr.Status.Token)
+	require.True(t, st.Authenticated, st.Error)
+	sa, err := c.CoreV1().ServiceAccounts("default").Get(t.Context(), "default", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "system:serviceaccount:default:default", st.User.Username)
+	assert.Equal(t, string(sa.UID), st.User.UID)
+	assert.Equal(t, []string{"system:serviceaccounts", "system:serviceaccounts:default", "system:authenticated"}, st.User.Groups)
+	assert.Regexp(t, `^JTI=[0-9a-f-]{36}$`, st.User.Extra["authentication.kubernetes.io/credential-id"][0])
+	assert.Equal(t, []string{"https://kubernetes.default.svc.cluster.local"}, st.Audiences)
+
+	other := review(t, c, tr.Status.Token, "vault")
+	assert.False(t, other.Authenticated)
+	assert.Equal(t, `token audiences ["https://kubernetes.default.svc.cluster.local"] is invalid for the target audiences ["vault"]`, other.Error)
+
+	// The token is the service account's on requests too.
+	cfg := rest.AnonymousClientConfig(srv.RESTConfig())
+	cfg.BearerToken = tr.Status.Token
+	_, err = kubernetes.NewForConfigOrDie(cfg).CoreV1().Secrets("default").List(t.Context(), metav1.ListOptions{})
+	require.True(t, apierrors.IsForbidden(err), "authenticated, then not authorized: %v", err)
+	assert.Contains(t, err.Error(), `User "system:serviceaccount:default:default" cannot list resource "secrets"`)
+
+	require.NoError(t, c.CoreV1().ServiceAccounts("default").Delete(t.Context(), "default", metav1.DeleteOptions{}))
+	gone := review(t, c, tr.Status.Token)
+	assert.False(t, gone.Authenticated)
+	assert.Equal(t, `serviceaccounts "default" not found`, gone.Error)
+	_, err = kubernetes.NewForConfigOrDie(cfg).CoreV1().Secrets("default").List(t.Context(), metav1.ListOptions{})
+	assert.True(t, apierrors.IsUnauthorized(err), "a deleted account's token: %v", err)
+}
+
+// A token bound to a pod carries it in its user's extra, and dies with it.
+func TestTokenRequestBoundToPod(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	pod, err := c.CoreV1().Pods("default").Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "app"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	tr, err := requestToken(t, c, "default", "default", authenticationv1.TokenRequestSpec{
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: "app", UID: pod.UID}})
+	require.NoError(t, err)
+	st := review(t, c, tr.Status.Token)
+	require.True(t, st.Authenticated, st.Error)
+	assert.Equal(t, authenticationv1.ExtraValue{"app"}, st.User.Extra["authentication.kubernetes.io/pod-name"])
+	assert.Equal(t, authenticationv1.ExtraValue{string(pod.UID)}, st.User.Extra["authentication.kubernetes.io/pod-uid"])
+
+	require.NoError(t, c.CoreV1().Pods("default").Delete(t.Context(), "app", metav1.DeleteOptions{}))
+	st = review(t, c, tr.Status.Token)
+	assert.False(t, st.Authenticated)
+	assert.Equal(t, "service account token has been invalidated", st.Error)
+}
+
+// Bad TokenRequests get kube-apiserver's statuses and messages.
+func TestTokenRequestBadInput(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	_, err := c.CoreV1().Pods("default").Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "other"},
+		Spec: corev1.PodSpec{ServiceAccountName: "default", Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = c.CoreV1().ServiceAccounts("default").Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "robot"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	for _, tt := range []struct {
+		name, sa string
+		spec     authenticationv1.TokenRequestSpec
+		code     int32
+		message  string
+	}{
+		{"short", "default", authenticationv1.TokenRequestSpec{ExpirationSeconds: new(int64(60))}, 422,
+			`TokenRequest.authentication.k8s.io "" is invalid: spec.expirationSeconds: Invalid value: 60: may not specify a duration less than 10 minutes`},
+		{"negative", "default", authenticationv1.TokenRequestSpec{ExpirationSeconds: new(int64(-1))}, 422,
+			`TokenRequest.authentication.k8s.io "" is invalid: spec.expirationSeconds: Invalid value: -1: may not specify a duration less than 10 minutes`},
+		{"no account", "nobody", authenticationv1.TokenRequestSpec{}, 404, `serviceaccounts "nobody" not found`},
+		{"missing pod", "default", authenticationv1.TokenRequestSpec{BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: "ghost"}},
+			404, `pods "ghost" not found`},
+		{"other account's pod", "robot", authenticationv1.TokenRequestSpec{BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: "other"}},
+			400, `cannot bind token for serviceaccount "robot" to pod running with different serviceaccount name.`},
+		{"wrong uid", "default", authenticationv1.TokenRequestSpec{BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: "other", UID: "nope"}},
+			409, `Operation cannot be fulfilled on Pod "other": the UID in the bound object reference (nope) does not match the UID in record. The object might have been deleted and then recreated`},
+		{"unbindable", "default", authenticationv1.TokenRequestSpec{BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "ConfigMap", APIVersion: "v1", Name: "x"}},
+			400, `cannot bind token to object of type /v1, Kind=ConfigMap`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := requestToken(t, c, "default", tt.sa, tt.spec)
+			require.Error(t, err)
+			st := statusOf(t, err)
+			assert.Equal(t, tt.code, st.Code)
+			assert.Equal(t, tt.message, st.Message)
+		})
+	}
+}
+
+// Garbage, and a token of another server, are 401 with kube-apiserver's
+// body; never anonymous.
+func TestForeignTokensAreUnauthorized(t *testing.T) {
+	t.Parallel()
+	srv, other := apiservertest.Start(t), apiservertest.Start(t)
+	tr, err := requestToken(t, clientset(t, other), "default", "default", authenticationv1.TokenRequestSpec{})
+	require.NoError(t, err)
+	for _, token := range []string{tr.Status.Token, "garbage", "a.b.c"} {
+		cfg := rest.AnonymousClientConfig(srv.RESTConfig())
+		cfg.BearerToken = token
+		_, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Namespaces().List(t.Context(), metav1.ListOptions{})
+		require.True(t, apierrors.IsUnauthorized(err), "%.20s: %v", token, err)
+		assert.Equal(t, "Unauthorized", statusOf(t, err).Message)
+	}
+}
+
+// The issuer discovery documents publish the key that signs the tokens.
+func TestServiceAccountIssuerDiscovery(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	code, header, body := fetch(t, srv.RESTConfig(), "/.well-known/openid-configuration")
+	require.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "application/json", header.Get("Content-Type"))
+	var config map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &config))
+	assert.Equal(t, "https://kubernetes.default.svc.cluster.local", config["issuer"])
+	assert.Equal(t, srv.URL()+"/openid/v1/jwks", config["jwks_uri"])
+
+	code, header, body = fetch(t, srv.RESTConfig(), "/openid/v1/jwks")
+	require.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "application/jwk-set+json", header.Get("Content-Type"))
+	var jwks struct{ Keys []map[string]string }
+	require.NoError(t, json.Unmarshal([]byte(body), &jwks))
+	require.Len(t, jwks.Keys, 1)
+	tr, err := requestToken(t, clientset(t, srv), "default", "default", authenticationv1.TokenRequestSpec{})
+	require.NoError(t, err)
+	raw, err := base64.RawURLEncoding.DecodeString(strings.Split(tr.Status.Token, ".")[0])
+	require.NoError(t, err)
+	var header2 map[string]string
+	require.NoError(t, json.Unmarshal(raw, &header2))
+	assert.Equal(t, jwks.Keys[0]["kid"], header2["kid"])
+	assert.Equal(t, "ES256", header2["alg"])
+}
+
+// kubectl create token works, and its token is the account's.
+func TestKubectlCreateToken(t *testing.T) {
+	t.Parallel()
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl is not on PATH")
+	}
+	srv := apiservertest.Start(t)
+	kc, err := srv.Kubeconfig()
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(path, kc, 0o600))
+	out, err := exec.CommandContext(t.Context(), kubectl, "--kubeconfig", path, "create", "token", "default", "--duration", "1h").Output()
+	require.NoError(t, err)
+	st := review(t, clientset(t, srv), strings.TrimSpace(string(out)))
+	require.True(t, st.Authenticated, st.Error)
+	assert.Equal(t, "system:serviceaccount:default:default", st.User.Username)
+}
+
+var _ = apiserver.AdminUser
