@@ -22,6 +22,7 @@ import (
 	"github.com/kubeembed/apiserver/controllers/garbagecollector"
 	"github.com/kubeembed/apiserver/controllers/namespace"
 	"github.com/kubeembed/apiserver/controllers/rootcacert"
+	"github.com/kubeembed/apiserver/controllers/serviceaccounttoken"
 	"github.com/kubeembed/apiserver/internal/controller"
 	"github.com/kubeembed/apiserver/internal/version"
 )
@@ -32,6 +33,9 @@ var newController = map[controllers.Name]func(controllers.Config) (controllers.C
 	controllers.Namespace:        func(c controllers.Config) (controllers.Controller, error) { return namespace.New(c) },
 	controllers.RootCACertPublisher: func(c controllers.Config) (controllers.Controller, error) {
 		return rootcacert.New(c)
+	},
+	controllers.ServiceAccountToken: func(c controllers.Config) (controllers.Controller, error) {
+		return serviceaccounttoken.New(c)
 	},
 }
 
@@ -122,7 +126,7 @@ func (s *Server) controllerConfig(loopback *rest.Config) (controllers.Config, er
 	}
 	return controllers.Config{
 		Client: client, Metadata: meta, Discovery: d, Informers: s.informers.kube, Revisions: s.writes,
-		QueueMetrics: s.metrics.queues, RootCA: s.ca.CertPEM,
+		QueueMetrics: s.metrics.queues, RootCA: s.ca.CertPEM, LegacyTokens: s.tokens,
 	}, nil
 }
 

@@ -203,3 +203,36 @@ func TestKubectlCreateToken(t *testing.T) {
 }
 
 var _ = apiserver.AdminUser
+
+// A service account token Secret is filled by the token controller, its
+// token authenticates while the secret holds it, and it goes with its
+// account.
+func TestServiceAccountTokenSecret(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	_, err := c.CoreV1().ServiceAccounts("default").Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "robot"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = c.CoreV1().Secrets("default").Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "robot-token", Annotations: map[string]string{corev1.ServiceAccountNameKey: "robot"}},
+		Type:       corev1.SecretTypeServiceAccountToken}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	apiservertest.WaitIdle(t, srv)
+
+	secret, err := c.CoreV1().Secrets("default").Get(t.Context(), "robot-token", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "default", string(secret.Data["namespace"]))
+	assert.Equal(t, string(srv.RESTConfig().CAData), string(secret.Data["ca.crt"]))
+	assert.NotEmpty(t, secret.Annotations[corev1.ServiceAccountUIDKey])
+	st := review(t, c, string(secret.Data["token"]))
+	require.True(t, st.Authenticated, st.Error)
+	assert.Equal(t, "system:serviceaccount:default:robot", st.User.Username)
+
+	require.NoError(t, c.CoreV1().ServiceAccounts("default").Delete(t.Context(), "robot", metav1.DeleteOptions{}))
+	apiservertest.WaitIdle(t, srv)
+	_, err = c.CoreV1().Secrets("default").Get(t.Context(), "robot-token", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "deleted with its account: %v", err)
+	st = review(t, c, string(secret.Data["token"]))
+	assert.False(t, st.Authenticated)
+	assert.Equal(t, "Token has been invalidated", st.Error)
+}

@@ -10,6 +10,7 @@ package controllers
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/informers"
@@ -33,10 +34,16 @@ const (
 	// RootCACertPublisher publishes the server's CA as the ConfigMap
 	// kube-root-ca.crt in every namespace.
 	RootCACertPublisher Name = "root-ca-cert-publisher"
+	// ServiceAccountToken fills kubernetes.io/service-account-token Secrets
+	// with a token, the CA and the namespace, and deletes those of
+	// service accounts that are gone.
+	ServiceAccountToken Name = "serviceaccount-token"
 )
 
 // All are every controller, in the order they start.
-func All() []Name { return []Name{GarbageCollector, Namespace, RootCACertPublisher} }
+func All() []Name {
+	return []Name{GarbageCollector, Namespace, RootCACertPublisher, ServiceAccountToken}
+}
 
 // Controller is one control loop.
 type Controller interface {
@@ -70,6 +77,14 @@ type Config struct {
 	QueueMetrics workqueue.MetricsProvider
 	// RootCA is the PEM bundle published as kube-root-ca.crt.
 	RootCA []byte
+	// LegacyTokens signs the tokens of service account token Secrets.
+	LegacyTokens LegacyTokenIssuer
+}
+
+// LegacyTokenIssuer signs a secret-based service account token, which the
+// server accepts while the secret holds it.
+type LegacyTokenIssuer interface {
+	IssueLegacyToken(sa *corev1.ServiceAccount, secretName string) (string, error)
 }
 
 // Monitors keep the resources served that can be listed, watched and

@@ -2,6 +2,8 @@ package satoken
 
 import (
 	"context"
+	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -29,20 +31,67 @@ type Getter interface {
 // are not its to judge (not ok, no error).
 func (i *Issuer) Authenticator(get Getter) authenticator.Token {
 	return tokenFunc(func(ctx context.Context, token string) (*authenticator.Response, bool, error) {
-		c, err := i.verify(token)
+		issuer, payload, err := i.verify(token)
 		if errors.Is(err, errNotOurs) {
 			return nil, false, nil
 		}
-		auds, err := i.audiences(ctx, c)
+		var bound claims
+		var legacy legacyClaims
+		if issuer == LegacyIssuer {
+			err = json.Unmarshal(payload, &legacy)
+		} else {
+			err = json.Unmarshal(payload, &bound)
+		}
 		if err != nil {
 			return nil, false, err
 		}
-		info, err := validate(ctx, get, c)
+		// As kube-apiserver: the audiences first, then the claims.
+		auds, err := i.audiences(ctx, bound.Audience)
+		if err != nil {
+			return nil, false, err
+		}
+		var info *serviceaccount.ServiceAccountInfo
+		if issuer == LegacyIssuer {
+			info, err = validateLegacy(ctx, get, token, &legacy)
+		} else {
+			info, err = validate(ctx, get, &bound)
+		}
 		if err != nil {
 			return nil, false, err
 		}
 		return &authenticator.Response{User: info.UserInfo(), Audiences: auds}, true, nil
 	})
+}
+
+// validateLegacy accepts a secret-based token while its secret holds it and
+// its service account is the one it names, with kube-apiserver's messages.
+func validateLegacy(ctx context.Context, get Getter, token string, c *legacyClaims) (*serviceaccount.ServiceAccountInfo, error) {
+	ns, name, err := serviceaccount.SplitUsername(c.Subject)
+	switch {
+	case c.Namespace == "" || c.SecretName == "" || c.ServiceAccountName == "" || c.ServiceAccountUID == "":
+		return nil, errors.New("token claims are missing")
+	case err != nil || ns != c.Namespace || name != c.ServiceAccountName:
+		return nil, errors.New("sub claim is invalid")
+	}
+	secret, err := get.Secret(ctx, c.Namespace, c.SecretName)
+	if err != nil || secret.DeletionTimestamp != nil {
+		//lint:ignore ST1005 kube-apiserver's exact message
+		return nil, errors.New("Token has been invalidated")
+	}
+	if subtle.ConstantTimeCompare(secret.Data[corev1.ServiceAccountTokenKey], []byte(token)) == 0 {
+		//lint:ignore ST1005 kube-apiserver's exact message
+		return nil, errors.New("Token does not match server's copy")
+	}
+	sa, err := get.ServiceAccount(ctx, c.Namespace, c.ServiceAccountName)
+	switch {
+	case err != nil:
+		return nil, err
+	case sa.DeletionTimestamp != nil:
+		return nil, fmt.Errorf("ServiceAccount %s/%s has been deleted", c.Namespace, c.ServiceAccountName)
+	case string(sa.UID) != c.ServiceAccountUID:
+		return nil, fmt.Errorf("ServiceAccount UID (%s) does not match claim (%s)", sa.UID, c.ServiceAccountUID)
+	}
+	return &serviceaccount.ServiceAccountInfo{Name: sa.Name, Namespace: sa.Namespace, UID: string(sa.UID)}, nil
 }
 
 type tokenFunc func(ctx context.Context, token string) (*authenticator.Response, bool, error)
@@ -52,15 +101,19 @@ func (f tokenFunc) AuthenticateToken(ctx context.Context, token string) (*authen
 }
 
 // audiences are the token's audiences the request accepts (the API's, or a
-// TokenReview's), with kube-apiserver's error when there are none.
-func (i *Issuer) audiences(ctx context.Context, c *claims) (authenticator.Audiences, error) {
+// TokenReview's), with kube-apiserver's error when there are none. A token
+// without audiences (secret-based) has the API's.
+func (i *Issuer) audiences(ctx context.Context, token []string) (authenticator.Audiences, error) {
+	if len(token) == 0 {
+		token = i.Audiences()
+	}
 	requested, ok := authenticator.AudiencesFrom(ctx)
 	if !ok {
 		requested = i.Audiences()
 	}
-	auds := authenticator.Audiences(c.Audience).Intersect(requested)
+	auds := authenticator.Audiences(token).Intersect(requested)
 	if len(auds) == 0 {
-		return nil, fmt.Errorf("token audiences %q is invalid for the target audiences %q", c.Audience, requested)
+		return nil, fmt.Errorf("token audiences %q is invalid for the target audiences %q", token, requested)
 	}
 	return auds, nil
 }

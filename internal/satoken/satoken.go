@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 
 	"github.com/kubeembed/apiserver/providers"
@@ -132,35 +133,56 @@ func (i *Issuer) sign(c any) (string, error) {
 	return input + "." + base64.RawURLEncoding.EncodeToString(sig), nil
 }
 
+// LegacyIssuer is the issuer of the token controller's secret-based tokens.
+const LegacyIssuer = "kubernetes/serviceaccount"
+
+// legacyClaims are a secret-based token's, kube-controller-manager's names.
+type legacyClaims struct {
+	Issuer             string `json:"iss"`
+	Subject            string `json:"sub"`
+	Namespace          string `json:"kubernetes.io/serviceaccount/namespace"`
+	SecretName         string `json:"kubernetes.io/serviceaccount/secret.name"`
+	ServiceAccountName string `json:"kubernetes.io/serviceaccount/service-account.name"`
+	ServiceAccountUID  string `json:"kubernetes.io/serviceaccount/service-account.uid"`
+}
+
+// IssueLegacyToken signs the token of a kubernetes.io/service-account-token
+// Secret: no expiry, no audience, valid while the secret holds it.
+func (i *Issuer) IssueLegacyToken(sa *corev1.ServiceAccount, secretName string) (string, error) {
+	return i.sign(legacyClaims{Issuer: LegacyIssuer, Subject: serviceaccount.MakeUsername(sa.Namespace, sa.Name),
+		Namespace: sa.Namespace, SecretName: secretName, ServiceAccountName: sa.Name, ServiceAccountUID: string(sa.UID)})
+}
+
 // errNotOurs: the token is not a JWT this issuer signed.
 var errNotOurs = errors.New("not a token of this issuer")
 
-// verify checks token's signature and issuer and decodes its claims.
-func (i *Issuer) verify(token string) (*claims, error) {
+// verify checks token's signature and returns its issuer and payload.
+func (i *Issuer) verify(token string) (issuer string, payload []byte, err error) {
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {
-		return nil, errNotOurs
+		return "", nil, errNotOurs
 	}
 	var header struct{ Alg, Kid string }
 	raw, err := base64.RawURLEncoding.DecodeString(parts[0])
 	if err != nil || json.Unmarshal(raw, &header) != nil || header.Alg != "ES256" {
-		return nil, errNotOurs
+		return "", nil, errNotOurs
 	}
 	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
 	if err != nil || len(sig) != 64 {
-		return nil, errNotOurs
+		return "", nil, errNotOurs
 	}
 	digest := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
 	if !ecdsa.Verify(&i.key.PublicKey, digest[:], new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])) {
-		return nil, errNotOurs
+		return "", nil, errNotOurs
 	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return nil, errNotOurs
+	if payload, err = base64.RawURLEncoding.DecodeString(parts[1]); err != nil {
+		return "", nil, errNotOurs
 	}
-	var c claims
-	if err := json.Unmarshal(payload, &c); err != nil || c.Issuer != i.issuer {
-		return nil, errNotOurs
+	var iss struct {
+		Issuer string `json:"iss"`
 	}
-	return &c, nil
+	if err := json.Unmarshal(payload, &iss); err != nil || iss.Issuer != i.issuer && iss.Issuer != LegacyIssuer {
+		return "", nil, errNotOurs
+	}
+	return iss.Issuer, payload, nil
 }
