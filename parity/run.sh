@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# parity/run.sh [-run REGEXP] [-v]: build the real kube-apiserver v1.37.2 and
-# etcd from the Go module proxy (once; cached outside the repository), replay
+# parity/run.sh [-run REGEXP] [-v]: build the real kube-apiserver v1.37.2,
+# kube-controller-manager v1.37.2 and etcd from the Go module proxy (once; cached outside the repository), replay
 # every scenario of parity/scenarios against it and against kubeembed, print
 # "N identical, M different" and write parity/PARITY.md.
 #
@@ -14,6 +14,8 @@ cache="${KUBEEMBED_PARITY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeembed-parit
 mkdir -p "$cache"
 apiserver="$cache/kube-apiserver-v1.37.2-release"
 etcd="$cache/etcd-v3.7.3"
+# Named as on a cluster: its field manager is its binary's name.
+kcm="$cache/kube-controller-manager-v1.37.2/kube-controller-manager"
 
 # The versions come from go.mod; building them through it keeps the
 # replace directives of k8s.io/kubernetes inside this module.
@@ -26,6 +28,14 @@ if [[ ! -x "$apiserver" ]]; then
 		-o "$apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
 	mv "$apiserver.tmp" "$apiserver"
 fi
+if [[ ! -x "$kcm" ]]; then
+	echo "building kube-controller-manager v1.37.2 into $cache (first run: ~10 minutes)" >&2
+	v=k8s.io/component-base/version
+	mkdir -p "$(dirname "$kcm")"
+	go build -ldflags "-X $v.gitVersion=v1.37.2 -X $v.gitMajor=1 -X $v.gitMinor=37 -X $v.gitTreeState=clean" \
+		-o "$kcm.tmp" k8s.io/kubernetes/cmd/kube-controller-manager
+	mv "$kcm.tmp" "$kcm"
+fi
 if [[ ! -x "$etcd" ]]; then
 	echo "building etcd v3.7.3 into $cache" >&2
 	go build -o "$etcd.tmp" go.etcd.io/etcd/server/v3
@@ -37,4 +47,4 @@ for a in "$@"; do
 	# A subset does not overwrite the full report.
 	[[ "$a" == "-run" ]] && report=""
 done
-exec go run ./cmd/parity -etcd "$etcd" -kube-apiserver "$apiserver" -report "$report" "$@"
+exec go run ./cmd/parity -etcd "$etcd" -kube-apiserver "$apiserver" -kube-controller-manager "$kcm" -report "$report" "$@"

@@ -113,11 +113,11 @@ func (c *Controller) deleteAllContent(ctx context.Context, ns *corev1.Namespace)
 func (r *remaining) deleteResource(ctx context.Context, c *Controller, gvr schema.GroupVersionResource, ns *corev1.Namespace) {
 	left, err := c.deleteContent(ctx, gvr, ns)
 	if err != nil {
+		r.conditions.contentFailed(err)
 		if gvr == podsResource {
 			err = fmt.Errorf("failed to delete pods for namespace: %s, err: %w", ns.Name, err)
 		}
 		r.errs = append(r.errs, err)
-		r.conditions.contentFailed(err)
 	}
 	r.estimate = max(r.estimate, left.estimate)
 	if left.count > 0 {

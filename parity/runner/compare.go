@@ -118,9 +118,9 @@ func run(ctx context.Context, t *Target, s Scenario, id string) []Response {
 	out := make([]Response, 0, len(s.Steps))
 	for _, st := range s.Steps {
 		resp := t.Do(ctx, st, id, id, earlier)
-		if st.Until != 0 {
+		if st.Until != 0 || st.UntilContains != "" || st.UntilAbsent != "" {
 			deadline := time.Now().Add(st.timeout())
-			for resp.Code != st.Until && time.Now().Before(deadline) && ctx.Err() == nil {
+			for !settled(st, resp) && time.Now().Before(deadline) && ctx.Err() == nil {
 				time.Sleep(50 * time.Millisecond) // polling a server's asynchronous work
 				resp = t.Do(ctx, st, id, id, earlier)
 			}
@@ -131,6 +131,14 @@ func run(ctx context.Context, t *Target, s Scenario, id string) []Response {
 		out = append(out, resp)
 	}
 	return out
+}
+
+// settled: the answer has the status code and the text an Until step waits
+// for.
+func settled(st Step, r Response) bool {
+	body := compactJSON(r.Body)
+	return (st.Until == 0 || r.Code == st.Until) && (st.UntilContains == "" || strings.Contains(body, st.UntilContains)) &&
+		(st.UntilAbsent == "" || !strings.Contains(body, st.UntilAbsent))
 }
 
 // comparable is what a step compares.

@@ -28,6 +28,10 @@ type File struct {
 	Scenarios []Scenario `json:"scenarios"`
 	// Kinds each expand into the standard CRUD scenarios (see Kind).
 	Kinds []Kind `json:"kinds"`
+	// Controllers runs the file's scenarios on servers with controllers:
+	// kube-apiserver beside kube-controller-manager, kubeembed with its
+	// own (the other files run on servers without).
+	Controllers bool `json:"controllers"`
 }
 
 // Scenario is a sequence of requests run from a clean state: a namespace of
@@ -38,6 +42,8 @@ type Scenario struct {
 	Name  string `json:"name"`
 	Area  string `json:"-"`
 	File  string `json:"-"`
+	// Controllers is the file's.
+	Controllers bool `json:"-"`
 	Steps []Step `json:"steps"`
 }
 
@@ -77,6 +83,11 @@ type Step struct {
 	// answers this status code, for what a server does asynchronously, such
 	// as serving a new CRD. The last answer is compared.
 	Until int `json:"until,omitempty"`
+	// UntilContains repeats the request likewise until its body contains
+	// this text (with Until, both must hold): for what controllers do.
+	UntilContains string `json:"untilContains,omitempty"`
+	// UntilAbsent likewise waits until the body no longer contains this.
+	UntilAbsent string `json:"untilAbsent,omitempty"`
 	// StatusOnly compares only the status code, reason and content type.
 	StatusOnly bool `json:"statusOnly,omitempty"`
 	// SortLines compares a text body as its lines in sorted order: health
@@ -140,7 +151,7 @@ func Load(dir string, run *regexp.Regexp) ([]Scenario, error) {
 			f.Scenarios = append(f.Scenarios, gen...)
 		}
 		for i, s := range f.Scenarios {
-			s.Area, s.File = f.Area, filepath.Base(p)
+			s.Area, s.File, s.Controllers = f.Area, filepath.Base(p), f.Controllers
 			if err := s.validate(); err != nil {
 				errs = append(errs, fmt.Errorf("%s: scenario %d (%q): %w", p, i, s.Name, err))
 				continue

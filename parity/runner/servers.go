@@ -33,9 +33,9 @@ type Reference struct {
 
 // StartReference starts etcd and kube-apiserver from the given binaries,
 // with their data and logs under dir, and waits until kube-apiserver is
-// ready. The admin is in system:masters; authorization is RBAC, as on a
-// cluster built by kubeadm.
-func StartReference(ctx context.Context, etcdBin, apiserverBin, dir, token string) (_ *Reference, err error) {
+// ready; then kube-controller-manager if kcmBin is not empty. The admin is in
+// system:masters; authorization is RBAC, as on a cluster built by kubeadm.
+func StartReference(ctx context.Context, etcdBin, apiserverBin, kcmBin, dir, token string) (_ *Reference, err error) {
 	r := &Reference{dir: dir}
 	defer func() {
 		if err != nil {
@@ -81,12 +81,39 @@ func StartReference(ctx context.Context, etcdBin, apiserverBin, dir, token strin
 		return nil, err
 	}
 	r.Target = Target{Name: "kube-apiserver", URL: fmt.Sprintf("https://127.0.0.1:%d", ports[2]), Token: token}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	readyCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if err := r.WaitReady(ctx); err != nil {
+	if err := r.WaitReady(readyCtx); err != nil {
 		return nil, fmt.Errorf("%w (logs in %s)", err, dir)
 	}
+	if kcmBin != "" {
+		if err := r.startControllerManager(ctx, kcmBin, keyFile); err != nil {
+			return nil, err
+		}
+	}
 	return r, nil
+}
+
+// Controllers are kube-controller-manager's controllers kubeembed runs, as
+// the reference runs them.
+const Controllers = "garbagecollector,namespace,serviceaccount,serviceaccount-token,root-ca-cert-publisher"
+
+// startControllerManager runs kube-controller-manager against the
+// reference with the controllers kubeembed has, as the admin, signing
+// secret-based tokens with the service account key.
+func (r *Reference) startControllerManager(ctx context.Context, bin, keyFile string) error {
+	kubeconfig := filepath.Join(r.dir, "kcm.kubeconfig")
+	kc := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters: [{name: r, cluster: {server: %q, insecure-skip-tls-verify: true}}]\n"+
+		"users: [{name: admin, user: {token: %q}}]\ncontexts: [{name: r, context: {cluster: r, user: admin}}]\ncurrent-context: r\n", r.URL, r.Token)
+	if err := os.WriteFile(kubeconfig, []byte(kc), 0o600); err != nil {
+		return err
+	}
+	return r.start(ctx, "kube-controller-manager", bin,
+		"--kubeconfig="+kubeconfig, "--controllers="+Controllers, "--leader-elect=false",
+		"--root-ca-file="+filepath.Join(r.dir, "certs", "apiserver.crt"),
+		"--service-account-private-key-file="+keyFile,
+		"--bind-address=127.0.0.1", "--secure-port=0",
+	)
 }
 
 func (r *Reference) start(ctx context.Context, name, bin string, args ...string) error {
@@ -129,10 +156,14 @@ type Candidate struct {
 }
 
 // StartCandidate starts kubeembed with the built-in groups.
-func StartCandidate(ctx context.Context, token string) (*Candidate, error) {
-	// The reference is kube-apiserver alone, without
-	// kube-controller-manager: the candidate runs no controllers either.
-	srv, err := kubeembed.New(kubeembed.Options{AdminToken: token, Controllers: []controllers.Name{}})
+func StartCandidate(ctx context.Context, token string, withControllers bool) (*Candidate, error) {
+	// Without kube-controller-manager beside the reference, the candidate
+	// runs no controllers either.
+	opts := kubeembed.Options{AdminToken: token, Controllers: []controllers.Name{}}
+	if withControllers {
+		opts.Controllers = nil // all
+	}
+	srv, err := kubeembed.New(opts)
 	if err != nil {
 		return nil, err
 	}

@@ -42,6 +42,11 @@ func (*tokenREST) Destroy()                {}
 func (*tokenREST) NamespaceScoped() bool   { return true }
 func (*tokenREST) GetSingularName() string { return "token" }
 
+// PreserveRequestObjectMetaSystemFieldsOnSubresourceCreate implements
+// rest.SubresourceObjectMetaPreserver, as kube-apiserver's TokenRequest:
+// the request's name, namespace and UID are checked against the account's.
+func (*tokenREST) PreserveRequestObjectMetaSystemFieldsOnSubresourceCreate() bool { return true }
+
 // GroupVersionKind implements rest.GroupVersionKindProvider.
 func (*tokenREST) GroupVersionKind(schema.GroupVersion) schema.GroupVersionKind {
 	return tokenRequestKind

@@ -39,6 +39,7 @@ func run() error {
 		verbose   = flag.Bool("v", false, "print every scenario")
 		refURL    = flag.String("reference-url", "", "use this running kube-apiserver instead of starting one (development)")
 		refToken  = flag.String("reference-token", "", "admin token of -reference-url")
+		kcm       = flag.String("kube-controller-manager", "", "kube-controller-manager binary, for the scenarios with controllers")
 	)
 	flag.Parse()
 	if (*etcd == "" || *apiserver == "") && *refURL == "" {
@@ -61,34 +62,30 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	token := randomToken()
-	dir, err := os.MkdirTemp("", "parity-")
+	start := time.Now()
+	var plain, withControllers []runner.Scenario
+	for _, sc := range list {
+		if sc.Controllers {
+			withControllers = append(withControllers, sc)
+		} else {
+			plain = append(plain, sc)
+		}
+	}
+	p := pair{etcd: *etcd, apiserver: *apiserver, refURL: *refURL, refToken: *refToken, parallel: *parallel}
+	results, err := p.run(ctx, plain, "")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-
-	start := time.Now()
-	ref := &runner.Reference{Target: runner.Target{Name: "kube-apiserver", URL: *refURL, Token: *refToken}}
-	if *refURL == "" {
-		if ref, err = runner.StartReference(ctx, *etcd, *apiserver, dir, token); err != nil {
-			return fmt.Errorf("start kube-apiserver: %w", err)
+	if len(withControllers) > 0 {
+		if *kcm == "" {
+			return errors.New("-kube-controller-manager is required for scenarios with controllers (parity/run.sh builds it)")
 		}
-		defer ref.Stop()
+		more, err := p.run(ctx, withControllers, *kcm)
+		if err != nil {
+			return err
+		}
+		results = append(results, more...)
 	}
-	cand, err := runner.StartCandidate(ctx, token)
-	if err != nil {
-		return fmt.Errorf("start kubeembed: %w", err)
-	}
-	defer cand.Stop()
-	fmt.Printf("servers ready in %s; running %d scenarios\n", time.Since(start).Round(time.Millisecond), len(list))
-
-	_, cidr, _ := net.ParseCIDR(runner.ServiceCIDR)
-	r := &runner.Runner{Reference: &ref.Target, Candidate: &cand.Target, ServiceCIDR: cidr, Parallel: *parallel}
-	if *refURL != "" {
-		r.Salt = token // the reused server keeps the objects of earlier runs
-	}
-	results := r.Run(ctx, list)
 	for _, res := range results {
 		switch {
 		case res.SetupErr != "":
@@ -119,6 +116,46 @@ func run() error {
 		}
 	}
 	return nil
+}
+
+// pair starts a reference and a candidate and runs scenarios on them.
+type pair struct {
+	etcd, apiserver, refURL, refToken string
+	parallel                          int
+}
+
+// run runs list on a fresh pair of servers: with controllers (kcm is
+// kube-controller-manager's binary) or without.
+func (p pair) run(ctx context.Context, list []runner.Scenario, kcm string) ([]runner.Result, error) {
+	if len(list) == 0 {
+		return nil, nil
+	}
+	token := randomToken()
+	dir, err := os.MkdirTemp("", "parity-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	start := time.Now()
+	ref := &runner.Reference{Target: runner.Target{Name: "kube-apiserver", URL: p.refURL, Token: p.refToken}}
+	if p.refURL == "" || kcm != "" {
+		if ref, err = runner.StartReference(ctx, p.etcd, p.apiserver, kcm, dir, token); err != nil {
+			return nil, fmt.Errorf("start kube-apiserver: %w", err)
+		}
+		defer ref.Stop()
+	}
+	cand, err := runner.StartCandidate(ctx, token, kcm != "")
+	if err != nil {
+		return nil, fmt.Errorf("start kubeembed: %w", err)
+	}
+	defer cand.Stop()
+	fmt.Printf("servers ready in %s (controllers: %t); running %d scenarios\n", time.Since(start).Round(time.Millisecond), kcm != "", len(list))
+	_, cidr, _ := net.ParseCIDR(runner.ServiceCIDR)
+	r := &runner.Runner{Reference: &ref.Target, Candidate: &cand.Target, ServiceCIDR: cidr, Parallel: p.parallel}
+	if p.refURL != "" && kcm == "" {
+		r.Salt = token // the reused server keeps the objects of earlier runs
+	}
+	return r.Run(ctx, list), nil
 }
 
 func runFlag(re string) string {
