@@ -43,10 +43,10 @@ const AdminUser = "kubeembed-admin"
 // Server is a Kubernetes API server running in this process. Create one with
 // New, then Start it; Close releases it.
 type Server struct {
-	opts   completedOptions
-	log    *zap.Logger
-	url    string
-	ca     *certs.CA
+	opts completedOptions
+	log  *zap.Logger
+	url  string
+	ca   *certs.CA
 	// tokens issues and authenticates service account tokens.
 	tokens *satoken.Issuer
 	config *rest.Config

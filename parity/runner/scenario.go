@@ -39,12 +39,12 @@ type File struct {
 // step. Cluster-scoped objects should be named with {id}, which is unique to
 // the scenario.
 type Scenario struct {
-	Name  string `json:"name"`
-	Area  string `json:"-"`
-	File  string `json:"-"`
+	Name string `json:"name"`
+	Area string `json:"-"`
+	File string `json:"-"`
 	// Controllers is the file's.
-	Controllers bool `json:"-"`
-	Steps []Step `json:"steps"`
+	Controllers bool   `json:"-"`
+	Steps       []Step `json:"steps"`
 }
 
 // Step is one request. Every string of Path, Query, Body, Raw and Headers may
