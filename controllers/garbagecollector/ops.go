@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,15 +17,11 @@ import (
 
 // client is the metadata client of id's resource, in its namespace.
 func (gc *GarbageCollector) client(id identity) (metadata.ResourceInterface, error) {
-	gv, err := schema.ParseGroupVersion(id.APIVersion)
+	m, err := gc.mapping(id)
 	if err != nil {
 		return nil, err
 	}
-	m, err := gc.mapper.RESTMapping(gv.WithKind(id.Kind).GroupKind(), gv.Version)
-	if err != nil {
-		return nil, err
-	}
-	if m.Scope.Name() != "namespace" {
+	if m.Scope.Name() != meta.RESTScopeNameNamespace {
 		return gc.metadata.Resource(m.Resource), nil
 	}
 	if id.Namespace == "" {
@@ -34,15 +31,20 @@ func (gc *GarbageCollector) client(id identity) (metadata.ResourceInterface, err
 }
 
 func (gc *GarbageCollector) namespaced(id identity) (bool, error) {
+	m, err := gc.mapping(id)
+	if err != nil {
+		return false, err
+	}
+	return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
+}
+
+// mapping is the resource of id's kind.
+func (gc *GarbageCollector) mapping(id identity) (*meta.RESTMapping, error) {
 	gv, err := schema.ParseGroupVersion(id.APIVersion)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	m, err := gc.mapper.RESTMapping(gv.WithKind(id.Kind).GroupKind(), gv.Version)
-	if err != nil {
-		return false, err
-	}
-	return m.Scope.Name() == "namespace", nil
+	return gc.mapper.RESTMapping(gv.WithKind(id.Kind).GroupKind(), gv.Version)
 }
 
 func (gc *GarbageCollector) get(ctx context.Context, id identity) (*metav1.PartialObjectMetadata, error) {

@@ -154,27 +154,16 @@ func validate(ctx context.Context, get Getter, c *claims) (*serviceaccount.Servi
 
 // validateBound checks the secret, pod or node the token is bound to.
 func validateBound(ctx context.Context, get Getter, k kubeClaims, info *serviceaccount.ServiceAccountInfo, deletedBefore time.Time) error {
-	invalidated := errors.New("service account token has been invalidated")
 	if r := k.Secret; r != nil {
 		s, err := get.Secret(ctx, k.Namespace, r.Name)
-		switch {
-		case err != nil:
-			return invalidated
-		case string(s.UID) != r.UID:
-			return fmt.Errorf("secret UID (%s) does not match service account secret ref claim (%s)", s.UID, r.UID)
-		case gone(s.DeletionTimestamp, deletedBefore):
-			return invalidated
+		if err := checkBound("secret", r, s, err, deletedBefore); err != nil {
+			return err
 		}
 	}
 	if r := k.Pod; r != nil {
 		p, err := get.Pod(ctx, k.Namespace, r.Name)
-		switch {
-		case err != nil:
-			return invalidated
-		case string(p.UID) != r.UID:
-			return fmt.Errorf("pod UID (%s) does not match service account pod ref claim (%s)", p.UID, r.UID)
-		case gone(p.DeletionTimestamp, deletedBefore):
-			return invalidated
+		if err := checkBound("pod", r, p, err, deletedBefore); err != nil {
+			return err
 		}
 		info.PodName, info.PodUID = r.Name, r.UID
 		if k.Node != nil {
@@ -184,15 +173,24 @@ func validateBound(ctx context.Context, get Getter, k kubeClaims, info *servicea
 	}
 	if r := k.Node; r != nil {
 		n, err := get.Node(ctx, r.Name)
-		switch {
-		case err != nil:
-			return invalidated
-		case string(n.UID) != r.UID:
-			return fmt.Errorf("node UID (%s) does not match service account node ref claim (%s)", n.UID, r.UID)
-		case gone(n.DeletionTimestamp, deletedBefore):
-			return invalidated
+		if err := checkBound("node", r, n, err, deletedBefore); err != nil {
+			return err
 		}
 		info.NodeName, info.NodeUID = r.Name, r.UID
+	}
+	return nil
+}
+
+// checkBound: the bound object (looked up with err) exists with the UID the
+// token names and was not deleted longer than the leeway ago.
+func checkBound(kind string, r *ref, obj metav1.Object, err error, deletedBefore time.Time) error {
+	switch {
+	case err != nil:
+		return errors.New("service account token has been invalidated")
+	case string(obj.GetUID()) != r.UID:
+		return fmt.Errorf("%s UID (%s) does not match service account %s ref claim (%s)", kind, obj.GetUID(), kind, r.UID)
+	case gone(obj.GetDeletionTimestamp(), deletedBefore):
+		return errors.New("service account token has been invalidated")
 	}
 	return nil
 }
