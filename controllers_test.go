@@ -334,3 +334,24 @@ func installWidgets(t *testing.T, srv *apiserver.Server) {
 		})
 	})
 }
+
+// An owner cycle under foreground deletion does not wait on itself: both
+// go (upstream unblocks the cycle's references).
+func TestGarbageCollectorForegroundCycle(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	cms := c.CoreV1().ConfigMaps("default")
+	a := createCM(t, c, "default", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}})
+	b := createCM(t, c, "default", owned("b", a, "ConfigMap", true))
+	a.OwnerReferences = owned("", b, "ConfigMap", true).OwnerReferences
+	_, err := cms.Update(t.Context(), a, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	require.NoError(t, cms.Delete(t.Context(), "a", metav1.DeleteOptions{PropagationPolicy: ptr(metav1.DeletePropagationForeground)}))
+	apiservertest.WaitIdle(t, srv)
+	for _, name := range []string{"a", "b"} {
+		_, err := cms.Get(t.Context(), name, metav1.GetOptions{})
+		requireGone(t, err, name)
+	}
+}
