@@ -151,19 +151,13 @@ func TestHooksKeepTheirObjects(t *testing.T) {
 	ctx := t.Context()
 	keepEndpoints(t, c)
 
-	// With no namespace controller, deletion waits for the kubernetes
-	// finalizer; removing it (as the controller would) deletes it.
+	// The namespace controller deletes it; the hook puts it back.
 	ns, err := c.CoreV1().Namespaces().Get(ctx, corev1.NamespaceNodeLease, metav1.GetOptions{})
 	require.NoError(t, err)
 	w, err := c.CoreV1().Namespaces().Watch(ctx, metav1.ListOptions{ResourceVersion: ns.ResourceVersion,
 		FieldSelector: fields.OneTermEqualSelector("metadata.name", ns.Name).String()})
 	require.NoError(t, err)
 	require.NoError(t, c.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}))
-	ns, err = c.CoreV1().Namespaces().Get(ctx, ns.Name, metav1.GetOptions{})
-	require.NoError(t, err)
-	ns.Spec.Finalizers = nil
-	_, err = c.CoreV1().Namespaces().Finalize(ctx, ns, metav1.UpdateOptions{})
-	require.NoError(t, err)
 	deleted := false
 	waitFor(t, w, func(ev watch.Event) bool {
 		deleted = deleted || ev.Type == watch.Deleted
