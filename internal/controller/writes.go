@@ -1,8 +1,9 @@
 // Package controller is what the server's controllers (controllers/...)
 // share so that Server.WaitIdle can tell when they have nothing left to do:
 // a work queue that knows whether it is empty and idle (Queue), what each
-// controller's event handlers have seen (Observer), and the revision of the
-// last write to each resource (Writes), fed by the storage seam.
+// controller's event handlers have seen (Observer), the revision of the
+// last write to each resource (Writes), fed by the storage seam, and the
+// metadata informers of every resource that can be collected (Monitors).
 //
 // A controller is idle when, for every resource it watches, its handlers
 // have seen the last write made to that resource before the check (or its
