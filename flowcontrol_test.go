@@ -43,10 +43,15 @@ func TestPriorityAndFairnessClassifies(t *testing.T) {
 		_, err := fc.PriorityLevelConfigurations().Get(t.Context(), name, metav1.GetOptions{})
 		assert.NoError(t, err, "bootstrap priority level %s", name)
 	}
-	code, h := headers(t, srv.RESTConfig(), "/api/v1/namespaces")
-	require.Equal(t, http.StatusOK, code)
-	assert.Equal(t, string(exempt.UID), h.Get("X-Kubernetes-PF-FlowSchema-UID"), "system:masters is exempt")
-	assert.NotEmpty(t, h.Get("X-Kubernetes-PF-PriorityLevel-UID"))
+	// The filter classifies with the mandatory configuration at once, and
+	// names its objects' UIDs once the configuration controller has seen
+	// them stored (as on kube-apiserver, a moment after readiness).
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		code, h := headers(t, srv.RESTConfig(), "/api/v1/namespaces")
+		require.Equal(c, http.StatusOK, code)
+		assert.Equal(c, string(exempt.UID), h.Get("X-Kubernetes-PF-FlowSchema-UID"), "system:masters is exempt")
+		assert.NotEmpty(c, h.Get("X-Kubernetes-PF-PriorityLevel-UID"))
+	}, 10*time.Second, 10*time.Millisecond)
 
 	// A FlowSchema for a priority level that does not exist is dangling.
 	_, err = fc.FlowSchemas().Create(t.Context(), &flowcontrolv1.FlowSchema{ObjectMeta: metav1.ObjectMeta{Name: "dangling"},
