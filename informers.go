@@ -2,7 +2,7 @@ package apiserver
 
 import (
 	"context"
-	"time"
+	"errors"
 
 	"go.uber.org/zap"
 	"k8s.io/client-go/dynamic"
@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubeembed/apiserver/internal/controller"
 )
 
 // informerFactory is what informerSet needs of a shared informer factory;
@@ -107,22 +109,14 @@ func (i *informerSet) waitForSync(ctx context.Context) error {
 // waitSynced waits until every informer has synced, checking every
 // millisecond (client-go's WaitForCacheSync checks every 100 ms).
 func waitSynced(ctx context.Context, synced ...cache.InformerSynced) error {
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for {
-		all := true
+	return controller.Wait(ctx, func() error {
 		for _, ok := range synced {
-			all = all && ok()
+			if !ok() {
+				return errors.New("informers not synced")
+			}
 		}
-		if all {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
-	}
+		return nil
+	})
 }
 
 // shutdown stops every informer and waits for their goroutines.

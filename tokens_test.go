@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
 
@@ -201,8 +200,6 @@ func TestKubectlCreateToken(t *testing.T) {
 	require.True(t, st.Authenticated, st.Error)
 	assert.Equal(t, "system:serviceaccount:default:default", st.User.Username)
 }
-
-var _ = apiserver.AdminUser
 
 // A service account token Secret is filled by the token controller, its
 // token authenticates while the secret holds it, and it goes with its

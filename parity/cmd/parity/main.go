@@ -63,29 +63,28 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	start := time.Now()
-	var plain, withControllers []runner.Scenario
-	for _, sc := range list {
-		if sc.Controllers {
-			withControllers = append(withControllers, sc)
-		} else {
-			plain = append(plain, sc)
-		}
-	}
 	p := pair{etcd: *etcd, apiserver: *apiserver, refURL: *refURL, refToken: *refToken, parallel: *parallel}
-	results, err := p.run(ctx, plain, "")
+	results, err := p.runAll(ctx, list, *kcm)
 	if err != nil {
 		return err
 	}
-	if len(withControllers) > 0 {
-		if *kcm == "" {
-			return errors.New("-kube-controller-manager is required for scenarios with controllers (parity/run.sh builds it)")
-		}
-		more, err := p.run(ctx, withControllers, *kcm)
-		if err != nil {
-			return err
-		}
-		results = append(results, more...)
+	printResults(results, *verbose)
+	if *report == "" {
+		return nil
 	}
+	header := fmt.Sprintf("Written by `parity/run.sh%s` on %s (%s/%s, %d CPUs); %d scenarios in %s.\n",
+		runFlag(*runRE), time.Now().UTC().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(),
+		len(list), time.Since(start).Round(time.Second))
+	var b bytes.Buffer
+	if err := runner.WriteReport(&b, header, results); err != nil {
+		return err
+	}
+	return os.WriteFile(*report, b.Bytes(), 0o644)
+}
+
+// printResults prints the differences (and with verbose the rest) and the
+// summary line.
+func printResults(results []runner.Result, verbose bool) {
 	for _, res := range results {
 		switch {
 		case res.SetupErr != "":
@@ -97,25 +96,35 @@ func run() error {
 					fmt.Printf("  step %d %s %s:\n%s\n", i+1, s.Step.Verb, s.Step.Path, s.Diff)
 				}
 			}
-		case *verbose:
+		case verbose:
 			fmt.Printf("ok   %s\n", res.Scenario.FullName())
 		}
 	}
 	all, _ := runner.Summarise(results)
 	fmt.Printf("%d identical, %d different (%.1f%%)\n", all.Identical, all.Different, all.Percent())
-	if *report != "" {
-		var b bytes.Buffer
-		header := fmt.Sprintf("Written by `parity/run.sh%s` on %s (%s/%s, %d CPUs); %d scenarios in %s.\n",
-			runFlag(*runRE), time.Now().UTC().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(),
-			len(list), time.Since(start).Round(time.Second))
-		if err := runner.WriteReport(&b, header, results); err != nil {
-			return err
-		}
-		if err := os.WriteFile(*report, b.Bytes(), 0o644); err != nil {
-			return err
+}
+
+// runAll runs the scenarios without controllers on one pair of servers and
+// those with controllers (kube-controller-manager's binary kcm beside the
+// reference) on another.
+func (p pair) runAll(ctx context.Context, list []runner.Scenario, kcm string) ([]runner.Result, error) {
+	var plain, withControllers []runner.Scenario
+	for _, sc := range list {
+		if sc.Controllers {
+			withControllers = append(withControllers, sc)
+		} else {
+			plain = append(plain, sc)
 		}
 	}
-	return nil
+	results, err := p.run(ctx, plain, "")
+	if err != nil || len(withControllers) == 0 {
+		return results, err
+	}
+	if kcm == "" {
+		return nil, errors.New("-kube-controller-manager is required for scenarios with controllers (parity/run.sh builds it)")
+	}
+	more, err := p.run(ctx, withControllers, kcm)
+	return append(results, more...), err
 }
 
 // pair starts a reference and a candidate and runs scenarios on them.
