@@ -12,29 +12,33 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
 	mutatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	validatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
 	webhookinit "k8s.io/apiserver/pkg/admission/plugin/webhook/initializer"
 	mutatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
 	validatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	quota "k8s.io/apiserver/pkg/quota/v1"
 	"k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	basecompatibility "k8s.io/component-base/compatibility"
+	"k8s.io/utils/clock"
 
 	kubeadmission "github.com/kubeembed/apiserver/internal/admission"
 	"github.com/kubeembed/apiserver/internal/globals"
+	kubequota "github.com/kubeembed/apiserver/internal/quota"
 )
 
 // newAdmission returns the admission chain in kube-apiserver's order:
 // namespace lifecycle (no objects in missing or terminating namespaces, no
 // deleting the system namespaces), the pod plugins (service account,
 // priority, default tolerations), mutating admission policies and webhooks,
-// then validating admission policies and webhooks. Webhooks are called at
-// their URL (a service reference resolves to its in-cluster DNS name, which
-// a test process cannot reach: give webhooks a URL, as envtest does). The
-// plugins use the informers of inf, and the policy plugins run controllers
-// until inf shuts down.
+// then validating admission policies and webhooks, and resource quota last.
+// Webhooks are called at their URL (a service reference resolves to its
+// in-cluster DNS name, which a test process cannot reach: give webhooks a
+// URL, as envtest does). The plugins use the informers of inf, and the
+// policy plugins run controllers until inf shuts down.
 func newAdmission(loopback *rest.Config, inf *informerSet, authz authorizer.Authorizer, version basecompatibility.EffectiveVersion) (admission.Interface, error) {
 	client, dyn := inf.client, inf.dynClient
 	nsLifecycle, err := lifecycle.NewLifecycle(sets.New(metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic))
@@ -58,14 +62,31 @@ func newAdmission(loopback *rest.Config, inf *informerSet, authz authorizer.Auth
 			webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, loopback, noopoteltrace.NewTracerProvider()),
 			webhook.NewDefaultServiceResolver()),
 	}
-	for _, p := range []admission.Interface{nsLifecycle, mutatingHooks, validatingHooks} {
+	quotas, err := resourcequota.NewResourceQuota(nil, 5)
+	if err != nil {
+		return nil, err
+	}
+	inits = append(inits, quotaInitializer{kubequota.Configuration(nil, clock.RealClock{})})
+	inf.need(inf.kube.Core().V1().ResourceQuotas().Informer().HasSynced)
+	for _, p := range []admission.Interface{nsLifecycle, mutatingHooks, validatingHooks, quotas} {
 		if err := initialize(inits, p); err != nil {
 			return nil, fmt.Errorf("admission plugin %T: %w", p, err)
 		}
 	}
 	mutatingPolicies, validatingPolicies := policyPlugins(inits, inf)
 	return admission.NewChainHandler(nsLifecycle, kubeadmission.NewPods(client),
-		mutatingPolicies, mutatingHooks, validatingPolicies, validatingHooks), nil
+		mutatingPolicies, mutatingHooks, validatingPolicies, validatingHooks, quotas), nil
+}
+
+// quotaInitializer gives the ResourceQuota plugin the core evaluators, as
+// kube-apiserver's own initializer does; it runs after the generic one,
+// whose drained notification the plugin needs first.
+type quotaInitializer struct{ config quota.Configuration }
+
+func (q quotaInitializer) Initialize(p admission.Interface) {
+	if w, ok := p.(initializer.WantsQuotaConfiguration); ok {
+		w.SetQuotaConfiguration(q.config)
+	}
 }
 
 func initialize(inits admission.PluginInitializers, p admission.Interface) error {

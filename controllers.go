@@ -21,6 +21,7 @@ import (
 	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/controllers/garbagecollector"
 	"github.com/kubeembed/apiserver/controllers/namespace"
+	"github.com/kubeembed/apiserver/controllers/resourcequota"
 	"github.com/kubeembed/apiserver/controllers/rootcacert"
 	"github.com/kubeembed/apiserver/controllers/serviceaccounttoken"
 	"github.com/kubeembed/apiserver/internal/controller"
@@ -37,6 +38,7 @@ var newController = map[controllers.Name]func(controllers.Config) (controllers.C
 	controllers.ServiceAccountToken: func(c controllers.Config) (controllers.Controller, error) {
 		return serviceaccounttoken.New(c)
 	},
+	controllers.ResourceQuota: func(c controllers.Config) (controllers.Controller, error) { return resourcequota.New(c) },
 }
 
 // enabledControllers reads Options.Controllers as kube-controller-manager

@@ -38,11 +38,14 @@ const (
 	// with a token, the CA and the namespace, and deletes those of
 	// service accounts that are gone.
 	ServiceAccountToken Name = "serviceaccount-token"
+	// ResourceQuota keeps each ResourceQuota's status: its hard limits
+	// and what its namespace uses of them.
+	ResourceQuota Name = "resourcequota"
 )
 
 // All are every controller, in the order they start.
 func All() []Name {
-	return []Name{GarbageCollector, Namespace, RootCACertPublisher, ServiceAccountToken}
+	return []Name{GarbageCollector, Namespace, RootCACertPublisher, ServiceAccountToken, ResourceQuota}
 }
 
 // Controller is one control loop.

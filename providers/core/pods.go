@@ -8,13 +8,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/rest"
 
+	"github.com/kubeembed/apiserver/internal/podqos"
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/internal/podspec"
 	"github.com/kubeembed/apiserver/providers/registry"
@@ -63,57 +63,6 @@ func defaultPod(p *corev1.Pod) {
 	}
 }
 
-// qosClass computes the pod's quality of service class from its requests
-// and limits, as the kubelet and kube-apiserver do.
-func qosClass(p *corev1.Pod) corev1.PodQOSClass {
-	requests, limits := corev1.ResourceList{}, corev1.ResourceList{}
-	guaranteed := true
-	for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
-		for name, q := range c.Resources.Requests {
-			if name == corev1.ResourceCPU || name == corev1.ResourceMemory {
-				if !q.IsZero() {
-					add(requests, name, q)
-				}
-			}
-		}
-		seen := map[corev1.ResourceName]bool{}
-		for name, q := range c.Resources.Limits {
-			if name == corev1.ResourceCPU || name == corev1.ResourceMemory {
-				if !q.IsZero() {
-					seen[name] = true
-					add(limits, name, q)
-				}
-			}
-		}
-		if !seen[corev1.ResourceCPU] || !seen[corev1.ResourceMemory] {
-			guaranteed = false
-		}
-	}
-	if len(requests) == 0 && len(limits) == 0 {
-		return corev1.PodQOSBestEffort
-	}
-	if guaranteed {
-		for name, r := range requests {
-			if l, ok := limits[name]; !ok || l.Cmp(r) != 0 {
-				guaranteed = false
-			}
-		}
-	}
-	if guaranteed && len(requests) == len(limits) {
-		return corev1.PodQOSGuaranteed
-	}
-	return corev1.PodQOSBurstable
-}
-
-func add(list corev1.ResourceList, name corev1.ResourceName, q resource.Quantity) {
-	if cur, ok := list[name]; ok {
-		cur.Add(q)
-		list[name] = cur
-		return
-	}
-	list[name] = q.DeepCopy()
-}
-
 var pods = registry.Kind[*corev1.Pod]{
 	Default:      defaultPod,
 	GroupVersion: corev1.SchemeGroupVersion, Resource: "pods", Singular: "pod",
@@ -125,7 +74,7 @@ var pods = registry.Kind[*corev1.Pod]{
 	ReturnDeleted: true,
 	GenerationOf:  func(p *corev1.Pod) any { return p.Spec },
 	PrepareCreate: func(_ context.Context, p *corev1.Pod) {
-		p.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: qosClass(p)}
+		p.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: podqos.Class(p)}
 	},
 	Validate:       func(p *corev1.Pod) field.ErrorList { return podspec.ValidateSpec(&p.Spec, field.NewPath("spec")) },
 	ValidateUpdate: func(p, old *corev1.Pod) field.ErrorList { return validatePodSpecUpdate(&p.Spec, &old.Spec) },

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
 
+	"github.com/kubeembed/apiserver/internal/podqos"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -330,7 +331,7 @@ func resizeResources(st *registry.Strategy) {
 	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
 		p, o := obj.(*corev1.Pod), old.(*corev1.Pod)
 		var errs field.ErrorList
-		if qosClass(p) != o.Status.QOSClass && o.Status.QOSClass != "" {
+		if podqos.Class(p) != o.Status.QOSClass && o.Status.QOSClass != "" {
 			errs = append(errs, field.Forbidden(field.NewPath("spec", "containers"), "Pod QOS Class may not change as a result of resizing"))
 		}
 		return errs

@@ -1,0 +1,195 @@
+// Package resourcequota is the resource quota controller, as
+// kube-controller-manager runs it: each ResourceQuota's status holds its
+// hard limits and what its namespace uses of them, recalculated from the
+// objects themselves when the quota is created or changed, when an object
+// it counts is deleted or changes what it uses (a pod finishing, a
+// service changing type), and every five minutes. The ResourceQuota
+// admission plugin charges creations as they are admitted; this controller
+// gives back what deletions free.
+package resourcequota
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	quota "k8s.io/apiserver/pkg/quota/v1"
+	"k8s.io/apiserver/pkg/quota/v1/generic"
+	"k8s.io/client-go/kubernetes"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/internal/controller"
+	kubequota "github.com/kubeembed/apiserver/internal/quota"
+)
+
+// workers is kube-controller-manager's --concurrent-resource-quota-syncs;
+// resync its --resource-quota-sync-period.
+const (
+	workers = 5
+	resync  = 5 * time.Minute
+)
+
+// Controller is the resource quota controller.
+type Controller struct {
+	controller.Parts
+	client   kubernetes.Interface
+	quotas   corev1listers.ResourceQuotaLister
+	registry quota.Registry
+	ignored  map[schema.GroupResource]struct{}
+	// primary syncs quotas whose usage is known; priority those a new
+	// limit has no usage for yet, so a new quota is ready soon.
+	primary, priority *controller.Queue
+
+	mu      sync.RWMutex
+	listers map[schema.GroupResource]cache.GenericLister
+	// counted are the resources an object count evaluator was made for.
+	counted    map[schema.GroupResource]quota.Evaluator
+	subscribed atomic.Bool
+}
+
+// New returns the resource quota controller of cfg's server.
+func New(cfg controllers.Config) (*Controller, error) {
+	c := &Controller{
+		client: cfg.Client, quotas: cfg.Informers.Core().V1().ResourceQuotas().Lister(),
+		ignored:  kubequota.Ignored(),
+		primary:  controller.NewQueue("resourcequota_primary", cfg.QueueMetrics),
+		priority: controller.NewQueue("resourcequota_priority", cfg.QueueMetrics),
+		listers:  map[schema.GroupResource]cache.GenericLister{},
+		counted:  map[schema.GroupResource]quota.Evaluator{},
+	}
+	c.Name, c.Observer, c.Queues = string(controllers.ResourceQuota), controller.NewObserver(cfg.Revisions), []*controller.Queue{c.primary, c.priority}
+	c.registry = generic.NewRegistry(kubequota.Configuration(c.lister, clock.RealClock{}).Evaluators())
+	if err := c.Observer.Watch(corev1.Resource("resourcequotas"), cfg.Informers.Core().V1().ResourceQuotas().Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc: c.addQuota,
+		UpdateFunc: func(old, cur any) {
+			if !quota.Equals(old.(*corev1.ResourceQuota).Spec.Hard, cur.(*corev1.ResourceQuota).Spec.Hard) {
+				c.addQuota(cur)
+			}
+		},
+		DeleteFunc: func(obj any) { c.primary.Add(key(obj)) },
+	}); err != nil {
+		return nil, err
+	}
+	// The resources with evaluators of their own are watched whole (their
+	// updates can change usage) from the start; the rest are counted from
+	// the monitors' metadata as they come.
+	for _, gr := range []schema.GroupResource{corev1.Resource("pods"), corev1.Resource("services"), corev1.Resource("persistentvolumeclaims")} {
+		informer, err := cfg.Informers.ForResource(corev1.SchemeGroupVersion.WithResource(gr.Resource))
+		if err != nil {
+			return nil, err
+		}
+		c.listers[gr] = informer.Lister()
+		if err := c.Observer.Watch(gr, informer.Informer(), c.replenisher(gr)); err != nil {
+			return nil, err
+		}
+	}
+	cfg.Monitors.Subscribe(c.resourcesChanged)
+	return c, nil
+}
+
+// Run syncs quotas until ctx ends, once every counted resource is listed.
+func (c *Controller) Run(ctx context.Context) {
+	err := controller.Wait(ctx, func() error {
+		if !c.subscribed.Load() || !c.Observer.Synced() {
+			return errors.New("resources not listed")
+		}
+		return nil
+	})
+	if err != nil {
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { c.primary.Run(ctx, workers, c.sync) })
+	wg.Go(func() { c.priority.Run(ctx, workers, c.sync) })
+	wg.Go(func() { c.resyncEvery(ctx, resync) })
+	wg.Wait()
+}
+
+func (c *Controller) resyncEvery(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			all, _ := c.quotas.List(labels.Everything())
+			for _, q := range all {
+				c.primary.Add(key(q))
+			}
+		}
+	}
+}
+
+// addQuota queues a quota, on the priority queue when a limit has no usage
+// recorded yet.
+func (c *Controller) addQuota(obj any) {
+	q, ok := obj.(*corev1.ResourceQuota)
+	if !ok {
+		return
+	}
+	if !apiequality.Semantic.DeepEqual(q.Spec.Hard, q.Status.Hard) {
+		c.priority.Add(key(q))
+		return
+	}
+	for name := range q.Status.Hard {
+		if _, ok := q.Status.Used[name]; ok {
+			continue
+		}
+		for _, e := range c.registry.List() {
+			if len(e.MatchingResources([]corev1.ResourceName{name})) > 0 {
+				c.priority.Add(key(q))
+				return
+			}
+		}
+	}
+	c.primary.Add(key(q))
+}
+
+// sync recalculates a quota's usage and writes its status when it changed.
+func (c *Controller) sync(ctx context.Context, k string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(k)
+	if err != nil {
+		return nil
+	}
+	q, err := c.quotas.ResourceQuotas(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	c.mu.RLock() // the registry and listers stay as they are during the sync
+	defer c.mu.RUnlock()
+	hard := quota.Add(corev1.ResourceList{}, q.Spec.Hard)
+	used := quota.Add(corev1.ResourceList{}, q.Status.Used)
+	usage, calcErr := quota.CalculateUsage(q.Namespace, q.Spec.Scopes, hard, c.registry, q.Spec.ScopeSelector)
+	for name, v := range usage {
+		used[name] = v
+	}
+	used = quota.Mask(used, quota.ResourceNames(hard))
+	dirty := !apiequality.Semantic.DeepEqual(q.Spec.Hard, q.Status.Hard) || q.Status.Hard == nil || q.Status.Used == nil ||
+		!quota.Equals(used, q.Status.Used)
+	if dirty {
+		q = q.DeepCopy()
+		q.Status = corev1.ResourceQuotaStatus{Hard: hard, Used: used}
+		_, err = c.client.CoreV1().ResourceQuotas(q.Namespace).UpdateStatus(ctx, q, metav1.UpdateOptions{})
+	}
+	return errors.Join(calcErr, err)
+}
+
+func key(obj any) string {
+	k, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	return k
+}

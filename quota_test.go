@@ -1,0 +1,122 @@
+package apiserver_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/testing/apiservertest"
+)
+
+func createQuota(t *testing.T, c kubernetes.Interface, ns string, q *corev1.ResourceQuota) *corev1.ResourceQuota {
+	t.Helper()
+	out, err := c.CoreV1().ResourceQuotas(ns).Create(t.Context(), q, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return out
+}
+
+func quotaStatus(t *testing.T, srv *apiserver.Server, c kubernetes.Interface, ns, name string) corev1.ResourceQuotaStatus {
+	t.Helper()
+	require.NoError(t, srv.WaitIdle(t.Context()))
+	q, err := c.CoreV1().ResourceQuotas(ns).Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	return q.Status
+}
+
+func pod(name string, requests corev1.ResourceList) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
+		Name: "c", Image: "busybox", Resources: corev1.ResourceRequirements{Requests: requests, Limits: requests}}}}}
+}
+
+// assertUsed checks the quota's used amounts, compared as quantities.
+func assertUsed(t *testing.T, want map[corev1.ResourceName]string, got corev1.ResourceList) {
+	t.Helper()
+	assert.Len(t, got, len(want), "used: %v", got)
+	for name, q := range want {
+		v, ok := got[name]
+		if assert.Truef(t, ok, "used has no %s: %v", name, got) {
+			assert.Zerof(t, v.Cmp(resource.MustParse(q)), "used %s = %s, want %s", name, v.String(), q)
+		}
+	}
+}
+
+// A quota's status holds its hard limits and the namespace's usage, charged
+// by admission as objects are created and given back by the controller as
+// they are deleted.
+func TestResourceQuotaUsage(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	createCM(t, c, "default", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "before"}})
+	createQuota(t, c, "default", &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q"}, Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
+		"pods": resource.MustParse("5"), "requests.cpu": resource.MustParse("2"), "limits.memory": resource.MustParse("1Gi"),
+		"configmaps": resource.MustParse("10"), "count/deployments.apps": resource.MustParse("3"), "services.nodeports": resource.MustParse("2"),
+	}}})
+	status := quotaStatus(t, srv, c, "default", "q")
+	assert.Len(t, status.Hard, 6)
+	// kube-root-ca.crt and "before"
+	assertUsed(t, map[corev1.ResourceName]string{"pods": "0", "requests.cpu": "0", "limits.memory": "0", "configmaps": "2",
+		"count/deployments.apps": "0", "services.nodeports": "0"}, status.Used)
+
+	_, err := c.CoreV1().Pods("default").Create(t.Context(), pod("p", corev1.ResourceList{"cpu": resource.MustParse("500m"), "memory": resource.MustParse("256Mi")}), metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = c.CoreV1().Services("default").Create(t.Context(), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "np"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	assertUsed(t, map[corev1.ResourceName]string{"pods": "1", "requests.cpu": "500m", "limits.memory": "256Mi", "configmaps": "2",
+		"count/deployments.apps": "0", "services.nodeports": "1"}, quotaStatus(t, srv, c, "default", "q").Used)
+
+	require.NoError(t, c.CoreV1().Pods("default").Delete(t.Context(), "p", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
+	require.NoError(t, c.CoreV1().ConfigMaps("default").Delete(t.Context(), "before", metav1.DeleteOptions{}))
+	assertUsed(t, map[corev1.ResourceName]string{"pods": "0", "requests.cpu": "0", "limits.memory": "0", "configmaps": "1",
+		"count/deployments.apps": "0", "services.nodeports": "1"}, quotaStatus(t, srv, c, "default", "q").Used)
+}
+
+// What exceeds a quota is refused with kube-apiserver's 403, and creating
+// fits again once the controller has given the usage back.
+func TestResourceQuotaAdmission(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	createQuota(t, c, "default", &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "two"}, Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
+		"count/secrets": resource.MustParse("2"), "requests.memory": resource.MustParse("1Gi")}}})
+	quotaStatus(t, srv, c, "default", "two")
+	for _, name := range []string{"a", "b"} {
+		_, err := c.CoreV1().Secrets("default").Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	_, err := c.CoreV1().Secrets("default").Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "c"}}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "got %v", err)
+	assert.Equal(t, `secrets "c" is forbidden: exceeded quota: two, requested: count/secrets=1, used: count/secrets=2, limited: count/secrets=2`, err.Error())
+
+	_, err = c.CoreV1().Pods("default").Create(t.Context(), pod("nomem", nil), metav1.CreateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "got %v", err)
+	assert.Equal(t, `pods "nomem" is forbidden: failed quota: two: must specify requests.memory for: c`, err.Error())
+
+	require.NoError(t, c.CoreV1().Secrets("default").Delete(t.Context(), "a", metav1.DeleteOptions{}))
+	require.NoError(t, srv.WaitIdle(t.Context()))
+	_, err = c.CoreV1().Secrets("default").Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "c"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+// Without the controller a quota's status stays empty, and kube-apiserver's
+// admission enforces only the limits a status holds: none.
+func TestResourceQuotaWithoutController(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{Controllers: []controllers.Name{"*", "-" + controllers.ResourceQuota}}))
+	c := clientset(t, srv)
+	createQuota(t, c, "default", &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q"}, Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
+		"configmaps": resource.MustParse("1")}}})
+	for _, name := range []string{"x", "y"} {
+		createCM(t, c, "default", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	}
+	assert.Empty(t, quotaStatus(t, srv, c, "default", "q"))
+}
