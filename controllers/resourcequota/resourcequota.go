@@ -70,14 +70,18 @@ func New(cfg controllers.Config) (*Controller, error) {
 	}
 	c.Name, c.Observer, c.Queues = string(controllers.ResourceQuota), controller.NewObserver(cfg.Revisions), []*controller.Queue{c.primary, c.priority}
 	c.registry = generic.NewRegistry(kubequota.Configuration(c.lister, clock.RealClock{}).Evaluators())
-	if err := c.Observer.Watch(corev1.Resource("resourcequotas"), cfg.Informers.Core().V1().ResourceQuotas().Informer(), cache.ResourceEventHandlerFuncs{
+	quotas := cfg.Informers.Core().V1().ResourceQuotas()
+	c.listers[corev1.Resource("resourcequotas")] = cache.NewGenericLister(quotas.Informer().GetIndexer(), corev1.Resource("resourcequotas"))
+	if err := c.Observer.Watch(corev1.Resource("resourcequotas"), quotas.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc: c.addQuota,
 		UpdateFunc: func(old, cur any) {
 			if !quota.Equals(old.(*corev1.ResourceQuota).Spec.Hard, cur.(*corev1.ResourceQuota).Spec.Hard) {
 				c.addQuota(cur)
 			}
 		},
-		DeleteFunc: func(obj any) { c.primary.Add(key(obj)) },
+		// A quota counts itself (resourcequotas): the others are
+		// recalculated when one goes.
+		DeleteFunc: func(obj any) { c.primary.Add(key(obj)); c.replenish(corev1.Resource("resourcequotas"), obj) },
 	}); err != nil {
 		return nil, err
 	}

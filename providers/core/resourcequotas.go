@@ -17,16 +17,13 @@ var resourceQuotas = registry.Kind[*corev1.ResourceQuota]{
 	ShortNames: []string{"quota"}, Namespaced: true, Status: true, ReturnDeleted: true,
 	NewObj:  func() runtime.Object { return &corev1.ResourceQuota{} },
 	NewList: func() runtime.Object { return &corev1.ResourceQuotaList{} },
+	// Create and update check the status too (which they keep as it was,
+	// or empty), as kube-apiserver's validation does.
 	Validate: func(q *corev1.ResourceQuota) field.ErrorList {
-		var errs field.ErrorList
-		p := field.NewPath("spec", "hard")
-		for name, v := range q.Spec.Hard {
-			if v.Sign() < 0 {
-				errs = append(errs, field.Invalid(p.Key(string(name)), v.String(), "must be greater than or equal to 0"))
-			}
-		}
-		return errs
+		return append(validateQuotaSpec(&q.Spec), validateQuotaStatus(q, nil)...)
 	},
+	ValidateUpdate: validateQuotaUpdate,
+	ValidateStatus: validateQuotaStatus,
 	Columns: []registry.Column{
 		registry.ColumnOf("Request", "string", "Request represents a minimum amount of cpu/memory that a container may consume.", 0, func(q *corev1.ResourceQuota) any {
 			return quotaSummary(q, func(n corev1.ResourceName) bool { return !strings.HasPrefix(string(n), "limits.") })

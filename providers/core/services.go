@@ -195,15 +195,37 @@ func (a *allocator) allocate(s *corev1.Service) error {
 	return nil
 }
 
-// carryOver keeps the allocated values an update leaves out.
+// carryOver keeps the allocated values an update leaves out, as
+// kube-apiserver patches them in: the cluster IPs while both need one, the
+// node ports (by port name, unless taken by another port) while both need
+// them. A change to a type that needs none drops them.
 func carryOver(s, o *corev1.Service) {
-	if s.Spec.ClusterIP == "" && len(s.Spec.ClusterIPs) == 0 && s.Spec.Type == o.Spec.Type {
-		s.Spec.ClusterIP, s.Spec.ClusterIPs = o.Spec.ClusterIP, o.Spec.ClusterIPs
-		s.Spec.IPFamilies, s.Spec.IPFamilyPolicy = o.Spec.IPFamilies, o.Spec.IPFamilyPolicy
+	needsClusterIP := func(s *corev1.Service) bool { return s.Spec.Type != corev1.ServiceTypeExternalName }
+	if needsClusterIP(s) && needsClusterIP(o) {
+		if s.Spec.ClusterIP == "" {
+			s.Spec.ClusterIP = o.Spec.ClusterIP
+		}
+		if len(s.Spec.ClusterIPs) == 0 && len(o.Spec.ClusterIPs) > 0 {
+			s.Spec.ClusterIPs = o.Spec.ClusterIPs
+		}
+	}
+	if !needsNodePorts(s) || !needsNodePorts(o) {
+		return
+	}
+	byName, used := map[string]int32{}, map[int32]bool{}
+	for _, p := range o.Spec.Ports {
+		byName[p.Name] = p.NodePort
+	}
+	inOld := map[int32]bool{}
+	for _, p := range o.Spec.Ports {
+		inOld[p.NodePort] = p.NodePort != 0
+	}
+	for _, p := range s.Spec.Ports {
+		used[p.NodePort] = inOld[p.NodePort]
 	}
 	for i := range s.Spec.Ports {
-		if s.Spec.Ports[i].NodePort == 0 && i < len(o.Spec.Ports) {
-			s.Spec.Ports[i].NodePort = o.Spec.Ports[i].NodePort
+		if p := &s.Spec.Ports[i]; p.NodePort == 0 && !used[byName[p.Name]] {
+			p.NodePort = byName[p.Name]
 		}
 	}
 }
