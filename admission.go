@@ -32,8 +32,8 @@ import (
 
 // newAdmission returns the admission chain in kube-apiserver's order:
 // namespace lifecycle (no objects in missing or terminating namespaces, no
-// deleting the system namespaces), the pod plugins (service account,
-// priority, default tolerations), mutating admission policies and webhooks,
+// deleting the system namespaces), limit ranges (defaults, then bounds),
+// the pod plugins (service account, priority, default tolerations), mutating admission policies and webhooks,
 // then validating admission policies and webhooks, and resource quota last.
 // Webhooks are called at their URL (a service reference resolves to its
 // in-cluster DNS name, which a test process cannot reach: give webhooks a
@@ -74,7 +74,7 @@ func newAdmission(loopback *rest.Config, inf *informerSet, authz authorizer.Auth
 		}
 	}
 	mutatingPolicies, validatingPolicies := policyPlugins(inits, inf)
-	return admission.NewChainHandler(nsLifecycle, kubeadmission.NewPods(client),
+	return admission.NewChainHandler(nsLifecycle, kubeadmission.NewLimitRanger(client), kubeadmission.NewPods(client),
 		mutatingPolicies, mutatingHooks, validatingPolicies, validatingHooks, quotas), nil
 }
 

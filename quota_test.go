@@ -120,3 +120,41 @@ func TestResourceQuotaWithoutController(t *testing.T) {
 	}
 	assert.Empty(t, quotaStatus(t, srv, c, "default", "q"))
 }
+
+// A LimitRange gives containers its defaults, noted in the pod's
+// annotation, and refuses what is out of its bounds with kube-apiserver's
+// 403.
+func TestLimitRanger(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	_, err := c.CoreV1().LimitRanges("default").Create(t.Context(), &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "lr"},
+		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
+			Type:           corev1.LimitTypeContainer,
+			Default:        corev1.ResourceList{"cpu": resource.MustParse("500m"), "memory": resource.MustParse("128Mi")},
+			DefaultRequest: corev1.ResourceList{"cpu": resource.MustParse("100m")},
+			Max:            corev1.ResourceList{"cpu": resource.MustParse("1")},
+		}, {
+			Type: corev1.LimitTypePersistentVolumeClaim,
+			Min:  corev1.ResourceList{"storage": resource.MustParse("1Gi")},
+		}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	p, err := c.CoreV1().Pods("default").Create(t.Context(), pod("defaulted", nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	res := p.Spec.Containers[0].Resources
+	assert.Equal(t, "100m", res.Requests.Cpu().String())
+	assert.Equal(t, "128Mi", res.Requests.Memory().String(), "the LimitRange's defaultRequest defaults to its default")
+	assert.Equal(t, "500m", res.Limits.Cpu().String())
+	assert.Equal(t, "LimitRanger plugin set: cpu, memory request for container c; cpu, memory limit for container c", p.Annotations["kubernetes.io/limit-ranger"])
+
+	_, err = c.CoreV1().Pods("default").Create(t.Context(), pod("big", corev1.ResourceList{"cpu": resource.MustParse("2")}), metav1.CreateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "got %v", err)
+	assert.Equal(t, `pods "big" is forbidden: maximum cpu usage per Container is 1, but limit is 2`, err.Error())
+
+	_, err = c.CoreV1().PersistentVolumeClaims("default").Create(t.Context(), &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "small"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{"storage": resource.MustParse("100Mi")}}}}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "got %v", err)
+	assert.Equal(t, `persistentvolumeclaims "small" is forbidden: minimum storage usage per PersistentVolumeClaim is 1Gi, but request is 100Mi`, err.Error())
+}

@@ -1,7 +1,8 @@
 // Package admission holds the admission plugins kube-apiserver enables by
 // default that kubeembed writes itself, because their upstream code lives in
 // k8s.io/kubernetes: for pods, ServiceAccount, Priority and
-// DefaultTolerationSeconds; for nodes and volumes, see the providers.
+// DefaultTolerationSeconds; LimitRanger; for nodes and volumes, see the
+// providers.
 package admission
 
 import (
