@@ -355,3 +355,24 @@ func TestGarbageCollectorForegroundCycle(t *testing.T) {
 		requireGone(t, err, name)
 	}
 }
+// A custom resource owner deleted in the foreground right after its CRD is
+// installed waits for its blocking dependent.
+func TestGarbageCollectorForegroundNewCRD(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	installWidgets(t, srv)
+	dyn, err := dynamic.NewForConfig(srv.RESTConfig())
+	require.NoError(t, err)
+	widgets := dyn.Resource(widgetsGVR).Namespace("default")
+	owner, err := widgets.Create(t.Context(), widget("owner", nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	block := true
+	ref := metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "Widget", Name: "owner", UID: owner.GetUID(), BlockOwnerDeletion: &block}
+	c := clientset(t, srv)
+	createCM(t, c, "default", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "dep", Finalizers: []string{"example.com/hold"}, OwnerReferences: []metav1.OwnerReference{ref}}})
+	fg := metav1.DeletePropagationForeground
+	require.NoError(t, widgets.Delete(t.Context(), "owner", metav1.DeleteOptions{PropagationPolicy: &fg}))
+	apiservertest.WaitIdle(t, srv)
+	_, err = widgets.Get(t.Context(), "owner", metav1.GetOptions{})
+	require.NoError(t, err, "the owner waits for its blocking dependent")
+}

@@ -158,3 +158,22 @@ func TestLimitRanger(t *testing.T) {
 	require.True(t, apierrors.IsForbidden(err), "got %v", err)
 	assert.Equal(t, `persistentvolumeclaims "small" is forbidden: minimum storage usage per PersistentVolumeClaim is 1Gi, but request is 100Mi`, err.Error())
 }
+
+// A scoped quota counts only the pods in its scope: BestEffort pods here,
+// not those with requests.
+func TestResourceQuotaScopes(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	createQuota(t, c, "default", &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "besteffort"}, Spec: corev1.ResourceQuotaSpec{
+		Hard: corev1.ResourceList{"pods": resource.MustParse("1")}, Scopes: []corev1.ResourceQuotaScope{corev1.ResourceQuotaScopeBestEffort}}})
+	quotaStatus(t, srv, c, "default", "besteffort")
+	for _, p := range []*corev1.Pod{pod("first", nil), pod("burstable", corev1.ResourceList{"cpu": resource.MustParse("100m")})} {
+		_, err := c.CoreV1().Pods("default").Create(t.Context(), p, metav1.CreateOptions{})
+		require.NoError(t, err, p.Name)
+	}
+	_, err := c.CoreV1().Pods("default").Create(t.Context(), pod("second", nil), metav1.CreateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "got %v", err)
+	assert.Equal(t, `pods "second" is forbidden: exceeded quota: besteffort, requested: pods=1, used: pods=1, limited: pods=1`, err.Error())
+	assertUsed(t, map[corev1.ResourceName]string{"pods": "1"}, quotaStatus(t, srv, c, "default", "besteffort").Used)
+}

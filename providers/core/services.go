@@ -208,6 +208,13 @@ func carryOver(s, o *corev1.Service) {
 		if len(s.Spec.ClusterIPs) == 0 && len(o.Spec.ClusterIPs) > 0 {
 			s.Spec.ClusterIPs = o.Spec.ClusterIPs
 		}
+		// and their families (kube-apiserver's initIPFamilyFields)
+		if len(s.Spec.IPFamilies) == 0 {
+			s.Spec.IPFamilies = o.Spec.IPFamilies
+		}
+		if s.Spec.IPFamilyPolicy == nil {
+			s.Spec.IPFamilyPolicy = o.Spec.IPFamilyPolicy
+		}
 	}
 	if !needsNodePorts(s) || !needsNodePorts(o) {
 		return
