@@ -53,13 +53,7 @@ func (c *claims) Matches(q *corev1.ResourceQuota, item runtime.Object) (bool, er
 }
 
 func (*claims) MatchingScopes(item runtime.Object, scopes []corev1.ScopedResourceSelectorRequirement) ([]corev1.ScopedResourceSelectorRequirement, error) {
-	return matchingScopes(item, scopes, func(s corev1.ScopedResourceSelectorRequirement, o any) (bool, error) {
-		ok, err := claimMatchesScope(s, o.(runtime.Object))
-		if err != nil {
-			return false, fmt.Errorf("error on matching scope %v: %w", s, err)
-		}
-		return ok, nil
-	})
+	return matchingScopes(item, scopes, claimMatchesScope)
 }
 
 func (*claims) UncoveredQuotaScopes(limited, matched []corev1.ScopedResourceSelectorRequirement) ([]corev1.ScopedResourceSelectorRequirement, error) {

@@ -116,13 +116,7 @@ func (*pods) MatchingResources(input []corev1.ResourceName) []corev1.ResourceNam
 }
 
 func (*pods) MatchingScopes(item runtime.Object, scopes []corev1.ScopedResourceSelectorRequirement) ([]corev1.ScopedResourceSelectorRequirement, error) {
-	return matchingScopes(item, scopes, func(s corev1.ScopedResourceSelectorRequirement, o any) (bool, error) {
-		ok, err := podMatchesScope(s, o.(runtime.Object))
-		if err != nil {
-			return false, fmt.Errorf("error on matching scope %v: %v", s, err)
-		}
-		return ok, nil
-	})
+	return matchingScopes(item, scopes, podMatchesScope)
 }
 
 func (*pods) UncoveredQuotaScopes(limited, matched []corev1.ScopedResourceSelectorRequirement) ([]corev1.ScopedResourceSelectorRequirement, error) {

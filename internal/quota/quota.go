@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	quota "k8s.io/apiserver/pkg/quota/v1"
@@ -80,12 +81,12 @@ func uncovered(limited, matched []corev1.ScopedResourceSelectorRequirement) []co
 }
 
 // matchingScopes returns the scopes item matches.
-func matchingScopes(item any, scopes []corev1.ScopedResourceSelectorRequirement, matches func(corev1.ScopedResourceSelectorRequirement, any) (bool, error)) ([]corev1.ScopedResourceSelectorRequirement, error) {
+func matchingScopes(item runtime.Object, scopes []corev1.ScopedResourceSelectorRequirement, matches func(corev1.ScopedResourceSelectorRequirement, runtime.Object) (bool, error)) ([]corev1.ScopedResourceSelectorRequirement, error) {
 	out := []corev1.ScopedResourceSelectorRequirement{}
 	for _, s := range scopes {
 		ok, err := matches(s, item)
 		if err != nil {
-			return []corev1.ScopedResourceSelectorRequirement{}, err
+			return []corev1.ScopedResourceSelectorRequirement{}, fmt.Errorf("error on matching scope %v: %w", s, err)
 		}
 		if ok {
 			out = append(out, s)
