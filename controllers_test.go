@@ -355,6 +355,7 @@ func TestGarbageCollectorForegroundCycle(t *testing.T) {
 		requireGone(t, err, name)
 	}
 }
+
 // A custom resource owner deleted in the foreground right after its CRD is
 // installed waits for its blocking dependent.
 func TestGarbageCollectorForegroundNewCRD(t *testing.T) {
