@@ -103,7 +103,7 @@ func New(opts Options) (_ *Server, err error) {
 	if !c.keepKlog {
 		globals.InitKlog()
 	}
-	if s.ca, err = certs.ProcessCA(); err != nil {
+	if s.ca, err = certs.NewCA("kubeembed-ca"); err != nil {
 		return nil, err
 	}
 	if s.tokens, err = satoken.New(satoken.DefaultIssuer); err != nil {

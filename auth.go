@@ -17,6 +17,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/request/anonymous"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
 	"k8s.io/apiserver/pkg/authentication/request/union"
+	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
 	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
 	tokenunion "k8s.io/apiserver/pkg/authentication/token/union"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -69,13 +70,17 @@ func (b boundObjects) Node(ctx context.Context, name string) (*corev1.Node, erro
 	return b.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 }
 
-// authenticator authenticates bearer tokens, and everyone else as
-// system:anonymous, then denied by authorization, as kube-apiserver does by
-// default. A request with credentials that fail is rejected (401), not
-// downgraded to anonymous. (Client certificates come with per-server CAs
-// and identities, a later issue.)
+// authenticator authenticates client certificates the server's CA signed
+// (common name the user, organizations the groups), then bearer tokens, and
+// everyone else as system:anonymous, then denied by authorization, as
+// kube-apiserver does by default. A request with credentials that fail is
+// rejected (401), not downgraded to anonymous: a certificate of another
+// server's CA too.
 func (s *Server) authenticator() authenticator.Request {
-	return union.NewFailOnError(s.tokenAuthenticator(), anonymous.NewAuthenticator(nil))
+	opts := x509request.DefaultVerifyOptions()
+	opts.Roots = s.ca.Pool()
+	certs := group.NewAuthenticatedGroupAdder(x509request.New(opts, x509request.CommonNameUserConversion))
+	return union.NewFailOnError(certs, s.tokenAuthenticator(), anonymous.NewAuthenticator(nil))
 }
 
 type authorizerFunc func(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error)
@@ -99,8 +104,9 @@ func (f authorizerFunc) EvaluateConditions(context.Context, authorizer.Condition
 // cluster role grants on a real cluster.
 var publicPaths = sets.New("/healthz", "/livez", "/readyz", "/version", "/version/")
 
-// authorize allows system:masters everything and everyone the public
-// information paths; RBAC comes later.
+// authorize allows system:masters everything, authenticated users the self
+// reviews and everyone the public information paths, as the bootstrap
+// policy does; RBAC comes later.
 func authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
 	if u := a.GetUser(); u != nil {
 		for _, g := range u.GetGroups() {
@@ -109,6 +115,9 @@ func authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision,
 			}
 		}
 	}
+	if basicUser(a) {
+		return authorizer.DecisionAllow, "", nil
+	}
 	if !a.IsResourceRequest() && a.GetVerb() == "get" {
 		p := a.GetPath()
 		if publicPaths.Has(p) || strings.HasPrefix(p, "/healthz/") || strings.HasPrefix(p, "/livez/") || strings.HasPrefix(p, "/readyz/") {
@@ -116,6 +125,19 @@ func authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision,
 		}
 	}
 	return authorizer.DecisionNoOpinion, "", nil
+}
+
+// selfReviews are what the bootstrap policy's system:basic-user grants
+// every authenticated user: asking who they are and what they may do.
+var selfReviews = map[string]sets.Set[string]{
+	"authentication.k8s.io": sets.New("selfsubjectreviews"),
+	"authorization.k8s.io":  sets.New("selfsubjectaccessreviews", "selfsubjectrulesreviews"),
+}
+
+func basicUser(a authorizer.Attributes) bool {
+	u := a.GetUser()
+	return u != nil && slices.Contains(u.GetGroups(), user.AllAuthenticated) && a.IsResourceRequest() &&
+		a.GetVerb() == "create" && a.GetSubresource() == "" && selfReviews[a.GetAPIGroup()].Has(a.GetResource())
 }
 
 // rules answers SelfSubjectRulesReview for the authorizer above.
@@ -129,5 +151,11 @@ func (rules) RulesFor(_ context.Context, u user.Info, _ string) ([]authorizer.Re
 			append([]authorizer.NonResourceRuleInfo{&authorizer.DefaultNonResourceRuleInfo{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}}}, nonResource...),
 			false, nil
 	}
-	return nil, nonResource, false, nil
+	var resource []authorizer.ResourceRuleInfo
+	if slices.Contains(u.GetGroups(), user.AllAuthenticated) {
+		for group, resources := range selfReviews {
+			resource = append(resource, &authorizer.DefaultResourceRuleInfo{Verbs: []string{"create"}, APIGroups: []string{group}, Resources: sets.List(resources)})
+		}
+	}
+	return resource, nonResource, false, nil
 }

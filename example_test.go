@@ -6,11 +6,14 @@ import (
 	"log"
 
 	apiserverinternalv1alpha1 "k8s.io/api/apiserverinternal/v1alpha1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/providers"
 )
 
@@ -187,4 +190,32 @@ func ExampleServer_WaitIdle() {
 	// Output:
 	// namespace: true
 	// dependent: true
+}
+
+// A client for any user: the server's CA signs a client certificate for
+// it. Until RBAC grants it something, a user may only ask who it is.
+func ExampleServer_RESTConfigFor() {
+	srv, err := apiserver.New(apiserver.Options{Controllers: []controllers.Name{}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	ctx := context.Background()
+	if err := srv.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	alice, err := srv.ClientsetFor(&user.DefaultInfo{Name: "alice", Groups: []string{"developers"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	review, err := alice.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(review.Status.UserInfo.Username, review.Status.UserInfo.Groups)
+	_, err = alice.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{})
+	fmt.Println(err)
+	// Output:
+	// alice [developers system:authenticated]
+	// secrets is forbidden: User "alice" cannot list resource "secrets" in API group "" in the namespace "default"
 }

@@ -138,8 +138,8 @@ func (s *Server) servingAddress() netip.AddrPort {
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }
 
-// servingInfo serves TLS on the server's listener with a certificate of the
-// process CA.
+// servingInfo serves TLS on the server's listener with a certificate of its
+// CA, and asks clients for certificates of the same CA.
 func (s *Server) servingInfo() (*genericapiserver.SecureServingInfo, time.Time, error) {
 	serving, err := s.ca.Serving("127.0.0.1", "::1", "localhost", s.opts.host)
 	if err != nil {
@@ -149,7 +149,11 @@ func (s *Server) servingInfo() (*genericapiserver.SecureServingInfo, time.Time, 
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("serving certificate: %w", err)
 	}
-	return &genericapiserver.SecureServingInfo{Listener: s.listener, Cert: cert}, serving.NotAfter, nil
+	clientCA, err := dynamiccertificates.NewStaticCAContent("client-ca", s.ca.CertPEM)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("client CA: %w", err)
+	}
+	return &genericapiserver.SecureServingInfo{Listener: s.listener, Cert: cert, ClientCA: clientCA}, serving.NotAfter, nil
 }
 
 // loopbackConfig is the configuration of the server's own clients: they

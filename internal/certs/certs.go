@@ -1,6 +1,6 @@
-// Package certs issues the TLS material of in-process servers: one
-// certificate authority per process, generated on first use, and a cheap
-// ECDSA leaf certificate per server. RSA key generation dominated server
+// Package certs issues the TLS material of in-process servers: a
+// certificate authority per server, which signs its serving certificate
+// and the client certificates that authenticate users to it, all ECDSA. RSA key generation dominated server
 // start-up in a prototype; a P-256 key takes microseconds.
 package certs
 
@@ -14,8 +14,9 @@ import (
 	"fmt"
 	"math/big"
 	"net"
-	"sync"
 	"time"
+
+	asn1util "k8s.io/apimachinery/pkg/apis/asn1"
 )
 
 // CA is a certificate authority.
@@ -23,19 +24,6 @@ type CA struct {
 	cert    *x509.Certificate
 	key     *ecdsa.PrivateKey
 	CertPEM []byte
-}
-
-var (
-	processCA     *CA
-	processCAErr  error
-	processCAOnce sync.Once
-)
-
-// ProcessCA returns the CA shared by every server of this process. It never
-// changes once created, so servers share it without coordination.
-func ProcessCA() (*CA, error) {
-	processCAOnce.Do(func() { processCA, processCAErr = NewCA("kubeembed-ca") })
-	return processCA, processCAErr
 }
 
 // NewCA returns a new self-signed CA valid for ten years.
@@ -112,6 +100,28 @@ func (ca *CA) issue(tmpl *x509.Certificate) (Leaf, error) {
 		KeyPEM:   pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
 		NotAfter: tmpl.NotAfter,
 	}, nil
+}
+
+// Client issues a client certificate for a user: the common name is the
+// name, the organizations the groups, and the UID (when given) the subject
+// attribute kube-apiserver reads it from (k8s.io/apimachinery/pkg/apis/asn1).
+func (ca *CA) Client(name, uid string, groups []string) (Leaf, error) {
+	subject := pkix.Name{CommonName: name, Organization: groups}
+	if uid != "" {
+		subject.ExtraNames = []pkix.AttributeTypeAndValue{{Type: asn1util.X509UID(), Value: uid}}
+	}
+	return ca.issue(&x509.Certificate{
+		Subject:     subject,
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+}
+
+// Pool returns a pool holding the CA's certificate.
+func (ca *CA) Pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.cert)
+	return p
 }
 
 func serial() *big.Int {

@@ -17,9 +17,10 @@
 //     variables filled in at init and only read afterwards.
 //
 // Process-wide caches of our own live next to what they cache, each entry
-// written once and then only read: the certificate authority
-// (internal/certs.ProcessCA) and the OpenAPI documents of the servers that
-// serve the same providers (internal/openapi.V3Services and V2Routes).
+// written once and then only read: the OpenAPI documents of the servers
+// that serve the same providers (internal/openapi.V3Services and V2Routes).
+// (Certificate authorities are per server: a client certificate of one
+// server is no credential for another.)
 package globals
 
 import (

@@ -16,6 +16,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/faults"
@@ -157,4 +159,32 @@ func WaitIdle(t TB, srv *apiserver.Server) {
 	if err := srv.WaitIdle(ctx); err != nil {
 		t.Fatalf("%v", err)
 	}
+}
+
+// ClientsetFor returns a client authenticated as the user name in groups
+// (Server.RESTConfigFor: a client certificate of the server's CA), failing
+// the test if it cannot be made.
+func ClientsetFor(t TB, srv *apiserver.Server, name string, groups ...string) kubernetes.Interface {
+	t.Helper()
+	c, err := srv.ClientsetFor(&user.DefaultInfo{Name: name, Groups: groups})
+	if err != nil {
+		t.Fatalf("client for %s: %v", name, err)
+	}
+	return c
+}
+
+// ClientsetForServiceAccount returns a client authenticated as the service
+// account namespace/name (Server.RESTConfigForServiceAccount), which must
+// exist.
+func ClientsetForServiceAccount(t TB, srv *apiserver.Server, namespace, name string) kubernetes.Interface {
+	t.Helper()
+	cfg, err := srv.RESTConfigForServiceAccount(t.Context(), namespace, name)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatalf("client for service account %s/%s: %v", namespace, name, err)
+	}
+	return c
 }
