@@ -32,6 +32,7 @@ import (
 	"github.com/kubeembed/apiserver/internal/controller"
 	"github.com/kubeembed/apiserver/internal/globals"
 	"github.com/kubeembed/apiserver/internal/inproc"
+	"github.com/kubeembed/apiserver/internal/rbac"
 	"github.com/kubeembed/apiserver/internal/satoken"
 	"github.com/kubeembed/apiserver/internal/version"
 	"github.com/kubeembed/apiserver/storage"
@@ -47,6 +48,8 @@ type Server struct {
 	log  *zap.Logger
 	url  string
 	ca   *certs.CA
+	// rbacAuthz is the RBAC authorizer, built with the chain.
+	rbacAuthz *rbac.Authorizer
 	// tokens issues and authenticates service account tokens.
 	tokens *satoken.Issuer
 	config *rest.Config

@@ -1,17 +1,12 @@
 package apiserver
 
-// Authentication and authorization of the server. RBAC will replace the
-// authorizer here.
+// Authentication of the server (authz.go authorizes).
 
 import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"slices"
-	"strings"
-
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/group"
 	"k8s.io/apiserver/pkg/authentication/request/anonymous"
@@ -21,7 +16,6 @@ import (
 	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
 	tokenunion "k8s.io/apiserver/pkg/authentication/token/union"
 	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 
@@ -81,81 +75,4 @@ func (s *Server) authenticator() authenticator.Request {
 	opts.Roots = s.ca.Pool()
 	certs := group.NewAuthenticatedGroupAdder(x509request.New(opts, x509request.CommonNameUserConversion))
 	return union.NewFailOnError(certs, s.tokenAuthenticator(), anonymous.NewAuthenticator(nil))
-}
-
-type authorizerFunc func(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error)
-
-func (f authorizerFunc) Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
-	return f(ctx, a)
-}
-
-// ConditionsAwareAuthorize implements authorizer.Authorizer: this authorizer
-// has no conditional decisions.
-func (f authorizerFunc) ConditionsAwareAuthorize(ctx context.Context, a authorizer.Attributes) authorizer.ConditionsAwareDecision {
-	return authorizer.ConditionsAwareDecisionFromParts(f(ctx, a))
-}
-
-// EvaluateConditions implements authorizer.Authorizer.
-func (f authorizerFunc) EvaluateConditions(context.Context, authorizer.ConditionsAwareDecision, authorizer.ConditionsData) (authorizer.Decision, string, error) {
-	return authorizer.DecisionDeny, "", authorizer.ErrorConditionEvaluationNotSupported
-}
-
-// publicPaths are readable by everyone, as the system:public-info-viewer
-// cluster role grants on a real cluster.
-var publicPaths = sets.New("/healthz", "/livez", "/readyz", "/version", "/version/")
-
-// authorize allows system:masters everything, authenticated users the self
-// reviews and everyone the public information paths, as the bootstrap
-// policy does; RBAC comes later.
-func authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
-	if u := a.GetUser(); u != nil {
-		for _, g := range u.GetGroups() {
-			if g == user.SystemPrivilegedGroup {
-				return authorizer.DecisionAllow, "", nil
-			}
-		}
-	}
-	if basicUser(a) {
-		return authorizer.DecisionAllow, "", nil
-	}
-	if !a.IsResourceRequest() && a.GetVerb() == "get" {
-		p := a.GetPath()
-		if publicPaths.Has(p) || strings.HasPrefix(p, "/healthz/") || strings.HasPrefix(p, "/livez/") || strings.HasPrefix(p, "/readyz/") {
-			return authorizer.DecisionAllow, "", nil
-		}
-	}
-	return authorizer.DecisionNoOpinion, "", nil
-}
-
-// selfReviews are what the bootstrap policy's system:basic-user grants
-// every authenticated user: asking who they are and what they may do.
-var selfReviews = map[string]sets.Set[string]{
-	"authentication.k8s.io": sets.New("selfsubjectreviews"),
-	"authorization.k8s.io":  sets.New("selfsubjectaccessreviews", "selfsubjectrulesreviews"),
-}
-
-func basicUser(a authorizer.Attributes) bool {
-	u := a.GetUser()
-	return u != nil && slices.Contains(u.GetGroups(), user.AllAuthenticated) && a.IsResourceRequest() &&
-		a.GetVerb() == "create" && a.GetSubresource() == "" && selfReviews[a.GetAPIGroup()].Has(a.GetResource())
-}
-
-// rules answers SelfSubjectRulesReview for the authorizer above.
-type rules struct{}
-
-// RulesFor implements authorizer.RuleResolver.
-func (rules) RulesFor(_ context.Context, u user.Info, _ string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {
-	nonResource := []authorizer.NonResourceRuleInfo{&authorizer.DefaultNonResourceRuleInfo{Verbs: []string{"get"}, NonResourceURLs: sets.List(publicPaths)}}
-	if slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup) {
-		return []authorizer.ResourceRuleInfo{&authorizer.DefaultResourceRuleInfo{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}}},
-			append([]authorizer.NonResourceRuleInfo{&authorizer.DefaultNonResourceRuleInfo{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}}}, nonResource...),
-			false, nil
-	}
-	var resource []authorizer.ResourceRuleInfo
-	if slices.Contains(u.GetGroups(), user.AllAuthenticated) {
-		for group, resources := range selfReviews {
-			resource = append(resource, &authorizer.DefaultResourceRuleInfo{Verbs: []string{"create"}, APIGroups: []string{group}, Resources: sets.List(resources)})
-		}
-	}
-	return resource, nonResource, false, nil
 }

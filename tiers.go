@@ -102,10 +102,14 @@ func (s *Server) newTierConfig() (*tierConfig, error) {
 	if err != nil {
 		return nil, err
 	}
+	authz, err := s.authorizer()
+	if err != nil {
+		return nil, err
+	}
 	tc := &tierConfig{
 		serving: serving, servingNotAfter: notAfter, loopback: loopback,
 		authn: s.authenticator(), tokens: s.tokenAuthenticator(), audiences: s.tokens.Audiences(), issuer: s.tokens,
-		authz: authorizerFunc(authorize), rules: rules{},
+		authz: authz, rules: s.ruleResolver(),
 		version:  effectiveVersion(),
 		external: strings.TrimPrefix(s.url, "https://"), address: s.servingAddress(),
 		informers: s.informers, storage: s.stored,
