@@ -1,15 +1,13 @@
 package apiserver
 
-// Authorization of the server: system:masters, RBAC, the bootstrap grants.
+// Authorization of the server: system:masters, then RBAC.
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	authzunion "k8s.io/apiserver/pkg/authorization/union"
@@ -38,9 +36,9 @@ func (f authorizerFunc) EvaluateConditions(context.Context, authorizer.Condition
 }
 
 // authorizer is kube-apiserver's chain: system:masters may do anything,
-// then RBAC (internal/rbac) over the server's informers (freshRBAC), then
-// what the bootstrap policy grants everyone (bootstrapGrants, until the
-// policy's roles are served).
+// then RBAC (internal/rbac) over the server's informers (freshRBAC), with
+// kube-apiserver's bootstrap policy (providers/rbac) for what everyone,
+// every authenticated user and the system's components may do.
 func (s *Server) authorizer() (authorizer.Authorizer, error) {
 	seen, err := s.rbacSeen()
 	if err != nil {
@@ -48,8 +46,7 @@ func (s *Server) authorizer() (authorizer.Authorizer, error) {
 	}
 	return authzunion.New(
 		authzunion.NamedAuthorizer{AuthorizerName: "privileged", Authorizer: authorizerFunc(privileged)},
-		authzunion.NamedAuthorizer{AuthorizerName: "rbac", Authorizer: freshRBAC{s.rbac(), seen, s.writes}},
-		authzunion.NamedAuthorizer{AuthorizerName: "bootstrap", Authorizer: authorizerFunc(bootstrapGrants)})
+		authzunion.NamedAuthorizer{AuthorizerName: "rbac", Authorizer: freshRBAC{s.rbac(), seen, s.writes}})
 }
 
 func (s *Server) rbac() *rbac.Authorizer {
@@ -114,10 +111,9 @@ func (f freshRBAC) ConditionsAwareAuthorize(ctx context.Context, a authorizer.At
 	return authorizer.ConditionsAwareDecisionFromParts(f.Authorize(ctx, a))
 }
 
-// ruleResolver answers SelfSubjectRulesReview from the same chain.
-func (s *Server) ruleResolver() authorizer.RuleResolver {
-	return authzunion.NewRuleResolvers(rules{}, s.rbac())
-}
+// ruleResolver answers SelfSubjectRulesReview: RBAC's rules (system:masters
+// get theirs from cluster-admin's binding).
+func (s *Server) ruleResolver() authorizer.RuleResolver { return s.rbac() }
 
 // privileged allows system:masters everything.
 func privileged(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
@@ -125,65 +121,4 @@ func privileged(_ context.Context, a authorizer.Attributes) (authorizer.Decision
 		return authorizer.DecisionAllow, "", nil
 	}
 	return authorizer.DecisionNoOpinion, "", nil
-}
-
-// bootstrapGrants allows what the bootstrap policy's system:basic-user,
-// system:discovery and system:public-info-viewer grant: authenticated users
-// their self reviews and discovery, everyone the public information paths.
-func bootstrapGrants(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
-	u := a.GetUser()
-	authenticated := u != nil && slices.Contains(u.GetGroups(), user.AllAuthenticated)
-	if authenticated && selfReview(a) {
-		return authorizer.DecisionAllow, "", nil
-	}
-	if a.IsResourceRequest() || a.GetVerb() != "get" {
-		return authorizer.DecisionNoOpinion, "", nil
-	}
-	rule := &rbacv1.PolicyRule{Verbs: []string{"get"}, NonResourceURLs: publicPaths}
-	if authenticated {
-		rule.NonResourceURLs = discoveryPaths
-	}
-	if rbac.Allows(a, rule) {
-		return authorizer.DecisionAllow, "", nil
-	}
-	return authorizer.DecisionNoOpinion, "", nil
-}
-
-// The bootstrap policy's non-resource URLs: system:public-info-viewer's
-// (everyone) and system:discovery's (authenticated users).
-var (
-	publicPaths    = []string{"/healthz", "/livez", "/readyz", "/version", "/version/"}
-	discoveryPaths = []string{"/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"}
-)
-
-// selfReviews are what the bootstrap policy's system:basic-user grants
-// every authenticated user: asking who they are and what they may do.
-var selfReviews = map[string]sets.Set[string]{
-	"authentication.k8s.io": sets.New("selfsubjectreviews"),
-	"authorization.k8s.io":  sets.New("selfsubjectaccessreviews", "selfsubjectrulesreviews"),
-}
-
-func selfReview(a authorizer.Attributes) bool {
-	return a.IsResourceRequest() && a.GetVerb() == "create" && a.GetSubresource() == "" && selfReviews[a.GetAPIGroup()].Has(a.GetResource())
-}
-
-// rules answers SelfSubjectRulesReview for privileged and bootstrapGrants.
-type rules struct{}
-
-// RulesFor implements authorizer.RuleResolver.
-func (rules) RulesFor(_ context.Context, u user.Info, _ string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {
-	nonResource := []authorizer.NonResourceRuleInfo{&authorizer.DefaultNonResourceRuleInfo{Verbs: []string{"get"}, NonResourceURLs: publicPaths}}
-	if slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup) {
-		return []authorizer.ResourceRuleInfo{&authorizer.DefaultResourceRuleInfo{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}}},
-			append([]authorizer.NonResourceRuleInfo{&authorizer.DefaultNonResourceRuleInfo{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}}}, nonResource...),
-			false, nil
-	}
-	var resource []authorizer.ResourceRuleInfo
-	if slices.Contains(u.GetGroups(), user.AllAuthenticated) {
-		for _, group := range slices.Sorted(maps.Keys(selfReviews)) {
-			resource = append(resource, &authorizer.DefaultResourceRuleInfo{Verbs: []string{"create"}, APIGroups: []string{group}, Resources: sets.List(selfReviews[group])})
-		}
-		nonResource = append(nonResource, &authorizer.DefaultNonResourceRuleInfo{Verbs: []string{"get"}, NonResourceURLs: discoveryPaths})
-	}
-	return resource, nonResource, false, nil
 }

@@ -116,3 +116,40 @@ func TestRBACMissingRole(t *testing.T) {
 	_, err := apiservertest.ClientsetFor(t, srv, "carol").CoreV1().Secrets("default").List(t.Context(), metav1.ListOptions{})
 	requireForbidden(t, err, `secrets is forbidden: User "carol" cannot list resource "secrets" in API group "" in the namespace "default": rbac: RBAC: role.rbac.authorization.k8s.io "ghost" not found`)
 }
+
+// The server starts with kube-apiserver's bootstrap policy; the aggregation
+// controller gives admin, edit and view their rules, and adds a custom
+// role labelled for aggregation to them.
+func TestRBACBootstrapPolicyAndAggregation(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	admin := clientset(t, srv)
+	for _, name := range []string{"cluster-admin", "admin", "edit", "view", "system:basic-user", "system:discovery", "system:public-info-viewer", "system:controller:namespace-controller"} {
+		r, err := admin.RbacV1().ClusterRoles().Get(t.Context(), name, metav1.GetOptions{})
+		require.NoError(t, err, name)
+		assert.Equal(t, "true", r.Annotations["rbac.authorization.kubernetes.io/autoupdate"], name)
+	}
+	_, err := admin.RbacV1().ClusterRoles().Create(t.Context(), &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "widgets-view",
+		Labels: map[string]string{"rbac.authorization.k8s.io/aggregate-to-view": "true"}},
+		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get", "list"}, APIGroups: []string{"example.com"}, Resources: []string{"widgets"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	apiservertest.WaitIdle(t, srv)
+	view, err := admin.RbacV1().ClusterRoles().Get(t.Context(), "view", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Contains(t, view.Rules, rbacv1.PolicyRule{Verbs: []string{"get", "list"}, APIGroups: []string{"example.com"}, Resources: []string{"widgets"}})
+	var managers []string
+	for _, f := range view.ManagedFields {
+		managers = append(managers, f.Manager)
+	}
+	assert.ElementsMatch(t, []string{"kube-apiserver", "clusterrole-aggregation-controller"}, managers)
+
+	bind(t, admin, "default", "viewers", rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+		rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "viewers"})
+	viewer := apiservertest.ClientsetFor(t, srv, "vic", "viewers")
+	_, err = viewer.CoreV1().Pods("default").List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err, "view lets list pods")
+	_, err = viewer.CoreV1().Secrets("default").List(t.Context(), metav1.ListOptions{})
+	requireForbidden(t, err, `secrets is forbidden: User "vic" cannot list resource "secrets" in API group "" in the namespace "default"`)
+	_, err = viewer.Discovery().ServerGroups()
+	require.NoError(t, err, "system:discovery lets every authenticated user discover")
+}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/controllers/clusterroleaggregation"
 	"github.com/kubeembed/apiserver/controllers/garbagecollector"
 	"github.com/kubeembed/apiserver/controllers/namespace"
 	"github.com/kubeembed/apiserver/controllers/resourcequota"
@@ -39,6 +40,9 @@ var newController = map[controllers.Name]func(controllers.Config) (controllers.C
 		return serviceaccounttoken.New(c)
 	},
 	controllers.ResourceQuota: func(c controllers.Config) (controllers.Controller, error) { return resourcequota.New(c) },
+	controllers.ClusterRoleAggregation: func(c controllers.Config) (controllers.Controller, error) {
+		return clusterroleaggregation.New(c)
+	},
 }
 
 // enabledControllers reads Options.Controllers as kube-controller-manager

@@ -41,11 +41,14 @@ const (
 	// ResourceQuota keeps each ResourceQuota's status: its hard limits
 	// and what its namespace uses of them.
 	ResourceQuota Name = "resourcequota"
+	// ClusterRoleAggregation gives ClusterRoles with an aggregationRule the
+	// rules of the ClusterRoles they select (admin, edit, view).
+	ClusterRoleAggregation Name = "clusterrole-aggregation"
 )
 
 // All are every controller, in the order they start.
 func All() []Name {
-	return []Name{GarbageCollector, Namespace, RootCACertPublisher, ServiceAccountToken, ResourceQuota}
+	return []Name{GarbageCollector, Namespace, RootCACertPublisher, ServiceAccountToken, ResourceQuota, ClusterRoleAggregation}
 }
 
 // Controller is one control loop.

@@ -132,5 +132,5 @@ func TestCLIControllers(t *testing.T) {
 	assert.Empty(t, splitNames(""), "none")
 	err := run(context.Background(), []string{"--controllers", "*,-nosuch", "--kubeconfig", filepath.Join(t.TempDir(), "kc")}, io.Discard, io.Discard)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `unknown controller "-nosuch" (known: [garbagecollector namespace root-ca-cert-publisher serviceaccount-token resourcequota])`)
+	assert.Contains(t, err.Error(), `unknown controller "-nosuch" (known: [garbagecollector namespace root-ca-cert-publisher serviceaccount-token resourcequota clusterrole-aggregation])`)
 }

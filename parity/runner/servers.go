@@ -96,7 +96,7 @@ func StartReference(ctx context.Context, etcdBin, apiserverBin, kcmBin, dir, tok
 
 // Controllers are kube-controller-manager's controllers kubeembed runs, as
 // the reference runs them.
-const Controllers = "garbagecollector,namespace,serviceaccount,serviceaccount-token,root-ca-cert-publisher,resourcequota"
+const Controllers = "garbagecollector,namespace,serviceaccount,serviceaccount-token,root-ca-cert-publisher,resourcequota,clusterrole-aggregation"
 
 // startControllerManager runs kube-controller-manager against the
 // reference with the controllers kubeembed has, as the admin, signing

@@ -23,6 +23,7 @@ import (
 
 	"github.com/kubeembed/apiserver/internal/retry"
 	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/registry"
 )
 
 // systemNamespaces exist on every cluster; kube-apiserver's system namespaces
@@ -36,14 +37,14 @@ const kubernetesService = "kubernetes"
 // hooks are the core group's post-start hooks. /readyz is not ok until each
 // has done its first pass, so the objects exist when Start returns. The
 // informers they watch are requested now, so that they are synced by then.
-var hooks = map[string]func(providers.Config) genericapiserver.PostStartHookFunc{
-	"start-system-namespaces-controller": func(cfg providers.Config) genericapiserver.PostStartHookFunc {
+var hooks = map[string]registry.Hook{
+	"start-system-namespaces-controller": registry.ConfigHook(func(cfg providers.Config) genericapiserver.PostStartHookFunc {
 		return keep(isSystemNamespace, ensureSystemNamespaces, cfg.Informers.Core().V1().Namespaces().Informer())
-	},
-	"start-kubernetes-service-cidr-controller": func(cfg providers.Config) genericapiserver.PostStartHookFunc {
+	}),
+	"start-kubernetes-service-cidr-controller": registry.ConfigHook(func(cfg providers.Config) genericapiserver.PostStartHookFunc {
 		return keep(named(kubernetesService), ensureServiceCIDR, cfg.Informers.Networking().V1().ServiceCIDRs().Informer())
-	},
-	"bootstrap-controller": func(cfg providers.Config) genericapiserver.PostStartHookFunc {
+	}),
+	"bootstrap-controller": registry.ConfigHook(func(cfg providers.Config) genericapiserver.PostStartHookFunc {
 		endpoints := cfg.Informers.Core().V1().Endpoints().Informer()
 		slices := cfg.Informers.Discovery().V1().EndpointSlices().Informer()
 		services := cfg.Informers.Core().V1().Services().Informer()
@@ -55,7 +56,7 @@ var hooks = map[string]func(providers.Config) genericapiserver.PostStartHookFunc
 			return ensureService(ctx, client)
 		}
 		return keep(named(kubernetesService), ensure, endpoints, slices, services)
-	},
+	}),
 }
 
 // keep returns a hook that calls ensure once (the hook returns when it has

@@ -10,7 +10,6 @@ import (
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	genericapiserver "k8s.io/apiserver/pkg/server"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
@@ -26,8 +25,8 @@ func Provider() providers.Provider { return group }
 var group = registry.Group{
 	GroupVersion: gv, AddToScheme: flowcontrolv1.AddToScheme,
 	Served: []registry.Served{flowSchemas, priorityLevels},
-	Hooks: map[string]func(providers.Config) genericapiserver.PostStartHookFunc{
-		"priority-and-fairness-config-producer": configProducer,
+	Hooks: map[string]registry.Hook{
+		"priority-and-fairness-config-producer": registry.ConfigHook(configProducer),
 	},
 }
 

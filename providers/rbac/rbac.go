@@ -1,6 +1,7 @@
 // Package rbac serves rbac.authorization.k8s.io/v1 roles, cluster roles and
-// their bindings: storage, defaults and validation. Enforcement (the RBAC
-// authorizer) is not here.
+// their bindings: storage, defaults and validation, and kube-apiserver's
+// bootstrap policy (the rbac/bootstrap-roles hook). Enforcement (the RBAC
+// authorizer) is internal/rbac.
 package rbac
 
 import (
@@ -25,6 +26,9 @@ func Provider() providers.Provider { return group }
 var group = registry.Group{
 	GroupVersion: rbacv1.SchemeGroupVersion, AddToScheme: rbacv1.AddToScheme,
 	Served: []registry.Served{roles, clusterRoles, roleBindings, clusterRoleBindings},
+	Hooks: map[string]registry.Hook{
+		"rbac/bootstrap-roles": bootstrapRoles,
+	},
 }
 
 // defaultBinding applies rbac/v1's defaults: the roleRef's and users' and

@@ -69,10 +69,14 @@ type Group struct {
 	// built, by resource name (a namespace's default service account).
 	Link func(map[string]rest.Storage) error
 	// Hooks are the group's post-start hooks by name (see
-	// providers.Config.AddPostStartHook), each built from the server's
-	// configuration; a nil hook does not apply to it.
-	Hooks map[string]func(providers.Config) genericapiserver.PostStartHookFunc
+	// providers.Config.AddPostStartHook); a nil hook does not apply.
+	Hooks map[string]Hook
 }
+
+// Hook builds a post-start hook from the server's configuration and the
+// group's storage by resource name (a hook that seeds objects can create
+// them through the store, below the handler chain).
+type Hook func(cfg providers.Config, storage map[string]rest.Storage) genericapiserver.PostStartHookFunc
 
 var _ providers.Provider = Group{}
 
@@ -115,7 +119,7 @@ func (g Group) Storage(cfg providers.Config) (map[string]map[string]rest.Storage
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(g.Hooks)) {
-		if hook := g.Hooks[name](cfg); hook != nil {
+		if hook := g.Hooks[name](cfg, out); hook != nil {
 			if err := cfg.AddPostStartHook(name, hook); err != nil {
 				return nil, err
 			}
@@ -126,4 +130,11 @@ func (g Group) Storage(cfg providers.Config) (map[string]map[string]rest.Storage
 		versions[v] = out
 	}
 	return versions, nil
+}
+
+// ConfigHook is a hook that needs only the server's configuration.
+func ConfigHook(f func(providers.Config) genericapiserver.PostStartHookFunc) Hook {
+	return func(cfg providers.Config, _ map[string]rest.Storage) genericapiserver.PostStartHookFunc {
+		return f(cfg)
+	}
 }

@@ -63,8 +63,8 @@ func Provider() providers.Provider { return group }
 var group = registry.Group{
 	GroupVersion: schedulingv1.SchemeGroupVersion, AddToScheme: schedulingv1.AddToScheme,
 	Served: []registry.Served{priorityClasses},
-	Hooks: map[string]func(providers.Config) genericapiserver.PostStartHookFunc{
-		"scheduling/bootstrap-system-priority-classes": bootstrapPriorityClasses,
+	Hooks: map[string]registry.Hook{
+		"scheduling/bootstrap-system-priority-classes": registry.ConfigHook(bootstrapPriorityClasses),
 	},
 }
 
