@@ -47,4 +47,9 @@ for a in "$@"; do
 	# A subset does not overwrite the full report.
 	[[ "$a" == "-run" ]] && report=""
 done
-exec go run ./cmd/parity -etcd "$etcd" -kube-apiserver "$apiserver" -kube-controller-manager "$kcm" -report "$report" "$@"
+# Run under its cluster name: kube-apiserver names the field manager of
+# what it writes itself (the RBAC bootstrap policy...) after its binary.
+named="$cache/named/kube-apiserver"
+mkdir -p "$(dirname "$named")"
+ln -sf "$apiserver" "$named"
+exec go run ./cmd/parity -etcd "$etcd" -kube-apiserver "$named" -kube-controller-manager "$kcm" -report "$report" "$@"

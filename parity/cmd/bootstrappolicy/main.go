@@ -4,10 +4,11 @@
 // list, stripped of what a server assigns (uid, resourceVersion, times), for kubeembed to create at start as kube-apiserver does:
 //
 //	go run ./cmd/bootstrappolicy -etcd $cache/etcd-v3.7.3 \
-//	    -kube-apiserver $cache/kube-apiserver-v1.37.2-release \
+//	    -kube-apiserver $cache/named/kube-apiserver \
 //	    -out ../providers/rbac/policy.yaml
 //
-// parity/run.sh builds the binaries. The policy is data read from the
+// parity/run.sh builds the binaries (and links kube-apiserver under its
+// cluster name, which names the objects' field manager). The policy is data read from the
 // running server, not code copied from k8s.io/kubernetes.
 package main
 
@@ -122,12 +123,9 @@ func strip(o runtime.Object) error {
 	m.SetCreationTimestamp(metav1.Time{})
 	// The managers stay (kube-apiserver's, as it created them), without
 	// their times: the server sets its own when it creates them.
-	// The parity build's binary is kube-apiserver-v1.37.2-release, which
-	// names the manager; a cluster's is kube-apiserver.
 	fields := m.GetManagedFields()
 	for i := range fields {
 		fields[i].Time = nil
-		fields[i].Manager = "kube-apiserver"
 	}
 	m.SetManagedFields(fields)
 	m.SetGeneration(0)
