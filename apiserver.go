@@ -95,7 +95,7 @@ func New(opts Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s := &Server{opts: c, log: c.log, runDone: make(chan struct{}), faults: &faults.Injector{}, recorder: &faults.Recorder{},
-		writes: &controller.Writes{}}
+		writes: &controller.Writes{}, controllers: controllerSet{ready: make(chan struct{})}}
 	s.stored = newStoredResources(c.storage, s.writes)
 	s.metrics = newServerMetrics(s.stored)
 	defer func() {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	authzunion "k8s.io/apiserver/pkg/authorization/union"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/kubeembed/apiserver/internal/controller"
 	"github.com/kubeembed/apiserver/internal/rbac"
+	"github.com/kubeembed/apiserver/providers"
 )
 
 // authorizerFunc is an authorizer without conditional decisions.
@@ -40,13 +42,21 @@ func (f authorizerFunc) EvaluateConditions(context.Context, authorizer.Condition
 // kube-apiserver's bootstrap policy (providers/rbac) for what everyone,
 // every authenticated user and the system's components may do.
 func (s *Server) authorizer() (authorizer.Authorizer, error) {
-	seen, err := s.rbacSeen()
-	if err != nil {
-		return nil, err
+	chain := []authzunion.NamedAuthorizer{{AuthorizerName: "privileged", Authorizer: authorizerFunc(privileged)}}
+	if s.servesRBAC() {
+		seen, err := s.rbacSeen()
+		if err != nil {
+			return nil, err
+		}
+		chain = append(chain, authzunion.NamedAuthorizer{AuthorizerName: "rbac", Authorizer: freshRBAC{s.rbac(), s.writes, s.rbacSettled(seen)}})
 	}
-	return authzunion.New(
-		authzunion.NamedAuthorizer{AuthorizerName: "privileged", Authorizer: authorizerFunc(privileged)},
-		authzunion.NamedAuthorizer{AuthorizerName: "rbac", Authorizer: freshRBAC{s.rbac(), seen, s.writes}})
+	return authzunion.New(chain...)
+}
+
+// servesRBAC: the server serves rbac.authorization.k8s.io (a server of
+// chosen providers may not; then only system:masters may act).
+func (s *Server) servesRBAC() bool {
+	return slices.ContainsFunc(s.opts.providers, func(p providers.Provider) bool { return p.GroupName() == rbacv1.GroupName })
 }
 
 func (s *Server) rbac() *rbac.Authorizer {
@@ -79,15 +89,35 @@ func (s *Server) rbacSeen() (*controller.Observer, error) {
 	return obs, nil
 }
 
+// rbacSettled: the RBAC informers have seen the writes, and the ClusterRole
+// aggregation controller (when it runs) has aggregated them.
+func (s *Server) rbacSettled(seen *controller.Observer) func(map[schema.GroupResource]uint64) error {
+	return func(written map[schema.GroupResource]uint64) error {
+		if err := seen.CaughtUp(written); err != nil {
+			return err
+		}
+		if a := s.controllers.aggregation; a != nil {
+			select {
+			case <-s.controllers.ready:
+				return a.Idle(written)
+			default: // it starts with the server's readiness
+			}
+		}
+		return nil
+	}
+}
+
 // freshRBAC is the RBAC authorizer with read-your-writes: before it has no
 // opinion it waits (up to a second) until its informers hold every role and
-// binding written before, then asks again. kube-apiserver's informers lag
+// binding written before, aggregated, then asks again. kube-apiserver's informers lag
 // by milliseconds; a test that binds a role and then acts must not depend
 // on them. Allowing never waits.
 type freshRBAC struct {
 	*rbac.Authorizer
-	seen   *controller.Observer
 	writes *controller.Writes
+	// settled reports whether the roles and bindings written are all in
+	// the authorizer's informers, and aggregated.
+	settled func(written map[schema.GroupResource]uint64) error
 }
 
 func (f freshRBAC) Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
@@ -96,12 +126,12 @@ func (f freshRBAC) Authorize(ctx context.Context, a authorizer.Attributes) (auth
 		return d, reason, err
 	}
 	written := f.writes.Snapshot()
-	if f.seen.CaughtUp(written) == nil {
+	if f.settled(written) == nil {
 		return d, reason, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if controller.Wait(ctx, func() error { return f.seen.CaughtUp(written) }) != nil {
+	if controller.Wait(ctx, func() error { return f.settled(written) }) != nil {
 		return d, reason, err
 	}
 	return f.Authorizer.Authorize(ctx, a)
@@ -113,7 +143,12 @@ func (f freshRBAC) ConditionsAwareAuthorize(ctx context.Context, a authorizer.At
 
 // ruleResolver answers SelfSubjectRulesReview: RBAC's rules (system:masters
 // get theirs from cluster-admin's binding).
-func (s *Server) ruleResolver() authorizer.RuleResolver { return s.rbac() }
+func (s *Server) ruleResolver() authorizer.RuleResolver {
+	if !s.servesRBAC() {
+		return authzunion.NewRuleResolvers()
+	}
+	return s.rbac()
+}
 
 // privileged allows system:masters everything.
 func privileged(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {

@@ -83,6 +83,11 @@ type controllerSet struct {
 	monitors *controller.Monitors
 	running  []controllers.Controller
 	wg       sync.WaitGroup
+	// ready is closed when the server is ready (controllers.Config.Ready).
+	ready chan struct{}
+	// aggregation is the ClusterRole aggregation controller, if it runs:
+	// a denied request waits for it (freshRBAC).
+	aggregation controllers.Controller
 }
 
 // addControllers builds the enabled controllers and registers the hooks that
@@ -105,6 +110,9 @@ func (s *Server) addControllers(tier *genericapiserver.GenericAPIServer, loopbac
 			return fmt.Errorf("controller %s: %w", name, err)
 		}
 		s.controllers.running = append(s.controllers.running, c)
+		if name == controllers.ClusterRoleAggregation {
+			s.controllers.aggregation = c
+		}
 		if err := tier.AddPostStartHook("start-"+string(name), s.startController(c)); err != nil {
 			return err
 		}
@@ -132,7 +140,7 @@ func (s *Server) controllerConfig(loopback *rest.Config) (controllers.Config, er
 	}
 	return controllers.Config{
 		Client: client, Metadata: meta, Discovery: d, Informers: s.informers.kube, Revisions: s.writes,
-		QueueMetrics: s.metrics.queues, RootCA: s.ca.CertPEM, LegacyTokens: s.tokens,
+		QueueMetrics: s.metrics.queues, RootCA: s.ca.CertPEM, LegacyTokens: s.tokens, Ready: s.controllers.ready,
 	}, nil
 }
 
@@ -150,6 +158,7 @@ func (s *Server) startController(c controllers.Controller) genericapiserver.Post
 // work on two cores (BENCHMARKS.md) that Start need not wait for; WaitIdle
 // does.
 func (s *Server) startMonitors() {
+	close(s.controllers.ready)
 	if m := s.controllers.monitors; m != nil {
 		s.controllers.wg.Go(func() { m.Run(s.informers.ctx) })
 	}

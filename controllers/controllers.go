@@ -85,6 +85,11 @@ type Config struct {
 	RootCA []byte
 	// LegacyTokens signs the tokens of service account token Secrets.
 	LegacyTokens LegacyTokenIssuer
+	// Ready is closed once the server is ready (its bootstrap objects
+	// exist), as kube-controller-manager starts once kube-apiserver is: a
+	// controller that would otherwise redo its work for each bootstrap
+	// object waits for it.
+	Ready <-chan struct{}
 }
 
 // LegacyTokenIssuer signs a secret-based service account token, which the

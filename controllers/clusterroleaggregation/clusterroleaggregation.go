@@ -36,12 +36,14 @@ type Controller struct {
 	client kubernetes.Interface
 	roles  rbaclisters.ClusterRoleLister
 	queue  *controller.Queue
+	ready  <-chan struct{}
 }
 
 // New returns the controller of cfg's server.
 func New(cfg controllers.Config) (*Controller, error) {
 	informer := cfg.Informers.Rbac().V1().ClusterRoles()
-	c := &Controller{client: cfg.Client, roles: informer.Lister(), queue: controller.NewQueue("ClusterRoleAggregator", cfg.QueueMetrics)}
+	c := &Controller{client: cfg.Client, roles: informer.Lister(), ready: cfg.Ready,
+		queue: controller.NewQueue("ClusterRoleAggregator", cfg.QueueMetrics)}
 	c.Name, c.Observer, c.Queues = string(controllers.ClusterRoleAggregation), controller.NewObserver(cfg.Revisions), []*controller.Queue{c.queue}
 	// Any change may change what an aggregated role selects.
 	err := c.Observer.Watch(rbacv1.Resource("clusterroles"), informer.Informer(), cache.ResourceEventHandlerFuncs{
@@ -52,8 +54,17 @@ func New(cfg controllers.Config) (*Controller, error) {
 	return c, err
 }
 
-// Run aggregates until ctx ends.
-func (c *Controller) Run(ctx context.Context) { c.queue.Run(ctx, 5, c.sync) }
+// Run aggregates until ctx ends, from when the server is ready: before, the
+// bootstrap policy's roles arrive one by one, and each would redo (and
+// re-apply) admin, edit and view.
+func (c *Controller) Run(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-c.ready:
+	}
+	c.queue.Run(ctx, 5, c.sync)
+}
 
 func (c *Controller) enqueueAggregated() {
 	all, _ := c.roles.List(labels.Everything())

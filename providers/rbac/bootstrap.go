@@ -7,6 +7,7 @@ import (
 	_ "embed"
 	"fmt"
 	"slices"
+	"sync"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,6 +37,20 @@ var policyYAML []byte
 
 // Policy returns the bootstrap policy's objects, new on each call.
 func Policy() ([]runtime.Object, error) {
+	objs, err := decodedPolicy()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]runtime.Object, len(objs))
+	for i, o := range objs {
+		out[i] = o.DeepCopyObject()
+	}
+	return out, nil
+}
+
+// decodedPolicy decodes the policy once per process, then only read: the
+// YAML took ~12 ms of each server's start.
+var decodedPolicy = sync.OnceValues(func() ([]runtime.Object, error) {
 	var list struct {
 		Items []runtime.RawExtension `json:"items"`
 	}
@@ -56,7 +71,7 @@ func Policy() ([]runtime.Object, error) {
 		objs = append(objs, obj)
 	}
 	return objs, nil
-}
+})
 
 // bootstrapRoles is kube-apiserver's rbac/bootstrap-roles hook: it makes
 // the bootstrap policy's objects exist, reconciling those already there
