@@ -5,11 +5,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeembed/apiserver/testing/apiservertest"
@@ -152,4 +154,28 @@ func TestRBACBootstrapPolicyAndAggregation(t *testing.T) {
 	requireForbidden(t, err, `secrets is forbidden: User "vic" cannot list resource "secrets" in API group "" in the namespace "default"`)
 	_, err = viewer.Discovery().ServerGroups()
 	require.NoError(t, err, "system:discovery lets every authenticated user discover")
+}
+
+// Impersonation is authorized by the impersonate verb, as kubectl --as
+// needs it.
+func TestRBACImpersonation(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	admin := clientset(t, srv)
+	_, err := admin.RbacV1().ClusterRoles().Create(t.Context(), &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "be-bob"},
+		Rules: []rbacv1.PolicyRule{{Verbs: []string{"impersonate"}, APIGroups: []string{""}, Resources: []string{"users"}, ResourceNames: []string{"bob"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	bind(t, admin, "", "alice-be-bob", rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "be-bob"},
+		rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "alice"})
+	as := func(name string) kubernetes.Interface {
+		cfg, err := srv.RESTConfigFor(&user.DefaultInfo{Name: "alice"})
+		require.NoError(t, err)
+		cfg.Impersonate.UserName = name
+		c, err := kubernetes.NewForConfig(cfg)
+		require.NoError(t, err)
+		return c
+	}
+	assert.Equal(t, "bob", whoAmI(t, as("bob")).Username)
+	_, err = as("carol").AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	requireForbidden(t, err, `users "carol" is forbidden: User "alice" cannot impersonate resource "users" in API group "" at the cluster scope`)
 }
