@@ -209,6 +209,9 @@ func (s *Server) start(ctx context.Context) error {
 	if err := s.installCRDs(ctx); err != nil {
 		return err
 	}
+	if err := s.installRBAC(ctx); err != nil {
+		return err
+	}
 	s.startMonitors()
 	// Start's own requests (readiness polls, CRDs) are not the clients'.
 	s.recorder.Reset()

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"github.com/kubeembed/apiserver/controllers"
@@ -42,6 +43,14 @@ type Options struct {
 	// CRDPaths are files or directories of YAML or JSON CRDs (multi-document,
 	// as controller-gen writes them) installed like CRDs.
 	CRDPaths []string
+	// RBACPaths are files or directories of YAML or JSON RBAC manifests
+	// (Roles, ClusterRoles, RoleBindings, ClusterRoleBindings and
+	// ServiceAccounts, as controller-gen and kubebuilder's config/rbac hold
+	// them; kustomization files are skipped), created with the namespaces
+	// they name before Start returns, after the CRDs. Run the controller
+	// under test as its service account (Server.RESTConfigForServiceAccount)
+	// and it has exactly the permissions the project ships. Default none.
+	RBACPaths []string
 
 	// AdminToken is the bearer token of an admin in system:masters. Default:
 	// a random token.
@@ -97,6 +106,7 @@ type completedOptions struct {
 	// openAPIKey names them, for the OpenAPI caches.
 	openAPIKey string
 	crds       []*apiextensionsv1.CustomResourceDefinition
+	rbac       []*unstructured.Unstructured
 	token      string
 	keepKlog   bool
 	// priorityAndFairness is on unless disabled.
@@ -118,8 +128,13 @@ func (o Options) complete() (completedOptions, error) {
 	if err != nil {
 		return completedOptions{}, err
 	}
+	rbac, err := loadRBAC(o.RBACPaths)
+	if err != nil {
+		return completedOptions{}, err
+	}
 	c := completedOptions{
-		log: o.Logger, host: o.BindAddress, port: o.Port, storage: o.Storage,
+		rbac: rbac,
+		log:  o.Logger, host: o.BindAddress, port: o.Port, storage: o.Storage,
 		providers:  append(builtinProviders(), o.Providers...),
 		openAPIKey: openAPIKey(o.Providers),
 		crds:       crds, token: o.AdminToken, keepKlog: o.KeepKlogLogger,

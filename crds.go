@@ -1,16 +1,9 @@
 package apiserver
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
-	"sort"
-	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -18,16 +11,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apimachinery/pkg/watch"
 	clientretry "k8s.io/client-go/util/retry"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubeembed/apiserver/internal/retry"
 )
-
-// crdFileExtensions are the files a CRD directory is read for.
-var crdFileExtensions = map[string]bool{".yaml": true, ".yml": true, ".json": true}
 
 // loadCRDs returns objs followed by the CRDs in paths (files, or directories
 // whose YAML and JSON files are read in name order), reporting every bad file.
@@ -42,13 +30,13 @@ func loadCRDs(objs []*apiextensionsv1.CustomResourceDefinition, paths []string) 
 		out = append(out, crd.DeepCopy())
 	}
 	for _, p := range paths {
-		files, err := crdFiles(p)
+		files, err := manifestFiles(p)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("options: CRDPaths: %w", err))
 			continue
 		}
 		for _, f := range files {
-			crds, err := readCRDFile(f)
+			crds, err := readCRDs(f)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("options: CRDPaths: %w", err))
 				continue
@@ -66,74 +54,26 @@ func loadCRDs(objs []*apiextensionsv1.CustomResourceDefinition, paths []string) 
 	return out, errors.Join(errs...)
 }
 
-func crdFiles(path string) ([]string, error) {
-	info, err := os.Stat(path)
+// readCRDs reads the CRDs of a YAML or JSON file: anything else is an error
+// naming the file and document.
+func readCRDs(path string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	docs, err := readManifests(path)
 	if err != nil {
 		return nil, err
 	}
-	if !info.IsDir() {
-		return []string{path}, nil
-	}
-	entries, err := os.ReadDir(path)
-	if err != nil {
-		return nil, err
-	}
-	var files []string
-	for _, e := range entries {
-		if !e.IsDir() && crdFileExtensions[strings.ToLower(filepath.Ext(e.Name()))] {
-			files = append(files, filepath.Join(path, e.Name()))
-		}
-	}
-	sort.Strings(files)
-	return files, nil
-}
-
-// readCRDFile reads every document of a YAML or JSON file; empty documents
-// are skipped, anything that is not an apiextensions.k8s.io/v1 CRD is an
-// error naming the file and document.
-func readCRDFile(path string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var out []*apiextensionsv1.CustomResourceDefinition
-	for doc := 1; ; doc++ {
-		raw, err := r.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: document %d: %w", path, doc, err)
-		}
-		if len(bytes.TrimSpace(raw)) == 0 || isOnlyComments(raw) {
-			continue
-		}
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal(raw, &tm); err != nil {
-			return nil, fmt.Errorf("%s: document %d: %w", path, doc, err)
-		}
-		if tm.Kind != "CustomResourceDefinition" || tm.APIVersion != apiextensionsv1.SchemeGroupVersion.String() {
+	out := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(docs))
+	for _, d := range docs {
+		if d.Kind != "CustomResourceDefinition" || d.APIVersion != apiextensionsv1.SchemeGroupVersion.String() {
 			return nil, fmt.Errorf("%s: document %d: %s %q is not an %s CustomResourceDefinition",
-				path, doc, tm.APIVersion, tm.Kind, apiextensionsv1.SchemeGroupVersion)
+				path, d.doc, d.APIVersion, d.Kind, apiextensionsv1.SchemeGroupVersion)
 		}
 		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.UnmarshalStrict(raw, crd); err != nil {
-			return nil, fmt.Errorf("%s: document %d: %w", path, doc, err)
+		if err := d.decode(crd); err != nil {
+			return nil, err
 		}
 		out = append(out, crd)
 	}
 	return out, nil
-}
-
-func isOnlyComments(raw []byte) bool {
-	for _, line := range bytes.Split(raw, []byte("\n")) {
-		l := bytes.TrimSpace(line)
-		if len(l) > 0 && l[0] != '#' && !bytes.Equal(l, []byte("---")) {
-			return false
-		}
-	}
-	return true
 }
 
 // installCRDs creates the CRDs of Options and waits until each is Established

@@ -8,9 +8,11 @@ import (
 	apiserverinternalv1alpha1 "k8s.io/api/apiserverinternal/v1alpha1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/controllers"
@@ -218,4 +220,49 @@ func ExampleServer_RESTConfigFor() {
 	// Output:
 	// alice [developers system:authenticated]
 	// secrets is forbidden: User "alice" cannot list resource "secrets" in API group "" in the namespace "default"
+}
+
+// Run a controller as its service account with exactly the RBAC manifests
+// the project ships (kubebuilder's config/rbac): the missing permission
+// fails as it would in a cluster, and the error says which.
+func ExampleOptions_rbacPaths() {
+	srv, err := apiserver.New(apiserver.Options{RBACPaths: []string{"testdata/rbac"}, Controllers: []controllers.Name{}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	ctx := context.Background()
+	if err := srv.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	cfg, err := srv.RESTConfigForServiceAccount(ctx, "system", "controller-manager")
+	if err != nil {
+		log.Fatal(err)
+	}
+	manager := kubernetes.NewForConfigOrDie(cfg)
+	_, err = manager.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	fmt.Println("configmaps:", err)
+	_, err = manager.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{})
+	fmt.Println("secrets:", err)
+
+	// The fix: the marker +kubebuilder:rbac:groups="",resources=secrets,verbs=list
+	// adds this rule to role.yaml.
+	admin, err := srv.Clientset()
+	if err != nil {
+		log.Fatal(err)
+	}
+	role, err := admin.RbacV1().ClusterRoles().Get(ctx, "manager-role", metav1.GetOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list"}})
+	if _, err := admin.RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{}); err != nil {
+		log.Fatal(err)
+	}
+	_, err = manager.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{})
+	fmt.Println("secrets after the fix:", err)
+	// Output:
+	// configmaps: <nil>
+	// secrets: secrets is forbidden: User "system:serviceaccount:system:controller-manager" cannot list resource "secrets" in API group "" in the namespace "default"
+	// secrets after the fix: <nil>
 }

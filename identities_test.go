@@ -1,6 +1,8 @@
 package apiserver_test
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,6 +14,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
 
@@ -74,4 +77,15 @@ func TestRESTConfigForServiceAccount(t *testing.T) {
 
 	_, err = srv.RESTConfigForServiceAccount(t.Context(), "default", "nobody")
 	require.True(t, apierrors.IsNotFound(err), "got %v", err)
+}
+
+// RBACPaths takes RBAC manifests and service accounts only, and says which
+// file and document is something else.
+func TestRBACPathsRefusesOtherKinds(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "manager.yaml"), []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n"), 0o644))
+	_, err := apiserver.New(apiserver.Options{RBACPaths: []string{dir}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `manager.yaml: document 1: apps/v1 "Deployment" is not an RBAC object`)
 }

@@ -77,8 +77,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ctrls       = fs.String("controllers", "*", "the controllers to run, as kube-controller-manager's flag of that name: "+
 			"'*' all, 'name' one, '-name' not that one (comma-separated); known: "+joinNames(controllers.All()))
 		crds stringList
+		rbac stringList
 	)
 	fs.Var(&crds, "crds", "file or directory of CRD YAML/JSON to install before serving (repeatable)")
+	fs.Var(&rbac, "rbac", "file or directory of RBAC manifests (config/rbac) to create before serving (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -93,7 +95,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(stderr), level))
 	defer func() { _ = log.Sync() }()
 
-	srv, err := apiserver.New(apiserver.Options{Logger: log, BindAddress: *bind, Port: *port, CRDPaths: crds,
+	srv, err := apiserver.New(apiserver.Options{Logger: log, BindAddress: *bind, Port: *port, CRDPaths: crds, RBACPaths: rbac,
 		DisablePriorityAndFairness: !*apf, AuditLogPath: *auditLog, AuditPolicyFile: *auditPolicy,
 		Controllers: splitNames(*ctrls)})
 	if err != nil {
