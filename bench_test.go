@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	authuser "k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -378,5 +379,62 @@ func BenchmarkForegroundCascade1000(b *testing.B) {
 		if _, err := cms.Get(ctx, "owner", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			b.Fatalf("owner: %v", err)
 		}
+	}
+}
+
+// BenchmarkAuthorization200Bindings gets a ConfigMap as a user in
+// system:masters (allowed before RBAC) and as a user whose binding is one
+// of 200 RoleBindings and 200 ClusterRoleBindings (RBAC walks them), both
+// by client certificate, on one server: the difference is what RBAC costs
+// a request.
+func BenchmarkAuthorization200Bindings(b *testing.B) {
+	srv := startServer(b, apiserver.Options{Controllers: []controllers.Name{}})
+	b.Cleanup(func() { _ = srv.Close() })
+	admin, err := srv.Clientset()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := admin.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm"}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "reader"},
+		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"configmaps"}}}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "reader"}
+	for i := range 200 {
+		user := []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: fmt.Sprintf("user-%d", i)}}
+		if _, err := admin.RbacV1().RoleBindings("default").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("rb-", i)}, RoleRef: ref, Subjects: user}, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("crb-", i)}, RoleRef: ref, Subjects: user}, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// Both authenticate by client certificate, so only authorization differs.
+	master, err := srv.ClientsetFor(&authuser.DefaultInfo{Name: "root", Groups: []string{authuser.SystemPrivilegedGroup}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	user, err := srv.ClientsetFor(&authuser.DefaultInfo{Name: "user-199"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		client kubernetes.Interface
+	}{{"system-masters", master}, {"rbac-user", user}} {
+		b.Run(c.name, func(b *testing.B) {
+			var d []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				if _, err := c.client.CoreV1().ConfigMaps("default").Get(ctx, "cm", metav1.GetOptions{}); err != nil {
+					b.Fatal(err)
+				}
+				d = append(d, time.Since(start))
+			}
+			reportP50(b, d)
+		})
 	}
 }
