@@ -179,3 +179,46 @@ func TestRBACImpersonation(t *testing.T) {
 	_, err = as("carol").AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	requireForbidden(t, err, `users "carol" is forbidden: User "alice" cannot impersonate resource "users" in API group "" at the cluster scope`)
 }
+
+// A user may grant only what it holds: a role with more, or a binding to
+// such a role, is refused with the rules it lacks, unless it may escalate
+// or bind that role.
+func TestRBACEscalationPrevention(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	admin := clientset(t, srv)
+	_, err := admin.RbacV1().Roles("default").Create(t.Context(), &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "rbac-writer"},
+		Rules: []rbacv1.PolicyRule{
+			{Verbs: []string{"create", "update"}, APIGroups: []string{rbacv1.GroupName}, Resources: []string{"roles", "rolebindings"}},
+			{Verbs: []string{"get", "list"}, APIGroups: []string{""}, Resources: []string{"pods"}},
+		}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	bind(t, admin, "default", "alice-writes-rbac", rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "rbac-writer"},
+		rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "alice"})
+	alice := apiservertest.ClientsetFor(t, srv, "alice")
+
+	_, err = alice.RbacV1().Roles("default").Create(t.Context(), &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "held"},
+		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"pods"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err, "a role with rules alice holds")
+	_, err = alice.RbacV1().Roles("default").Create(t.Context(), &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "more"},
+		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get", "delete"}, APIGroups: []string{""}, Resources: []string{"pods", "secrets"}}}}, metav1.CreateOptions{})
+	requireForbidden(t, err, `roles.rbac.authorization.k8s.io "more" is forbidden: user "alice" (groups=["system:authenticated"]) is attempting to grant RBAC permissions not currently held:
+{APIGroups:[""], Resources:["pods"], Verbs:["delete"]}
+{APIGroups:[""], Resources:["secrets"], Verbs:["get" "delete"]}`)
+
+	_, err = alice.RbacV1().RoleBindings("default").Create(t.Context(), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "to-admin"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "alice"}}}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "got %v", err)
+	assert.Contains(t, err.Error(), `rolebindings.rbac.authorization.k8s.io "to-admin" is forbidden: user "alice" (groups=["system:authenticated"]) is attempting to grant RBAC permissions not currently held:`)
+
+	_, err = admin.RbacV1().Roles("default").Create(t.Context(), &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "binder"},
+		Rules: []rbacv1.PolicyRule{{Verbs: []string{"bind"}, APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles"}, ResourceNames: []string{"view"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	bind(t, admin, "default", "alice-binds-view", rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "binder"},
+		rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "alice"})
+	_, err = alice.RbacV1().RoleBindings("default").Create(t.Context(), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "to-view"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "bob"}}}, metav1.CreateOptions{})
+	require.NoError(t, err, "the bind verb on view allows binding it")
+}

@@ -38,7 +38,7 @@ var group = registry.Group{
 		pods, services, persistentVolumeClaims, nodes, endpoints, podTemplates, limitRanges,
 		persistentVolumes, replicationControllers, resourceQuotas},
 	Hooks: hooks,
-	Link: func(s map[string]rest.Storage) error {
+	Link: func(_ providers.Config, s map[string]rest.Storage) error {
 		defaultServiceAccounts(s["namespaces"].(*namespaceREST).Store.Store, s["serviceaccounts"].(*registry.Store).Store)
 		return nil
 	},

@@ -29,6 +29,7 @@ var group = registry.Group{
 	Hooks: map[string]registry.Hook{
 		"rbac/bootstrap-roles": bootstrapRoles,
 	},
+	Link: preventEscalation,
 }
 
 // defaultBinding applies rbac/v1's defaults: the roleRef's and users' and

@@ -66,8 +66,9 @@ type Group struct {
 	// from GroupVersion's types (autoscaling/v1).
 	AlsoServedAs []string
 	// Link connects the storage of the group's resources once all are
-	// built, by resource name (a namespace's default service account).
-	Link func(map[string]rest.Storage) error
+	// built, by resource name (a namespace's default service account), and
+	// may wrap them (RBAC's escalation checks read roles to write bindings).
+	Link func(cfg providers.Config, storage map[string]rest.Storage) error
 	// Hooks are the group's post-start hooks by name (see
 	// providers.Config.AddPostStartHook); a nil hook does not apply.
 	Hooks map[string]Hook
@@ -114,7 +115,7 @@ func (g Group) Storage(cfg providers.Config) (map[string]map[string]rest.Storage
 		maps.Copy(out, m)
 	}
 	if g.Link != nil {
-		if err := g.Link(out); err != nil {
+		if err := g.Link(cfg, out); err != nil {
 			return nil, fmt.Errorf("%s: %w", g.GroupVersion, err)
 		}
 	}
