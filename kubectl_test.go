@@ -103,3 +103,44 @@ func checkKubectlVersion(t *testing.T, kubectl, kubeconfig string) {
 	require.NoError(t, json.Unmarshal(stdout, &version))
 	assert.Equal(t, "v1.37.2", version.ServerVersion.GitVersion)
 }
+
+// kubectl's RBAC commands against the server's RBAC: can-i with --as and
+// --list, create role and rolebinding, create token.
+func TestKubectlRBAC(t *testing.T) {
+	t.Parallel()
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl is not on PATH")
+	}
+	srv := apiservertest.Start(t)
+	kc, err := srv.Kubeconfig()
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(path, kc, 0o600))
+	kube := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(t.Context(), kubectl, append([]string{"--kubeconfig", path}, args...)...)
+		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+	out, err := kube("auth", "can-i", "list", "pods", "--as", "alice")
+	require.Error(t, err, "can-i exits 1 for no")
+	assert.Equal(t, "no", out)
+
+	for _, args := range [][]string{
+		{"create", "role", "pod-reader", "--verb=get,list", "--resource=pods"},
+		{"create", "rolebinding", "alice-reads", "--role=pod-reader", "--user=alice"},
+	} {
+		out, err := kube(args...)
+		require.NoError(t, err, out)
+	}
+	out, err = kube("auth", "can-i", "list", "pods", "--as", "alice")
+	require.NoError(t, err, out)
+	assert.Equal(t, "yes", out)
+	out, err = kube("auth", "can-i", "--list", "--as", "alice")
+	require.NoError(t, err, out)
+	assert.Regexp(t, `(?m)^pods\s+\[\]\s+\[\]\s+\[get list\]`, out)
+	out, err = kube("get", "pods", "--as", "alice", "-n", "kube-system")
+	require.Error(t, err)
+	assert.Contains(t, out, `pods is forbidden: User "alice" cannot list resource "pods" in API group "" in the namespace "kube-system"`)
+}
