@@ -10,6 +10,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"time"
@@ -55,7 +56,7 @@ func (s *Server) addHooks(tier *genericapiserver.GenericAPIServer) error {
 		{"start-kube-apiserver-identity-lease-controller", s.identityLease(tier.APIServerID)},
 		{"start-kube-apiserver-identity-lease-garbage-collector", collectIdentityLeases},
 		{"start-legacy-token-tracking-controller", s.trackLegacyTokens},
-		{"start-cluster-authentication-info-controller", publishAuthenticationInfo},
+		{"start-cluster-authentication-info-controller", s.publishAuthenticationInfo},
 	}
 	for _, h := range hooks {
 		if err := tier.AddPostStartHook(h.name, h.hook); err != nil {
@@ -194,10 +195,31 @@ func (s *Server) trackLegacyTokens(ctx genericapiserver.PostStartHookContext) er
 }
 
 // publishAuthenticationInfo is kube-apiserver's cluster authentication info
-// controller: it publishes the client CA and the request-header
-// authentication settings in kube-system/extension-apiserver-authentication,
-// for aggregated API servers and webhooks to read. It publishes nothing when
-// the server has neither, as kube-apiserver started without
-// --client-ca-file and --requestheader-client-ca-file does (compared by
-// parity/): kubeembed authenticates by token only, for now.
-func publishAuthenticationInfo(genericapiserver.PostStartHookContext) error { return nil }
+// controller: it publishes the client CA (the server's own: it signs
+// RESTConfigFor's certificates) in kube-system/extension-apiserver-authentication,
+// for aggregated API servers and webhooks to read, as kube-apiserver does
+// with --client-ca-file (compared by parity/). There is no request-header
+// authentication to publish.
+func (s *Server) publishAuthenticationInfo(ctx genericapiserver.PostStartHookContext) error {
+	client, err := kubernetes.NewForConfig(ctx.LoopbackClientConfig)
+	if err != nil {
+		return err
+	}
+	data := map[string]string{"client-ca-file": string(s.ca.CertPEM)}
+	return retry.Until(ctx, func(ctx context.Context) error {
+		cms := client.CoreV1().ConfigMaps(metav1.NamespaceSystem)
+		cm, err := cms.Get(ctx, authenticationInfo, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: authenticationInfo, Namespace: metav1.NamespaceSystem}, Data: data}, metav1.CreateOptions{})
+		case err == nil && !maps.Equal(cm.Data, data):
+			cm.Data = data
+			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		}
+		return err
+	})
+}
+
+// authenticationInfo is the ConfigMap kube-apiserver publishes its client
+// authentication in.
+const authenticationInfo = "extension-apiserver-authentication"

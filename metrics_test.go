@@ -69,10 +69,10 @@ func TestMetricsPerServer(t *testing.T) {
 	assert.Equal(t, 1.0, requests[fmt.Sprintf(labels, 409, "resource", "POST")])
 	assert.Zero(t, requests[fmt.Sprintf(labels, 200, "namespace", "LIST")], "the other server's list is not counted here")
 	durations := scrape(t, body, "apiserver_request_duration_seconds")
-	assert.Equal(t, 9.0, durations["component=apiserver,dry_run=,group=,resource=configmaps,scope=resource,subresource=,verb=POST,version=v1"],
-		"the server's five (legacy token tracking, kube-root-ca.crt in four namespaces), and four")
+	assert.Equal(t, 10.0, durations["component=apiserver,dry_run=,group=,resource=configmaps,scope=resource,subresource=,verb=POST,version=v1"],
+		"the server's six (legacy token tracking, extension-apiserver-authentication, kube-root-ca.crt in four namespaces), and four")
 	objects := scrape(t, body, "apiserver_storage_objects")
-	assert.Equal(t, 8.0, objects["resource=configmaps"], "three, kube-system's legacy token tracking, four kube-root-ca.crt")
+	assert.Equal(t, 9.0, objects["resource=configmaps"], "three, kube-system's legacy token tracking and authentication info, four kube-root-ca.crt")
 	assert.Equal(t, 4.0, objects["resource=namespaces"], "the system namespaces")
 	// The controllers' work queues, kube-controller-manager's names.
 	assert.GreaterOrEqual(t, scrape(t, body, "workqueue_adds_total")["name=root_ca_cert_publisher"], 4.0, "a namespace each")

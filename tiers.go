@@ -168,8 +168,12 @@ func (s *Server) loopbackConfig() *rest.Config {
 	return &rest.Config{
 		Host:        s.url,
 		BearerToken: randomToken(),
-		Transport:   s.loopback,
-		QPS:         -1,
+		// Named as kube-apiserver's loopback: the field manager of what the
+		// server writes itself is "kube-apiserver", not the test binary's
+		// name.
+		UserAgent: "kube-apiserver/v" + version.Kubernetes(),
+		Transport: s.loopback,
+		QPS:       -1,
 		ContentConfig: rest.ContentConfig{
 			ContentType:        runtime.ContentTypeProtobuf,
 			AcceptContentTypes: runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON,

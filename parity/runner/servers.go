@@ -6,9 +6,11 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -64,7 +66,13 @@ func StartReference(ctx context.Context, etcdBin, apiserverBin, kcmBin, dir, tok
 	if err := writeKey(keyFile); err != nil {
 		return nil, err
 	}
+	// A client CA, as kubeembed has one (each server its own).
+	clientCA := filepath.Join(dir, "client-ca.crt")
+	if err := writeCA(clientCA); err != nil {
+		return nil, err
+	}
 	if err := r.start(ctx, "kube-apiserver", apiserverBin,
+		"--client-ca-file="+clientCA,
 		"--etcd-servers="+client,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		// A loopback address cannot be published in the kubernetes Endpoints.
@@ -193,6 +201,22 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// writeCA writes a new self-signed CA certificate.
+func writeCA(path string) error {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "parity-client-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
 }
 
 func writeKey(path string) error {
