@@ -1,6 +1,7 @@
 package apiserver_test
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
@@ -138,14 +139,21 @@ func TestTokenRequestBadInput(t *testing.T) {
 	}
 }
 
-// Garbage, and a token of another server, are 401 with kube-apiserver's
-// body; never anonymous.
+// Tokens of another server, garbage and a token of this server whose claims
+// were changed (its signature no longer matches) are 401 with
+// kube-apiserver's body, never anonymous.
 func TestForeignTokensAreUnauthorized(t *testing.T) {
 	t.Parallel()
 	srv, other := apiservertest.Start(t), apiservertest.Start(t)
 	tr, err := requestToken(t, clientset(t, other), "default", "default", authenticationv1.TokenRequestSpec{})
 	require.NoError(t, err)
-	for _, token := range []string{tr.Status.Token, "garbage", "a.b.c"} {
+	own, err := requestToken(t, clientset(t, srv), "default", "default", authenticationv1.TokenRequestSpec{})
+	require.NoError(t, err)
+	parts := strings.Split(own.Status.Token, ".")
+	claims, err := base64.RawURLEncoding.DecodeString(parts[1])
+	require.NoError(t, err)
+	tampered := parts[0] + "." + base64.RawURLEncoding.EncodeToString(bytes.Replace(claims, []byte(`"default"`), []byte(`"kube-system"`), 1)) + "." + parts[2]
+	for _, token := range []string{tr.Status.Token, "garbage", "a.b.c", tampered} {
 		cfg := rest.AnonymousClientConfig(srv.RESTConfig())
 		cfg.BearerToken = token
 		_, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Namespaces().List(t.Context(), metav1.ListOptions{})
