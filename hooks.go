@@ -206,7 +206,11 @@ func (s *Server) publishAuthenticationInfo(ctx genericapiserver.PostStartHookCon
 		return err
 	}
 	data := map[string]string{"client-ca-file": string(s.ca.CertPEM)}
+	namespaces := s.informers.kube.Core().V1().Namespaces().Lister()
 	return retry.Until(ctx, func(ctx context.Context) error {
+		if err := retry.NamespaceSeen(namespaces, metav1.NamespaceSystem); err != nil {
+			return err
+		}
 		cms := client.CoreV1().ConfigMaps(metav1.NamespaceSystem)
 		cm, err := cms.Get(ctx, authenticationInfo, metav1.GetOptions{})
 		switch {

@@ -111,18 +111,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := srv.Start(startCtx); err != nil {
 		return err
 	}
-	kc, err := srv.Kubeconfig()
-	if err != nil {
+	if err := writeKubeconfig(srv, *kubeconfig); err != nil {
 		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(*kubeconfig), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(*kubeconfig, kc, 0o600); err != nil {
-		return fmt.Errorf("write kubeconfig: %w", err)
 	}
 	fmt.Fprintf(stdout, "kubeembed: serving %s; use it with: export KUBECONFIG=%s\n", srv.URL(), *kubeconfig)
 	<-ctx.Done()
 	log.Info("shutting down")
+	return nil
+}
+
+// writeKubeconfig writes the admin's kubeconfig of srv to path.
+func writeKubeconfig(srv *apiserver.Server, path string) error {
+	kc, err := srv.Kubeconfig()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, kc, 0o600); err != nil {
+		return fmt.Errorf("write kubeconfig: %w", err)
+	}
 	return nil
 }
