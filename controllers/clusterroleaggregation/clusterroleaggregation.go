@@ -58,6 +58,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 // bootstrap policy's roles arrive one by one, and each would redo (and
 // re-apply) admin, edit and view.
 func (c *Controller) Run(ctx context.Context) {
+	defer c.ShutDown() // also when ctx ends before the server is ready
 	select {
 	case <-ctx.Done():
 		return

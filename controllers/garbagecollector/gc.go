@@ -70,6 +70,7 @@ func New(cfg controllers.Config) (*GarbageCollector, error) {
 // monitors): an owner seen before its dependents must not look childless.
 func (gc *GarbageCollector) Run(ctx context.Context) {
 	defer gc.stopEvents()
+	defer gc.ShutDown() // also when ctx ends before the graph is built
 	err := controller.Wait(ctx, func() error {
 		if !gc.subscribed.Load() || !gc.Observer.Synced() {
 			return errors.New("graph not built")

@@ -104,6 +104,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 
 // Run syncs quotas until ctx ends, once every counted resource is listed.
 func (c *Controller) Run(ctx context.Context) {
+	defer c.ShutDown() // also when ctx ends before the resources are listed
 	err := controller.Wait(ctx, func() error {
 		if !c.subscribed.Load() || !c.Observer.Synced() {
 			return errors.New("resources not listed")

@@ -181,6 +181,15 @@ func (p *Parts) idle(written map[schema.GroupResource]uint64) error {
 	return nil
 }
 
+// ShutDown shuts the queues down (again: a queue's Run does too), for a
+// controller whose Run returns before it runs them, so that no queue's
+// goroutines outlive it.
+func (p *Parts) ShutDown() {
+	for _, q := range p.Queues {
+		q.ShutDown()
+	}
+}
+
 // Finished counts the items the queues' workers finished.
 func (p *Parts) Finished() uint64 {
 	var n uint64
