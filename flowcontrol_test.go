@@ -160,8 +160,17 @@ func TestPriorityAndFairnessRejects(t *testing.T) {
 
 	// Hold seats until the level is full; then it rejects.
 	for range 5 {
-		go post(t, cfg, "slow", "hold")
-		<-held
+		answered := make(chan int, 1)
+		go func() { code, _ := post(t, cfg, "slow", "hold"); answered <- code }()
+		select {
+		case <-held:
+		case code := <-answered:
+			// Answered without reaching the webhook: the seats are taken
+			// (a slow machine let an earlier hold keep its seat).
+			require.Equal(t, http.StatusTooManyRequests, code, "a hold answered before the webhook held it")
+		case <-time.After(30 * time.Second):
+			t.Fatal("the hold never reached the webhook")
+		}
 		code, h := post(t, cfg, "slow", "next")
 		if code == http.StatusTooManyRequests {
 			assert.NotEmpty(t, h.Get("Retry-After"))
