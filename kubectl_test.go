@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
 
@@ -104,24 +105,37 @@ func checkKubectlVersion(t *testing.T, kubectl, kubeconfig string) {
 	assert.Equal(t, "v1.37.2", version.ServerVersion.GitVersion)
 }
 
-// kubectl's RBAC commands against the server's RBAC: can-i with --as and
-// --list, create role and rolebinding, create token.
-func TestKubectlRBAC(t *testing.T) {
-	t.Parallel()
+// kubectlFor returns a runner of the kubectl on PATH against srv as its
+// admin (skipping the test without one): stdout and stderr trimmed.
+func kubectlFor(t *testing.T, srv *apiserver.Server) func(args ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
 		t.Skip("kubectl is not on PATH")
 	}
-	srv := apiservertest.Start(t)
 	kc, err := srv.Kubeconfig()
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	require.NoError(t, os.WriteFile(path, kc, 0o600))
-	kube := func(args ...string) (string, error) {
+	return func(args ...string) (string, string, error) {
 		cmd := exec.CommandContext(t.Context(), kubectl, append([]string{"--kubeconfig", path}, args...)...)
-		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
-		out, err := cmd.CombinedOutput()
-		return strings.TrimSpace(string(out)), err
+		cmd.Env = append(os.Environ(), "HOME="+t.TempDir()) // no discovery cache shared between servers
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return strings.TrimSpace(stdout.String()), strings.TrimSpace(stderr.String()), err
+	}
+}
+
+// kubectl's RBAC commands against the server's RBAC: can-i with --as and
+// --list, create role and rolebinding, a forbidden get --as.
+func TestKubectlRBAC(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	run := kubectlFor(t, srv)
+	kube := func(args ...string) (string, error) {
+		out, errOut, err := run(args...)
+		return strings.TrimSpace(out + "\n" + errOut), err
 	}
 	out, err := kube("auth", "can-i", "list", "pods", "--as", "alice")
 	require.Error(t, err, "can-i exits 1 for no")

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 )
 
 // rbacKinds are the kinds RBACPaths may hold, by apiVersion and kind.
@@ -88,10 +89,14 @@ func (s *Server) installRBAC(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	namespaces, err := s.Clientset()
+	if err != nil {
+		return err
+	}
 	var errs []error
 	for _, obj := range s.opts.rbac {
 		obj = obj.DeepCopy()
-		if err := s.ensureNamespace(ctx, obj.GetNamespace()); err != nil {
+		if err := ensureNamespace(ctx, namespaces, obj.GetNamespace()); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -111,15 +116,11 @@ func (s *Server) installRBAC(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (s *Server) ensureNamespace(ctx context.Context, name string) error {
+func ensureNamespace(ctx context.Context, client kubernetes.Interface, name string) error {
 	if name == "" {
 		return nil
 	}
-	client, err := s.Clientset()
-	if err != nil {
-		return err
-	}
-	_, err = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return nil
 	}

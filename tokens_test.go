@@ -5,9 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -193,18 +190,10 @@ func TestServiceAccountIssuerDiscovery(t *testing.T) {
 // kubectl create token works, and its token is the account's.
 func TestKubectlCreateToken(t *testing.T) {
 	t.Parallel()
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl is not on PATH")
-	}
 	srv := apiservertest.Start(t)
-	kc, err := srv.Kubeconfig()
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	require.NoError(t, os.WriteFile(path, kc, 0o600))
-	out, err := exec.CommandContext(t.Context(), kubectl, "--kubeconfig", path, "create", "token", "default", "--duration", "1h").Output()
-	require.NoError(t, err)
-	st := review(t, clientset(t, srv), strings.TrimSpace(string(out)))
+	token, stderr, err := kubectlFor(t, srv)("create", "token", "default", "--duration", "1h")
+	require.NoError(t, err, stderr)
+	st := review(t, clientset(t, srv), token)
 	require.True(t, st.Authenticated, st.Error)
 	assert.Equal(t, "system:serviceaccount:default:default", st.User.Username)
 }

@@ -103,17 +103,15 @@ func selects(s corev1.ScopedResourceSelectorRequirement, values ...string) (bool
 		return false, err
 	}
 	if len(values) == 0 {
-		return selector.Matches(labelSet(nil)), nil
+		return selector.Matches(labels.Set(nil)), nil
 	}
 	for _, v := range values {
-		if selector.Matches(labelSet{string(s.ScopeName): v}) {
+		if selector.Matches(labels.Set{string(s.ScopeName): v}) {
 			return true, nil
 		}
 	}
 	return false, nil
 }
-
-type labelSet = labels.Set
 
 // scopeSelector is the label selector a scope selector requirement means,
 // its scope name the label key.

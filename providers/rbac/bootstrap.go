@@ -81,8 +81,8 @@ var decodedPolicy = sync.OnceValues(func() ([]runtime.Object, error) {
 // objects marked rbac.authorization.kubernetes.io/autoupdate are added
 // back). New objects are created through the stores, below the handler
 // chain: reconciling the 141 objects through the API (a GET and a POST
-// each, in process) made Start 200 ms instead of 109 (BenchmarkStart,
-// 2026-11-30). Readiness waits for it.
+// each, in process) was measured once at ~200 ms of Start against ~109 ms
+// (BENCHMARKS.md). Readiness waits for it.
 func bootstrapRoles(_ providers.Config, storage map[string]rest.Storage) genericapiserver.PostStartHookFunc {
 	return func(ctx genericapiserver.PostStartHookContext) error {
 		client, err := kubernetes.NewForConfig(ctx.LoopbackClientConfig)
