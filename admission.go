@@ -33,13 +33,15 @@ import (
 // newAdmission returns the admission chain in kube-apiserver's order:
 // namespace lifecycle (no objects in missing or terminating namespaces, no
 // deleting the system namespaces), limit ranges (defaults, then bounds),
-// the pod plugins (service account, priority, default tolerations), mutating admission policies and webhooks,
+// the pod plugins (service account unless serviceAccount is false, as
+// envtest disables it; priority, default tolerations), mutating admission
+// policies and webhooks,
 // then validating admission policies and webhooks, and resource quota last.
 // Webhooks are called at their URL (a service reference resolves to its
 // in-cluster DNS name, which a test process cannot reach: give webhooks a
 // URL, as envtest does). The plugins use the informers of inf, and the
 // policy plugins run controllers until inf shuts down.
-func newAdmission(loopback *rest.Config, inf *informerSet, authz authorizer.Authorizer, version basecompatibility.EffectiveVersion) (admission.Interface, error) {
+func newAdmission(loopback *rest.Config, inf *informerSet, authz authorizer.Authorizer, version basecompatibility.EffectiveVersion, serviceAccount bool) (admission.Interface, error) {
 	client, dyn := inf.client, inf.dynClient
 	nsLifecycle, err := lifecycle.NewLifecycle(sets.New(metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic))
 	if err != nil {
@@ -74,7 +76,7 @@ func newAdmission(loopback *rest.Config, inf *informerSet, authz authorizer.Auth
 		}
 	}
 	mutatingPolicies, validatingPolicies := policyPlugins(inits, inf)
-	return admission.NewChainHandler(nsLifecycle, kubeadmission.NewLimitRanger(client), kubeadmission.NewPods(client),
+	return admission.NewChainHandler(nsLifecycle, kubeadmission.NewLimitRanger(client), kubeadmission.NewPods(client, serviceAccount),
 		mutatingPolicies, mutatingHooks, validatingPolicies, validatingHooks, quotas), nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 
 	"go.uber.org/zap"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -76,11 +77,17 @@ type Options struct {
 	// ~8% faster (BENCHMARKS.md).
 	DisablePriorityAndFairness bool
 
+	// Profile chooses what runs besides the API: the default controllers
+	// and admission plugins of a cluster (ProfileCluster, the default) or
+	// of envtest's control plane (ProfileEnvtest).
+	Profile Profile
+
 	// Controllers are the control loops the server runs, named as
 	// kube-controller-manager's --controllers reads them: "*" is every
-	// controller, "name" turns one on, "-name" one off. Default (nil): "*",
-	// all of controllers.All(). {"*", "-namespace"} keeps terminating
-	// namespaces for a test's own finalizer logic; an empty list runs none.
+	// controller, "name" turns one on, "-name" one off. Default (nil): the
+	// profile's: "*", all of controllers.All(), for ProfileCluster; none
+	// for ProfileEnvtest. {"*", "-namespace"} keeps terminating namespaces
+	// for a test's own finalizer logic; an empty list runs none.
 	Controllers []controllers.Name
 
 	// KeepKlogLogger leaves klog's process-wide logger alone. By default the
@@ -90,6 +97,29 @@ type Options struct {
 	// Set it when the program configures klog itself.
 	KeepKlogLogger bool
 }
+
+// Profile names a set of defaults for what a server runs besides the API.
+type Profile string
+
+const (
+	// ProfileCluster behaves as a cluster's control plane: kube-apiserver
+	// with its default admission plugins, and the loops of
+	// kube-controller-manager that kubeembed has (controllers.All): every
+	// new namespace gets its "default" ServiceAccount, owners' dependents
+	// are collected, deleted namespaces are emptied and go.
+	ProfileCluster Profile = "cluster"
+	// ProfileEnvtest behaves as the control plane of controller-runtime's
+	// envtest: kube-apiserver with the ServiceAccount admission plugin
+	// disabled (pods need no service account and get no token volume), and
+	// no controllers: no "default" ServiceAccount, no garbage collection,
+	// deleted namespaces stay Terminating. Suites written for envtest
+	// depend on it (one that lists service accounts and expects only its
+	// own, for one); the envtest drop-in module uses it.
+	ProfileEnvtest Profile = "envtest"
+)
+
+// Profiles are the profiles a server can run.
+func Profiles() []Profile { return []Profile{ProfileCluster, ProfileEnvtest} }
 
 // completedOptions is Options with every default filled in and every CRD
 // file read: New builds only from it, so the compiler proves that defaults
@@ -114,6 +144,9 @@ type completedOptions struct {
 	audit               auditConfig
 	// controllers are the controllers to run, in start order.
 	controllers []controllers.Name
+	// serviceAccountAdmission is the ServiceAccount admission plugin: on
+	// for ProfileCluster.
+	serviceAccountAdmission bool
 }
 
 // complete validates o, reporting every problem at once, and fills in its
@@ -141,7 +174,8 @@ func (o Options) complete() (completedOptions, error) {
 		priorityAndFairness: !o.DisablePriorityAndFairness,
 		audit:               audit,
 	}
-	c.controllers, _ = enabledControllers(o.Controllers) // validated
+	c.controllers, _ = enabledControllers(o.controllers()) // validated
+	c.serviceAccountAdmission = o.Profile != ProfileEnvtest
 	if c.log == nil {
 		c.log = zap.NewNop()
 	}
@@ -155,6 +189,18 @@ func (o Options) complete() (completedOptions, error) {
 		c.storage, c.ownsStorage = memory.NewBackend(memory.Options{}), true
 	}
 	return c, nil
+}
+
+// controllers is Options.Controllers, or the profile's default.
+func (o Options) controllers() []controllers.Name {
+	switch {
+	case o.Controllers != nil:
+		return o.Controllers
+	case o.Profile == ProfileEnvtest:
+		return []controllers.Name{}
+	default:
+		return []controllers.Name{"*"}
+	}
 }
 
 func (o Options) validate() ([]*apiextensionsv1.CustomResourceDefinition, error) {
@@ -183,7 +229,10 @@ func (o Options) validate() ([]*apiextensionsv1.CustomResourceDefinition, error)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := enabledControllers(o.Controllers); err != nil {
+	if o.Profile != "" && !slices.Contains(Profiles(), o.Profile) {
+		errs = append(errs, fmt.Errorf("options: Profile %q is not a profile (known: %v)", o.Profile, Profiles()))
+	}
+	if _, err := enabledControllers(o.controllers()); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {

@@ -29,7 +29,8 @@ import (
 	"github.com/kubeembed/apiserver/internal/version"
 )
 
-// newController builds each controller by name.
+// newController builds each controller that has a loop (ServiceAccount's
+// work is done by the core group's storage: providers.Config).
 var newController = map[controllers.Name]func(controllers.Config) (controllers.Controller, error){
 	controllers.GarbageCollector: func(c controllers.Config) (controllers.Controller, error) { return garbagecollector.New(c) },
 	controllers.Namespace:        func(c controllers.Config) (controllers.Controller, error) { return namespace.New(c) },
@@ -47,14 +48,11 @@ var newController = map[controllers.Name]func(controllers.Config) (controllers.C
 
 // enabledControllers reads Options.Controllers as kube-controller-manager
 // reads --controllers: "*" turns on every controller, "name" one, "-name"
-// turns one off; nil is "*". Unknown names are errors.
+// turns one off. Unknown names are errors.
 func enabledControllers(list []controllers.Name) ([]controllers.Name, error) {
-	if list == nil {
-		list = []controllers.Name{"*"}
-	}
 	var errs []error
 	for _, n := range list {
-		if n != "*" && newController[controllers.Name(trimMinus(n))] == nil {
+		if n != "*" && !slices.Contains(controllers.All(), trimMinus(n)) {
 			errs = append(errs, fmt.Errorf("options: Controllers: unknown controller %q (known: %v)", n, controllers.All()))
 		}
 	}
@@ -93,7 +91,8 @@ type controllerSet struct {
 // addControllers builds the enabled controllers and registers the hooks that
 // start them.
 func (s *Server) addControllers(tier *genericapiserver.GenericAPIServer, loopback *rest.Config, crds cache.SharedIndexInformer) error {
-	if len(s.opts.controllers) == 0 {
+	loops := slices.DeleteFunc(slices.Clone(s.opts.controllers), func(n controllers.Name) bool { return newController[n] == nil })
+	if len(loops) == 0 {
 		return nil
 	}
 	cfg, err := s.controllerConfig(loopback)
@@ -104,7 +103,7 @@ func (s *Server) addControllers(tier *genericapiserver.GenericAPIServer, loopbac
 		return err
 	}
 	cfg.Monitors = s.controllers.monitors
-	for _, name := range s.opts.controllers {
+	for _, name := range loops {
 		c, err := newController[name](cfg)
 		if err != nil {
 			return fmt.Errorf("controller %s: %w", name, err)

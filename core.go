@@ -129,7 +129,8 @@ func (tc *tierConfig) newCoreConfig() *coreConfig {
 	getter := restOptionsGetter{factory: factory, backend: tc.storage, untyped: true}
 	build := providers.Config{RESTOptionsGetter: getter, Scheme: tc.scheme,
 		Authenticator: tc.tokens, Authorizer: tc.authz, RuleResolver: tc.rules, ServingAddress: tc.address,
-		Informers: tc.informers.kube, PriorityAndFairness: tc.flowControl != nil, ServiceAccountTokens: tc.issuer}
+		Informers: tc.informers.kube, PriorityAndFairness: tc.flowControl != nil, ServiceAccountTokens: tc.issuer,
+		DefaultServiceAccounts: tc.defaultServiceAccounts}
 	c := &coreConfig{
 		generic: tc.genericConfig(codecs, getter, resources), providers: tc.providers,
 		build: build, codecs: codecs,

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,6 +40,7 @@ import (
 	aggregatorscheme "k8s.io/kube-aggregator/pkg/apiserver/scheme"
 	openapicommon "k8s.io/kube-openapi/pkg/common"
 
+	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/internal/globals"
 	"github.com/kubeembed/apiserver/internal/inproc"
 	"github.com/kubeembed/apiserver/internal/version"
@@ -83,6 +85,8 @@ type tierConfig struct {
 	// documents (see internal/openapi.Shared).
 	openAPIKey string
 	audit      auditConfig
+	// defaultServiceAccounts: controllers.ServiceAccount is on.
+	defaultServiceAccounts bool
 	// afterRestore registers what to do after Server.Restore.
 	afterRestore func(func(context.Context) error)
 }
@@ -116,7 +120,8 @@ func (s *Server) newTierConfig() (*tierConfig, error) {
 		discovery: newDiscoveryManager(),
 		providers: s.opts.providers, scheme: scheme,
 		openAPIKey: s.opts.openAPIKey, audit: s.opts.audit,
-		afterRestore: func(f func(context.Context) error) { s.afterRestore = append(s.afterRestore, f) },
+		defaultServiceAccounts: slices.Contains(s.opts.controllers, controllers.ServiceAccount),
+		afterRestore:           func(f func(context.Context) error) { s.afterRestore = append(s.afterRestore, f) },
 	}
 	if s.opts.priorityAndFairness {
 		tc.flowControl = utilflowcontrol.New(s.informers.kube, s.informers.client.FlowcontrolV1(), serverConcurrencyLimit)
@@ -126,7 +131,7 @@ func (s *Server) newTierConfig() (*tierConfig, error) {
 	tc.openAPI = genericapiserver.DefaultOpenAPIV3Config(withProviderDefinitions(s.opts.providers),
 		openapinamer.NewDefinitionNamer(scheme, apiextensionsapiserver.Scheme, aggregatorscheme.Scheme))
 	tc.openAPI.Info.Title = "Kubernetes"
-	if tc.admission, err = newAdmission(loopback, s.informers, tc.authz, tc.version); err != nil {
+	if tc.admission, err = newAdmission(loopback, s.informers, tc.authz, tc.version, s.opts.serviceAccountAdmission); err != nil {
 		return nil, err
 	}
 	return tc, nil

@@ -25,6 +25,12 @@ type Name string
 
 // The controllers a server can run.
 const (
+	// ServiceAccount gives every new namespace its "default"
+	// ServiceAccount, as kube-controller-manager's serviceaccount
+	// controller does. kubeembed does it as the namespace is created (in
+	// the core group's storage), so that a test's first pod never races it:
+	// it has no loop of its own.
+	ServiceAccount Name = "serviceaccount"
 	// GarbageCollector deletes dependents whose owners are gone and runs
 	// foreground and orphan deletion.
 	GarbageCollector Name = "garbagecollector"
@@ -48,7 +54,7 @@ const (
 
 // All are every controller, in the order they start.
 func All() []Name {
-	return []Name{GarbageCollector, Namespace, RootCACertPublisher, ServiceAccountToken, ResourceQuota, ClusterRoleAggregation}
+	return []Name{ServiceAccount, GarbageCollector, Namespace, RootCACertPublisher, ServiceAccountToken, ResourceQuota, ClusterRoleAggregation}
 }
 
 // Controller is one control loop.

@@ -83,6 +83,9 @@ type Config struct {
 	// PriorityAndFairness says whether the server applies API Priority and
 	// Fairness (flowcontrol's bootstrap configuration is kept only then).
 	PriorityAndFairness bool
+	// DefaultServiceAccounts says whether every new namespace gets its
+	// "default" ServiceAccount (controllers.ServiceAccount is on).
+	DefaultServiceAccounts bool
 	// ServiceAccountTokens signs the server's service account tokens
 	// (serviceaccounts/token), which its authenticator accepts.
 	ServiceAccountTokens TokenIssuer

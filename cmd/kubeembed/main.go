@@ -52,6 +52,16 @@ func joinNames(names []controllers.Name) string {
 	return strings.Join(s, ", ")
 }
 
+// controllersFlag is --controllers if given, else nil: the profile's.
+func controllersFlag(fs *flag.FlagSet, v string) []controllers.Name {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "controllers" })
+	if !set {
+		return nil
+	}
+	return splitNames(v)
+}
+
 // splitNames reads --controllers; an empty value runs none.
 func splitNames(v string) []controllers.Name {
 	names := []controllers.Name{}
@@ -74,8 +84,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		apf         = fs.Bool("enable-priority-and-fairness", true, "apply API Priority and Fairness, as kube-apiserver's flag of that name")
 		auditLog    = fs.String("audit-log-path", "", "write audit events (audit.k8s.io/v1 JSON lines) to this file; - for standard output")
 		auditPolicy = fs.String("audit-policy-file", "", "the audit policy; without one nothing is audited")
-		ctrls       = fs.String("controllers", "*", "the controllers to run, as kube-controller-manager's flag of that name: "+
-			"'*' all, 'name' one, '-name' not that one (comma-separated); known: "+joinNames(controllers.All()))
+		profile     = fs.String("profile", string(apiserver.ProfileCluster), "what runs besides the API: 'cluster' (the controllers, "+
+			"default service accounts) or 'envtest' (as envtest's control plane: no controllers, no ServiceAccount admission)")
+		ctrls = fs.String("controllers", "*", "the controllers to run, as kube-controller-manager's flag of that name: "+
+			"'*' all, 'name' one, '-name' not that one (comma-separated); default: the profile's; known: "+joinNames(controllers.All()))
 		crds stringList
 		rbac stringList
 	)
@@ -97,7 +109,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	srv, err := apiserver.New(apiserver.Options{Logger: log, BindAddress: *bind, Port: *port, CRDPaths: crds, RBACPaths: rbac,
 		DisablePriorityAndFairness: !*apf, AuditLogPath: *auditLog, AuditPolicyFile: *auditPolicy,
-		Controllers: splitNames(*ctrls)})
+		Profile: apiserver.Profile(*profile), Controllers: controllersFlag(fs, *ctrls)})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"flag"
 	"io"
 	"os"
 	"os/exec"
@@ -132,5 +133,19 @@ func TestCLIControllers(t *testing.T) {
 	assert.Empty(t, splitNames(""), "none")
 	err := run(context.Background(), []string{"--controllers", "*,-nosuch", "--kubeconfig", filepath.Join(t.TempDir(), "kc")}, io.Discard, io.Discard)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `unknown controller "-nosuch" (known: [garbagecollector namespace root-ca-cert-publisher serviceaccount-token resourcequota clusterrole-aggregation])`)
+	assert.Contains(t, err.Error(), `unknown controller "-nosuch" (known: [serviceaccount garbagecollector namespace root-ca-cert-publisher serviceaccount-token resourcequota clusterrole-aggregation])`)
+}
+
+// --profile names a profile; --controllers, when given, overrides its
+// controllers.
+func TestCLIProfile(t *testing.T) {
+	err := run(context.Background(), []string{"--profile", "kind", "--kubeconfig", filepath.Join(t.TempDir(), "kc")}, io.Discard, io.Discard)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `Profile "kind" is not a profile (known: [cluster envtest])`)
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	v := fs.String("controllers", "*", "")
+	require.NoError(t, fs.Parse(nil))
+	assert.Nil(t, controllersFlag(fs, *v), "not given: the profile's")
+	require.NoError(t, fs.Parse([]string{"--controllers", ""}))
+	assert.Equal(t, []controllers.Name{}, controllersFlag(fs, *v), "given empty: none")
 }

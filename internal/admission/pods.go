@@ -39,14 +39,17 @@ import (
 type Pods struct {
 	*admission.Handler
 	client kubernetes.Interface
+	// serviceAccount is the ServiceAccount plugin's part.
+	serviceAccount bool
 }
 
 var _ admission.MutationInterface = (*Pods)(nil)
 
 // NewPods returns the plugin; client reads service accounts and priority
-// classes.
-func NewPods(client kubernetes.Interface) *Pods {
-	return &Pods{Handler: admission.NewHandler(admission.Create), client: client}
+// classes. Without serviceAccount the ServiceAccount plugin's part is off,
+// as kube-apiserver's --disable-admission-plugins=ServiceAccount.
+func NewPods(client kubernetes.Interface, serviceAccount bool) *Pods {
+	return &Pods{Handler: admission.NewHandler(admission.Create), client: client, serviceAccount: serviceAccount}
 }
 
 // The service account token volume, as the ServiceAccount plugin adds it.
@@ -70,8 +73,10 @@ func (p *Pods) Admit(ctx context.Context, a admission.Attributes, _ admission.Ob
 	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
 		return nil
 	}
-	if err := p.serviceAccount(ctx, a, pod); err != nil {
-		return err
+	if p.serviceAccount {
+		if err := p.admitServiceAccount(ctx, a, pod); err != nil {
+			return err
+		}
 	}
 	if err := p.priority(ctx, a, pod); err != nil {
 		return err
@@ -80,7 +85,7 @@ func (p *Pods) Admit(ctx context.Context, a admission.Attributes, _ admission.Ob
 	return nil
 }
 
-func (p *Pods) serviceAccount(ctx context.Context, a admission.Attributes, pod *corev1.Pod) error {
+func (p *Pods) admitServiceAccount(ctx context.Context, a admission.Attributes, pod *corev1.Pod) error {
 	if pod.Spec.ServiceAccountName == "" {
 		pod.Spec.ServiceAccountName = "default"
 	}

@@ -38,7 +38,10 @@ var group = registry.Group{
 		pods, services, persistentVolumeClaims, nodes, endpoints, podTemplates, limitRanges,
 		persistentVolumes, replicationControllers, resourceQuotas},
 	Hooks: hooks,
-	Link: func(_ providers.Config, s map[string]rest.Storage) error {
+	Link: func(cfg providers.Config, s map[string]rest.Storage) error {
+		if !cfg.DefaultServiceAccounts {
+			return nil
+		}
 		defaultServiceAccounts(s["namespaces"].(*namespaceREST).Store.Store, s["serviceaccounts"].(*registry.Store).Store)
 		return nil
 	},
