@@ -1,8 +1,11 @@
 package envtest_test
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
+
+	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/kubeembed/apiserver/envtest"
 )
@@ -10,19 +13,40 @@ import (
 // BenchmarkEnvironmentStart is Start to a usable configuration, as a
 // kubebuilder suite's BeforeSuite sees it: two CRDs from a directory and
 // webhook configurations from config/webhook, with the serving
-// certificate. Stop is not timed. envtest's own Start with kube-apiserver
-// and etcd is ~4 s on this machine (BENCHMARKS.md).
+// certificate; Stop is not timed. The envtest case runs controller-runtime's
+// envtest on kube-apiserver and etcd when KUBEBUILDER_ASSETS names a
+// directory holding them (BENCHMARKS.md says how to build them), so that
+// both run side by side on one machine.
 func BenchmarkEnvironmentStart(b *testing.B) {
-	for b.Loop() {
-		te := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("testdata", "crds")}, ErrorIfCRDPathMissing: true,
-			WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join("testdata", "webhooks")}}}
-		if _, err := te.Start(); err != nil {
-			b.Fatal(err)
+	crds := []string{filepath.Join("testdata", "crds")}
+	webhooks := []string{filepath.Join("testdata", "webhooks")}
+	b.Run("kubeembed", func(b *testing.B) {
+		for b.Loop() {
+			te := &envtest.Environment{CRDDirectoryPaths: crds, ErrorIfCRDPathMissing: true,
+				WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: webhooks}}
+			startStop(b, te.Start, te.Stop)
 		}
-		b.StopTimer()
-		if err := te.Stop(); err != nil {
-			b.Fatal(err)
+	})
+	b.Run("envtest", func(b *testing.B) {
+		if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+			b.Skip("KUBEBUILDER_ASSETS is not set: no kube-apiserver and etcd to compare with")
 		}
-		b.StartTimer()
+		for b.Loop() {
+			te := &crenvtest.Environment{CRDDirectoryPaths: crds, ErrorIfCRDPathMissing: true,
+				WebhookInstallOptions: crenvtest.WebhookInstallOptions{Paths: webhooks}}
+			startStop(b, te.Start, te.Stop)
+		}
+	})
+}
+
+// startStop times start, not stop.
+func startStop[C any](b *testing.B, start func() (C, error), stop func() error) {
+	if _, err := start(); err != nil {
+		b.Fatal(err)
 	}
+	b.StopTimer()
+	if err := stop(); err != nil {
+		b.Fatal(err)
+	}
+	b.StartTimer()
 }

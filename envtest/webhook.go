@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"sync"
 	"time"
@@ -13,9 +14,10 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeembed/apiserver/internal/certs"
@@ -197,21 +199,30 @@ func (o *WebhookInstallOptions) Install(config *rest.Config) error {
 			return err
 		}
 	}
-	c, err := client.New(config, client.Options{})
+	c, err := kubernetes.NewForConfig(config)
 	if err != nil {
 		return err
 	}
+	mutating, validating := c.AdmissionregistrationV1().MutatingWebhookConfigurations(), c.AdmissionregistrationV1().ValidatingWebhookConfigurations()
 	for _, h := range o.MutatingWebhooks {
-		if err := ensureCreated(c, h); err != nil {
+		if err := ensureCreated(mutating, h); err != nil {
 			return err
 		}
 	}
 	for _, h := range o.ValidatingWebhooks {
-		if err := ensureCreated(c, h); err != nil {
+		if err := ensureCreated(validating, h); err != nil {
 			return err
 		}
 	}
 	return WaitForWebhooks(config, o.MutatingWebhooks, o.ValidatingWebhooks, *o)
+}
+
+// configurations is a typed client of webhook configurations (a typed
+// client needs no discovery, unlike controller-runtime's).
+type configurations[T metav1.Object] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
 }
 
 func defaultWebhookOptions(o *WebhookInstallOptions) {
@@ -223,20 +234,29 @@ func defaultWebhookOptions(o *WebhookInstallOptions) {
 	}
 }
 
-// ensureCreated creates obj, or updates it if it exists.
-func ensureCreated(c client.Client, obj client.Object) error {
+// ensureCreated creates obj, or updates it if it exists; obj gets what the
+// server returned, as controller-runtime's client gives it.
+func ensureCreated[T interface {
+	metav1.Object
+	runtime.Object
+}](c configurations[T], obj T) error {
 	ctx := context.Background()
-	existing := obj.DeepCopyObject().(client.Object)
-	err := c.Get(ctx, client.ObjectKey{Name: obj.GetName()}, existing)
+	existing, err := c.Get(ctx, obj.GetName(), metav1.GetOptions{})
+	var out T
 	switch {
 	case apierrors.IsNotFound(err):
-		return c.Create(ctx, obj)
+		out, err = c.Create(ctx, obj, metav1.CreateOptions{})
 	case err != nil:
 		return err
 	default:
 		obj.SetResourceVersion(existing.GetResourceVersion())
-		return c.Update(ctx, obj)
+		out, err = c.Update(ctx, obj, metav1.UpdateOptions{})
 	}
+	if err != nil {
+		return err
+	}
+	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(out).Elem())
+	return nil
 }
 
 // Cleanup removes LocalServingCertDir.
@@ -253,20 +273,26 @@ func (o *WebhookInstallOptions) Cleanup() error {
 func WaitForWebhooks(config *rest.Config, mutating []*admissionv1.MutatingWebhookConfiguration,
 	validating []*admissionv1.ValidatingWebhookConfiguration, options WebhookInstallOptions) error {
 	defaultWebhookOptions(&options)
-	c, err := client.New(config, client.Options{})
+	c, err := kubernetes.NewForConfig(config)
 	if err != nil {
 		return err
 	}
-	var waiting []client.Object
+	var waiting []func(context.Context) error
 	for _, h := range mutating {
-		waiting = append(waiting, &admissionv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: h.Name}})
+		waiting = append(waiting, func(ctx context.Context) error {
+			_, err := c.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, h.Name, metav1.GetOptions{})
+			return err
+		})
 	}
 	for _, h := range validating {
-		waiting = append(waiting, &admissionv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: h.Name}})
+		waiting = append(waiting, func(ctx context.Context) error {
+			_, err := c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, h.Name, metav1.GetOptions{})
+			return err
+		})
 	}
 	return wait.PollUntilContextTimeout(context.Background(), options.PollInterval, options.MaxTime, true, func(ctx context.Context) (bool, error) {
 		for len(waiting) > 0 {
-			err := c.Get(ctx, client.ObjectKeyFromObject(waiting[0]), waiting[0])
+			err := waiting[0](ctx)
 			if apierrors.IsNotFound(err) {
 				return false, nil
 			}
