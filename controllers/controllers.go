@@ -126,7 +126,9 @@ type Resource struct {
 	Informer cache.SharedIndexInformer
 }
 
-// Revisions tells the revision of the server's last write.
+// Revisions tells the revision of the server's last write, overall and to
+// each resource.
 type Revisions interface {
 	Latest() uint64
+	Snapshot() map[schema.GroupResource]uint64
 }

@@ -75,7 +75,7 @@ func (gc *GarbageCollector) attemptToDelete(ctx context.Context, key string) err
 		return mappingLater(err)
 	}
 	if s.deletingDependents {
-		return gc.deletingDependents(ctx, s)
+		return gc.deletingDependents(ctx, s, latest)
 	}
 	if err := gc.collect(ctx, s, latest); err != nil {
 		return err
@@ -163,8 +163,23 @@ func (gc *GarbageCollector) owner(ctx context.Context, item identity, ref metav1
 
 // deletingDependents finishes a foreground deletion once no dependent
 // blocks it, and otherwise makes sure the blocking ones are deleted.
-func (gc *GarbageCollector) deletingDependents(ctx context.Context, s snapshot) error {
+//
+// "No dependent blocks it" is the graph's view: the graph must have seen
+// every object written before the owner's deletion, or a dependent created
+// just before, whose informer is behind the owner's (the owner's monitor
+// just started, for a new CRD), would not hold the owner back.
+func (gc *GarbageCollector) deletingDependents(ctx context.Context, s snapshot, owner *metav1.PartialObjectMetadata) error {
 	if len(s.blocking) == 0 {
+		if err := gc.Observer.CaughtUpTo(gc.cfg.Revisions.Snapshot(), controller.ResourceVersion(owner)); err != nil {
+			return &controller.Later{After: 10 * time.Millisecond, Reason: "the graph is behind the owner's deletion: " + err.Error()}
+		}
+		now, ok := gc.snapshot(s.identity.UID)
+		if !ok {
+			return nil
+		}
+		if len(now.blocking) > 0 {
+			return gc.deletingDependents(ctx, now, owner)
+		}
 		return gc.removeFinalizer(ctx, s.identity, metav1.FinalizerDeleteDependents)
 	}
 	for i, uid := range s.blocking {

@@ -123,6 +123,17 @@ func (o *Observer) Synced() bool {
 	return true
 }
 
+// CaughtUpTo returns nil once the handlers have seen every write made up
+// to revision rv to the resources they watch (as far as written, the last
+// write to each, tells), or an error naming a resource they have not.
+func (o *Observer) CaughtUpTo(written map[schema.GroupResource]uint64, rv uint64) error {
+	capped := make(map[schema.GroupResource]uint64, len(written))
+	for gr, last := range written {
+		capped[gr] = min(last, rv)
+	}
+	return o.CaughtUp(capped)
+}
+
 // CaughtUp returns nil once the handlers have seen every write in written
 // to the resources they watch, or an error naming a resource they have not.
 func (o *Observer) CaughtUp(written map[schema.GroupResource]uint64) error {
