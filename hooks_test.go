@@ -115,12 +115,12 @@ func TestHookObjects(t *testing.T) {
 	port := int32(p)
 	ep, err := c.CoreV1().Endpoints("default").Get(ctx, "kubernetes", metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "127.0.0.1"}},
+	assert.Equal(t, []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: apiserver.LocalEndpointIP}},
 		Ports: []corev1.EndpointPort{{Name: "https", Port: port, Protocol: corev1.ProtocolTCP}}}}, ep.Subsets)
 	slice, err := c.DiscoveryV1().EndpointSlices("default").Get(ctx, "kubernetes", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "kubernetes", slice.Labels["kubernetes.io/service-name"])
-	assert.Equal(t, []string{"127.0.0.1"}, slice.Endpoints[0].Addresses)
+	assert.Equal(t, []string{apiserver.LocalEndpointIP}, slice.Endpoints[0].Addresses)
 	assert.Equal(t, port, *slice.Ports[0].Port)
 }
 

@@ -137,14 +137,16 @@ func (s *Server) newTierConfig() (*tierConfig, error) {
 	return tc, nil
 }
 
-// servingAddress is where clients reach the server: its bind address, or
-// the loopback address when it listens on all.
+// servingAddress is the server's address in its cluster, the endpoint of
+// the default/kubernetes Service: its bind address, or LocalEndpointIP when
+// it listens on the loopback interface or on all (an endpoint may not be a
+// loopback address).
 func (s *Server) servingAddress() netip.AddrPort {
 	ap := s.listener.Addr().(*net.TCPAddr).AddrPort()
-	if ap.Addr().IsUnspecified() {
-		return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ap.Port())
+	if a := ap.Addr().Unmap(); !a.IsUnspecified() && !a.IsLoopback() {
+		return netip.AddrPortFrom(a, ap.Port())
 	}
-	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	return netip.AddrPortFrom(localEndpoint, ap.Port())
 }
 
 // servingInfo serves TLS on the server's listener with a certificate of its

@@ -9,6 +9,7 @@ import (
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/kubeembed/apiserver/providers/internal/endpointip"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -22,8 +23,15 @@ var endpoints = registry.Kind[*corev1.Endpoints]{
 		var errs field.ErrorList
 		for i, s := range e.Subsets {
 			sp := field.NewPath("subsets").Index(i)
-			for j, a := range append(append([]corev1.EndpointAddress{}, s.Addresses...), s.NotReadyAddresses...) {
-				errs = append(errs, utilvalidation.IsValidIP(sp.Child("addresses").Index(j).Child("ip"), a.IP)...)
+			for k, list := range [][]corev1.EndpointAddress{s.Addresses, s.NotReadyAddresses} {
+				for j, a := range list {
+					p := sp.Child([]string{"addresses", "notReadyAddresses"}[k]).Index(j).Child("ip")
+					if ipErrs := utilvalidation.IsValidIP(p, a.IP); len(ipErrs) > 0 {
+						errs = append(errs, ipErrs...)
+						continue
+					}
+					errs = append(errs, endpointip.Validate(a.IP, p)...)
+				}
 			}
 			for j, p := range s.Ports {
 				for _, msg := range utilvalidation.IsValidPortNum(int(p.Port)) {

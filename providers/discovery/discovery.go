@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/internal/endpointip"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -133,6 +134,8 @@ func validateAddress(t discoveryv1.AddressType, a string, p *field.Path) field.E
 			msgs = []string{"must be an IPv4 address"}
 		case t == discoveryv1.AddressTypeIPv6 && !ip.Is6():
 			msgs = []string{"must be an IPv6 address"}
+		default:
+			return endpointip.Validate(a, p)
 		}
 	case discoveryv1.AddressTypeFQDN:
 		return validation.IsFullyQualifiedDomainName(p, a)
