@@ -37,11 +37,11 @@ import (
 // envtest disables it; priority, default tolerations), mutating admission
 // policies and webhooks,
 // then validating admission policies and webhooks, and resource quota last.
-// Webhooks are called at their URL (a service reference resolves to its
-// in-cluster DNS name, which a test process cannot reach: give webhooks a
-// URL, as envtest does). The plugins use the informers of inf, and the
+// Webhooks are called at their URL, or at an endpoint of their Service
+// (services: serviceResolver). The plugins use the informers of inf, and the
 // policy plugins run controllers until inf shuts down.
-func newAdmission(loopback *rest.Config, inf *informerSet, authz authorizer.Authorizer, version basecompatibility.EffectiveVersion, serviceAccount bool) (admission.Interface, error) {
+func newAdmission(loopback *rest.Config, inf *informerSet, authz authorizer.Authorizer, version basecompatibility.EffectiveVersion,
+	services webhook.ServiceResolver, serviceAccount bool) (admission.Interface, error) {
 	client, dyn := inf.client, inf.dynClient
 	nsLifecycle, err := lifecycle.NewLifecycle(sets.New(metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic))
 	if err != nil {
@@ -61,8 +61,8 @@ func newAdmission(loopback *rest.Config, inf *informerSet, authz authorizer.Auth
 	inits := admission.PluginInitializers{
 		initializer.New(client, dyn, inf.kube, authz, globals.Features(), version, inf.done(), mapper),
 		webhookinit.NewPluginInitializer(
-			webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, loopback, noopoteltrace.NewTracerProvider()),
-			webhook.NewDefaultServiceResolver()),
+			webhook.NewDefaultAuthenticationInfoResolverWrapper(serviceTransport(), nil, loopback, noopoteltrace.NewTracerProvider()),
+			services),
 	}
 	quotas, err := resourcequota.NewResourceQuota(nil, 5)
 	if err != nil {

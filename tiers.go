@@ -85,6 +85,9 @@ type tierConfig struct {
 	// documents (see internal/openapi.Shared).
 	openAPIKey string
 	audit      auditConfig
+	// services resolves Services to endpoints, for the server's calls to
+	// webhooks, conversion webhooks and aggregated API servers.
+	services serviceResolver
 	// defaultServiceAccounts: controllers.ServiceAccount is on.
 	defaultServiceAccounts bool
 	// afterRestore registers what to do after Server.Restore.
@@ -131,7 +134,8 @@ func (s *Server) newTierConfig() (*tierConfig, error) {
 	tc.openAPI = genericapiserver.DefaultOpenAPIV3Config(withProviderDefinitions(s.opts.providers),
 		openapinamer.NewDefinitionNamer(scheme, apiextensionsapiserver.Scheme, aggregatorscheme.Scheme))
 	tc.openAPI.Info.Title = "Kubernetes"
-	if tc.admission, err = newAdmission(loopback, s.informers, tc.authz, tc.version, s.opts.serviceAccountAdmission); err != nil {
+	tc.services = serviceResolver{client: s.informers.client, self: &url.URL{Scheme: "https", Host: tc.external}}
+	if tc.admission, err = newAdmission(loopback, s.informers, tc.authz, tc.version, tc.services, s.opts.serviceAccountAdmission); err != nil {
 		return nil, err
 	}
 	return tc, nil
@@ -251,8 +255,8 @@ func (tc *tierConfig) extensionsConfig() *apiextensionsapiserver.Config {
 		ExtraConfig: apiextensionsapiserver.ExtraConfig{
 			CRDRESTOptionsGetter: simpleGetter(tc.storage, customResourceCodec(), nil),
 			MasterCount:          1,
-			ServiceResolver:      webhook.NewDefaultServiceResolver(),
-			AuthResolverWrapper:  webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, tc.loopback, noopoteltrace.NewTracerProvider()),
+			ServiceResolver:      tc.services,
+			AuthResolverWrapper:  webhook.NewDefaultAuthenticationInfoResolverWrapper(serviceTransport(), nil, tc.loopback, noopoteltrace.NewTracerProvider()),
 		},
 	}
 }

@@ -81,6 +81,9 @@ func StartReference(ctx context.Context, etcdBin, apiserverBin, kcmBin, dir, tok
 		"--cert-dir="+filepath.Join(dir, "certs"),
 		"--token-auth-file="+filepath.Join(dir, "tokens.csv"),
 		"--authorization-mode=RBAC",
+		// Services are reached at their endpoints, as kubeembed reaches
+		// them (it has no cluster IP routing).
+		"--enable-aggregator-routing=true",
 		"--service-cluster-ip-range="+ServiceCIDR,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file="+keyFile,
