@@ -285,18 +285,14 @@ func (tc *tierConfig) aggregatorConfig(track, inner func(http.Handler) http.Hand
 	return &aggregatorapiserver.Config{
 		GenericConfig: gc,
 		ExtraConfig: aggregatorapiserver.ExtraConfig{
-			// Aggregated API servers behind Services are not proxied yet:
-			// their APIServices are reported unavailable by the remote
-			// availability controller.
-			ServiceResolver: noServices{},
+			// Aggregated API servers behind Services are proxied to an
+			// endpoint of the Service, as with kube-apiserver's
+			// --enable-aggregator-routing (the default/kubernetes Service
+			// is the server itself). No proxy client certificate yet: the
+			// backend sees the aggregator without one.
+			ServiceResolver:           tc.services,
+			ProxyTransport:            serviceTransport(),
+			RejectForwardingRedirects: true,
 		},
 	}
-}
-
-// noServices resolves no Service: kubeembed serves no aggregated API servers
-// behind Services yet.
-type noServices struct{}
-
-func (noServices) ResolveEndpoint(namespace, name string, port int32) (*url.URL, error) {
-	return nil, fmt.Errorf("service %s/%s:%d: aggregated API servers behind services are not supported", namespace, name, port)
 }
