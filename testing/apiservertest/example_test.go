@@ -2,10 +2,18 @@ package apiservertest_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log"
+	"net/http"
+	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
@@ -49,4 +57,76 @@ func (t *exampleT) cleanup() {
 	for i := len(t.cleanups) - 1; i >= 0; i-- {
 		t.cleanups[i]()
 	}
+}
+
+// ExampleServeMetrics feeds metrics.k8s.io from the test and reads it back
+// through the API server, as kubectl top and an HPA's metrics client do.
+func ExampleServeMetrics() {
+	t := &exampleT{}
+	defer t.cleanup()
+
+	srv := apiservertest.Start(t)
+	metrics := apiservertest.ServeMetrics(t, srv)
+	metrics.SetPodMetrics("default", "web", map[string]corev1.ResourceList{
+		"app": {corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("64Mi")}})
+
+	mc, err := metricsclient.NewForConfig(srv.RESTConfig())
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	pm, err := mc.MetricsV1beta1().PodMetricses("default").Get(t.Context(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	fmt.Println(pm.Name, pm.Containers[0].Name, pm.Containers[0].Usage.Cpu(), pm.Containers[0].Usage.Memory())
+	// Output: web app 250m 64Mi
+}
+
+// ExampleServeService serves a validating webhook as the Service
+// system/webhook-service, and installs the webhook configuration a project
+// ships (clientConfig.service) with the returned caBundle.
+func ExampleServeService() {
+	t := &exampleT{}
+	defer t.cleanup()
+
+	srv := apiservertest.Start(t)
+	deny := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var review admissionv1.AdmissionReview
+		_ = json.NewDecoder(r.Body).Decode(&review)
+		review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID,
+			Result: &metav1.Status{Message: "read-only cluster", Code: http.StatusForbidden}}
+		review.Request = nil
+		_ = json.NewEncoder(w).Encode(&review)
+	})
+	caBundle := apiservertest.ServeService(t, srv, "system", "webhook-service", deny)
+
+	client, err := srv.Clientset()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	none, fail := admissionregistrationv1.SideEffectClassNone, admissionregistrationv1.Fail
+	_, err = client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(t.Context(), &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "deny"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: "deny.example.com", AdmissionReviewVersions: []string{"v1"},
+			SideEffects: &none, FailurePolicy: &fail,
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{CABundle: caBundle,
+				Service: &admissionregistrationv1.ServiceReference{Namespace: "system", Name: "webhook-service"}},
+			Rules: []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	// The admission plugin sees a new configuration through its informer:
+	// retry the (dry-run) create until the webhook answers.
+	for range 1000 {
+		_, err = client.CoreV1().ConfigMaps("default").Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}},
+			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	fmt.Println(err)
+	// Output: admission webhook "deny.example.com" denied the request: read-only cluster
 }
