@@ -46,18 +46,33 @@ func dialLocal(ctx context.Context, network, address string) (net.Conn, error) {
 // with --enable-aggregator-routing: a ready endpoint of the Service's port
 // in its EndpointSlices (an address on this machine is LocalEndpointIP,
 // which dialLocal reaches); default/kubernetes:443 is the server itself.
-// It reads the Service and its slices from the server at each call, not
-// from informers, so that a Service created just before a webhook call is
-// always found; the errors are kube-apiserver's ("no endpoints available
-// for service ...", `service "x" not found`).
+// It reads the server's informers, as kube-apiserver does, and when they
+// cannot resolve the Service reads the server itself, so that a Service
+// or EndpointSlice created just before a webhook call is always found (an
+// informer is a few milliseconds behind); the errors are kube-apiserver's
+// ("no endpoints available for service ...", `service "x" not found`).
 type serviceResolver struct {
-	client kubernetes.Interface
-	self   *url.URL
+	client   kubernetes.Interface
+	services corev1listers.ServiceLister
+	slices   proxy.EndpointSliceGetter
+	self     *url.URL
+}
+
+func newServiceResolver(inf *informerSet, self *url.URL) (serviceResolver, error) {
+	slices, err := proxy.NewEndpointSliceListerGetter(inf.kube.Discovery().V1().EndpointSlices().Lister())
+	if err != nil {
+		return serviceResolver{}, err
+	}
+	inf.need(inf.kube.Core().V1().Services().Informer().HasSynced, inf.kube.Discovery().V1().EndpointSlices().Informer().HasSynced)
+	return serviceResolver{client: inf.client, services: inf.kube.Core().V1().Services().Lister(), slices: slices, self: self}, nil
 }
 
 func (r serviceResolver) ResolveEndpoint(namespace, name string, port int32) (*url.URL, error) {
 	if namespace == metav1.NamespaceDefault && name == "kubernetes" && port == 443 {
 		return r.self, nil
+	}
+	if u, err := proxy.ResolveEndpoint(r.services, r.slices, namespace, name, port); err == nil {
+		return u, nil
 	}
 	return proxy.ResolveEndpoint(liveServices{r.client}, liveSlices{r.client}, namespace, name, port)
 }

@@ -134,7 +134,9 @@ func (s *Server) newTierConfig() (*tierConfig, error) {
 	tc.openAPI = genericapiserver.DefaultOpenAPIV3Config(withProviderDefinitions(s.opts.providers),
 		openapinamer.NewDefinitionNamer(scheme, apiextensionsapiserver.Scheme, aggregatorscheme.Scheme))
 	tc.openAPI.Info.Title = "Kubernetes"
-	tc.services = serviceResolver{client: s.informers.client, self: &url.URL{Scheme: "https", Host: tc.external}}
+	if tc.services, err = newServiceResolver(s.informers, &url.URL{Scheme: "https", Host: tc.external}); err != nil {
+		return nil, err
+	}
 	if tc.admission, err = newAdmission(loopback, s.informers, tc.authz, tc.version, tc.services, s.opts.serviceAccountAdmission); err != nil {
 		return nil, err
 	}
