@@ -2,6 +2,7 @@ package apiservertest
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -35,7 +36,8 @@ type Metrics struct {
 
 // ServeMetrics serves a Metrics as srv's metrics.k8s.io until the test
 // ends; it returns once the APIService is Available (the aggregator has
-// checked it, as it checks metrics-server).
+// checked it, as it checks metrics-server) and the aggregator's proxy
+// serves it (it learns the availability through its informer).
 func ServeMetrics(t TB, srv *apiserver.Server) *Metrics {
 	t.Helper()
 	admin, err := srv.Clientset()
@@ -61,7 +63,30 @@ func ServeMetrics(t TB, srv *apiserver.Server) *Metrics {
 	if err := waitAvailable(t, c, svc.Name); err != nil {
 		t.Fatalf("ServeMetrics: %v", err)
 	}
+	if err := waitProxied(t, admin, metricsv1beta1.SchemeGroupVersion.String()); err != nil {
+		t.Fatalf("ServeMetrics: %v", err)
+	}
 	return m
+}
+
+// waitProxied asks the server for the discovery of groupVersion until the
+// aggregator proxies it.
+func waitProxied(t TB, c kubernetes.Interface, groupVersion string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := c.Discovery().ServerResourcesForGroupVersion(groupVersion)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s is not served through the aggregator: %w", groupVersion, err)
+		}
+		select {
+		case <-t.Context().Done():
+			return t.Context().Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // waitAvailable watches the APIService until it is Available.
