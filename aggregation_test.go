@@ -1,6 +1,9 @@
 package apiserver_test
 
 import (
+	"crypto/x509"
+	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -102,4 +105,68 @@ func TestAPIServiceUnavailable(t *testing.T) {
 		assert.Equal(t, apiregistrationv1.ConditionFalse, cond.Status)
 		assert.Equal(t, w[1], cond.Message, name)
 	}
+}
+
+// whoami is an aggregated API server of whoami.example.com/v1 that trusts
+// the request headers of a client certificate of the front-proxy CA named
+// in extension-apiserver-authentication, as one built on k8s.io/apiserver
+// does, and answers with the user they name.
+func whoami(frontProxyCA []byte, allowed string) http.HandlerFunc {
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(frontProxyCA)
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/apis/whoami.example.com/v1" {
+			_ = json.NewEncoder(w).Encode(&metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+				GroupVersion: "whoami.example.com/v1", APIResources: []metav1.APIResource{{Name: "users", Kind: "User", Verbs: metav1.Verbs{"get"}}}})
+			return
+		}
+		certs := r.TLS.PeerCertificates
+		if len(certs) == 0 || certs[0].Subject.CommonName != allowed {
+			http.Error(w, "not the front proxy", http.StatusUnauthorized)
+			return
+		}
+		if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"user": r.Header.Get("X-Remote-User"), "groups": r.Header.Values("X-Remote-Group")})
+	}
+}
+
+// The aggregator calls an aggregated API server with the front proxy's
+// client certificate and the user in request headers, which the server
+// verifies with what extension-apiserver-authentication publishes.
+func TestAggregatorFrontProxy(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	var info *corev1.ConfigMap
+	require.Eventually(t, func() bool { // the post-start hook publishes it
+		var err error
+		info, err = c.CoreV1().ConfigMaps("kube-system").Get(t.Context(), "extension-apiserver-authentication", metav1.GetOptions{})
+		return err == nil
+	}, 10*time.Second, 5*time.Millisecond)
+	var allowed []string
+	require.NoError(t, json.Unmarshal([]byte(info.Data["requestheader-allowed-names"]), &allowed))
+	require.Len(t, allowed, 1)
+	assert.Equal(t, `["X-Remote-User"]`, info.Data["requestheader-username-headers"])
+
+	ca := apiservertest.ServeService(t, srv, "kube-system", "whoami", whoami([]byte(info.Data["requestheader-client-ca-file"]), allowed[0]))
+	agg, err := aggregatorclient.NewForConfig(srv.RESTConfig())
+	require.NoError(t, err)
+	_, err = agg.ApiregistrationV1().APIServices().Create(t.Context(), &apiregistrationv1.APIService{
+		ObjectMeta: metav1.ObjectMeta{Name: "v1.whoami.example.com"},
+		Spec: apiregistrationv1.APIServiceSpec{Group: "whoami.example.com", Version: "v1", CABundle: ca,
+			Service:              &apiregistrationv1.ServiceReference{Namespace: "kube-system", Name: "whoami"},
+			GroupPriorityMinimum: 100, VersionPriority: 100}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	alice := apiservertest.ClientsetFor(t, srv, "alice", "system:masters")
+	var body []byte
+	require.Eventually(t, func() bool { // available once the aggregator has checked it
+		body, err = alice.Discovery().RESTClient().Get().AbsPath("/apis/whoami.example.com/v1/users").DoRaw(t.Context())
+		return err == nil
+	}, 30*time.Second, 10*time.Millisecond, "through the aggregator: %v", err)
+	assert.JSONEq(t, `{"user":"alice","groups":["system:masters","system:authenticated"]}`, string(body))
 }

@@ -48,6 +48,8 @@ type Server struct {
 	log  *zap.Logger
 	url  string
 	ca   *certs.CA
+	// frontProxy is the aggregator's identity to aggregated API servers.
+	frontProxy *frontProxy
 	// rbacAuthz is the RBAC authorizer, built with the chain.
 	rbacAuthz *rbac.Authorizer
 	// tokens issues and authenticates service account tokens.
@@ -109,6 +111,9 @@ func New(opts Options) (_ *Server, err error) {
 	if s.ca, err = certs.NewCA("kubeembed-ca"); err != nil {
 		return nil, err
 	}
+	if s.frontProxy, err = newFrontProxy(); err != nil {
+		return nil, err
+	}
 	if s.tokens, err = satoken.New(satoken.DefaultIssuer); err != nil {
 		return nil, err
 	}
@@ -132,6 +137,7 @@ func New(opts Options) (_ *Server, err error) {
 
 // abort undoes what a failed New began.
 func (s *Server) abort() {
+	s.frontProxy.remove()
 	if s.informers != nil {
 		s.informers.shutdown()
 	}
@@ -402,6 +408,7 @@ func (s *Server) close() error {
 	if f := s.opts.audit.file; f != nil {
 		err = errors.Join(err, f.Close()) // after the loop, which shut the backend down
 	}
+	s.frontProxy.remove() // after the loop, whose hook watched the files
 	return err
 }
 

@@ -73,6 +73,8 @@ func (b boundObjects) Node(ctx context.Context, name string) (*corev1.Node, erro
 func (s *Server) authenticator() authenticator.Request {
 	opts := x509request.DefaultVerifyOptions()
 	opts.Roots = s.ca.Pool()
-	certs := group.NewAuthenticatedGroupAdder(x509request.New(opts, x509request.CommonNameUserConversion))
+	// The front proxy's headers first, as kube-apiserver: a certificate
+	// either of them verifies is enough.
+	certs := group.NewAuthenticatedGroupAdder(union.New(s.frontProxy.authenticator(), x509request.New(opts, x509request.CommonNameUserConversion)))
 	return union.NewFailOnError(certs, s.tokenAuthenticator(), anonymous.NewAuthenticator(nil))
 }

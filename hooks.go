@@ -198,14 +198,15 @@ func (s *Server) trackLegacyTokens(ctx genericapiserver.PostStartHookContext) er
 // controller: it publishes the client CA (the server's own: it signs
 // RESTConfigFor's certificates) in kube-system/extension-apiserver-authentication,
 // for aggregated API servers and webhooks to read, as kube-apiserver does
-// with --client-ca-file (compared by parity/). There is no request-header
-// authentication to publish.
+// with --client-ca-file, and the front proxy's request-header
+// authentication (--requestheader-*; compared by parity/).
 func (s *Server) publishAuthenticationInfo(ctx genericapiserver.PostStartHookContext) error {
 	client, err := kubernetes.NewForConfig(ctx.LoopbackClientConfig)
 	if err != nil {
 		return err
 	}
-	data := map[string]string{"client-ca-file": string(s.ca.CertPEM)}
+	data := s.frontProxy.publishedInfo()
+	data["client-ca-file"] = string(s.ca.CertPEM)
 	namespaces := s.informers.kube.Core().V1().Namespaces().Lister()
 	return retry.Until(ctx, func(ctx context.Context) error {
 		if err := retry.NamespaceSeen(namespaces, metav1.NamespaceSystem); err != nil {

@@ -85,6 +85,7 @@ type tierConfig struct {
 	// documents (see internal/openapi.Shared).
 	openAPIKey string
 	audit      auditConfig
+	frontProxy *frontProxy
 	// services resolves Services to endpoints, for the server's calls to
 	// webhooks, conversion webhooks and aggregated API servers.
 	services serviceResolver
@@ -122,7 +123,7 @@ func (s *Server) newTierConfig() (*tierConfig, error) {
 		informers: s.informers, storage: s.stored,
 		discovery: newDiscoveryManager(),
 		providers: s.opts.providers, scheme: scheme,
-		openAPIKey: s.opts.openAPIKey, audit: s.opts.audit,
+		openAPIKey: s.opts.openAPIKey, audit: s.opts.audit, frontProxy: s.frontProxy,
 		defaultServiceAccounts: slices.Contains(s.opts.controllers, controllers.ServiceAccount),
 		afterRestore:           func(f func(context.Context) error) { s.afterRestore = append(s.afterRestore, f) },
 	}
@@ -290,10 +291,11 @@ func (tc *tierConfig) aggregatorConfig(track, inner func(http.Handler) http.Hand
 			// Aggregated API servers behind Services are proxied to an
 			// endpoint of the Service, as with kube-apiserver's
 			// --enable-aggregator-routing (the default/kubernetes Service
-			// is the server itself). No proxy client certificate yet: the
-			// backend sees the aggregator without one.
+			// is the server itself), with the front proxy's certificate.
 			ServiceResolver:           tc.services,
 			ProxyTransport:            serviceTransport(),
+			ProxyClientCertFile:       tc.frontProxy.certFile,
+			ProxyClientKeyFile:        tc.frontProxy.keyFile,
 			RejectForwardingRedirects: true,
 		},
 	}

@@ -21,6 +21,7 @@ import (
 
 	kubeembed "github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/internal/certs"
 )
 
 // ServiceCIDR is the service range both servers are given.
@@ -71,7 +72,13 @@ func StartReference(ctx context.Context, etcdBin, apiserverBin, kcmBin, dir, tok
 	if err := writeCA(clientCA); err != nil {
 		return nil, err
 	}
-	if err := r.start(ctx, "kube-apiserver", apiserverBin,
+	// A front proxy, as kubeembed has one: its CA, the aggregator's client
+	// certificate and the request headers.
+	frontProxy, err := writeFrontProxy(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.start(ctx, "kube-apiserver", apiserverBin, append(frontProxy,
 		"--client-ca-file="+clientCA,
 		"--etcd-servers="+client,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
@@ -88,7 +95,7 @@ func StartReference(ctx context.Context, etcdBin, apiserverBin, kcmBin, dir, tok
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file="+keyFile,
 		"--service-account-signing-key-file="+keyFile,
-	); err != nil {
+	)...); err != nil {
 		return nil, err
 	}
 	r.Target = Target{Name: "kube-apiserver", URL: fmt.Sprintf("https://127.0.0.1:%d", ports[2]), Token: token}
@@ -220,6 +227,35 @@ func writeCA(path string) error {
 		return err
 	}
 	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+}
+
+// writeFrontProxy writes a front-proxy CA and the aggregator's client
+// certificate into dir and returns kube-apiserver's flags for them, the
+// request headers as kubeembed (and kubeadm) name them.
+func writeFrontProxy(dir string) ([]string, error) {
+	ca, err := certs.NewCA("parity-front-proxy-ca")
+	if err != nil {
+		return nil, err
+	}
+	leaf, err := ca.Client("front-proxy-client", "", nil)
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{"front-proxy-ca.crt": ca.CertPEM, "front-proxy-client.crt": leaf.CertPEM, "front-proxy-client.key": leaf.KeyPEM}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return []string{
+		"--requestheader-client-ca-file=" + filepath.Join(dir, "front-proxy-ca.crt"),
+		"--requestheader-allowed-names=front-proxy-client",
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + filepath.Join(dir, "front-proxy-client.crt"),
+		"--proxy-client-key-file=" + filepath.Join(dir, "front-proxy-client.key"),
+	}, nil
 }
 
 func writeKey(path string) error {

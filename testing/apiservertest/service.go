@@ -26,7 +26,9 @@ import (
 // caBundle of a webhook configuration, a CRD's conversion webhook or an
 // APIService that names the Service, which can be applied unchanged.
 //
-// The handler listens on 127.0.0.1 with a certificate for
+// The handler listens on 127.0.0.1, asks clients for a certificate (the
+// aggregator presents the front proxy's) without verifying it, and has a
+// certificate for
 // <name>.<namespace>.svc (the name the server checks) and
 // <name>.<namespace>.svc.cluster.local. The namespace is created if
 // missing; the Service too (type ClusterIP, port 443 named "https"), or
@@ -50,7 +52,9 @@ func ServeService(t TB, srv *apiserver.Server, namespace, name string, handler h
 		t.Fatalf("ServeService %s/%s: %v", namespace, name, err)
 	}
 	hs := httptest.NewUnstartedServer(handler)
-	hs.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	// Client certificates are asked for, not verified: an aggregated API
+	// server checks the aggregator's (front proxy) in r.TLS.PeerCertificates.
+	hs.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert}
 	hs.StartTLS()
 	t.Cleanup(hs.Close)
 	c, err := srv.Clientset()
