@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	clientretry "k8s.io/client-go/util/retry"
 
+	"github.com/kubeembed/apiserver/internal/manifests"
 	"github.com/kubeembed/apiserver/internal/retry"
 )
 
@@ -30,7 +31,7 @@ func loadCRDs(objs []*apiextensionsv1.CustomResourceDefinition, paths []string) 
 		out = append(out, crd.DeepCopy())
 	}
 	for _, p := range paths {
-		files, err := manifestFiles(p)
+		files, err := manifests.Files(p)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("options: CRDPaths: %w", err))
 			continue

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/kubeembed/apiserver/internal/manifests"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,7 +34,7 @@ func loadRBAC(paths []string) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	var errs []error
 	for _, p := range paths {
-		files, err := manifestFiles(p)
+		files, err := manifests.Files(p)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("options: RBACPaths: %w", err))
 			continue

@@ -1,24 +1,20 @@
 package envtest
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
+	"github.com/kubeembed/apiserver/internal/manifests"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
-	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -110,7 +106,7 @@ func renderCRDs(options *CRDInstallOptions) ([]*apiextensionsv1.CustomResourceDe
 	var order []key
 	byKey := map[key]*apiextensionsv1.CustomResourceDefinition{}
 	for _, path := range options.Paths {
-		files, err := manifestFiles(path)
+		files, err := manifests.Files(path)
 		if errors.Is(err, os.ErrNotExist) && !options.ErrorIfPathMissing {
 			continue
 		}
@@ -138,39 +134,16 @@ func renderCRDs(options *CRDInstallOptions) ([]*apiextensionsv1.CustomResourceDe
 	return out, nil
 }
 
-// manifestFiles is path if it is a file, else the .json, .yaml and .yml
-// files in it.
-func manifestFiles(path string) ([]string, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !info.IsDir() {
-		return []string{path}, nil
-	}
-	entries, err := os.ReadDir(path)
-	if err != nil {
-		return nil, err
-	}
-	var files []string
-	for _, e := range entries {
-		if slices.Contains([]string{".json", ".yaml", ".yml"}, filepath.Ext(e.Name())) {
-			files = append(files, filepath.Join(path, e.Name()))
-		}
-	}
-	return files, nil
-}
-
 // readCRDs returns the CRDs of a file, skipping its other documents.
 func readCRDs(file string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	docs, err := readDocuments(file)
+	docs, err := manifests.Read(file)
 	if err != nil {
 		return nil, err
 	}
 	var crds []*apiextensionsv1.CustomResourceDefinition
 	for _, doc := range docs {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.Unmarshal(doc, crd); err != nil {
+		if err := yaml.Unmarshal(doc.Raw, crd); err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
 		if crd.Kind != "CustomResourceDefinition" || crd.Spec.Names.Kind == "" || crd.Spec.Group == "" {
@@ -179,26 +152,6 @@ func readCRDs(file string) ([]*apiextensionsv1.CustomResourceDefinition, error) 
 		crds = append(crds, crd)
 	}
 	return crds, nil
-}
-
-// readDocuments splits a YAML or JSON file into its documents.
-func readDocuments(file string) ([][]byte, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	reader := k8syaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
-	var docs [][]byte
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return docs, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		docs = append(docs, doc)
-	}
 }
 
 // WaitForCRDs waits until discovery serves every served version of the

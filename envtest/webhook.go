@@ -6,21 +6,22 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"sync"
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeembed/apiserver/internal/certs"
+	"github.com/kubeembed/apiserver/internal/manifests"
 )
 
 // WebhookInstallOptions are the options for installing mutating and
@@ -199,30 +200,37 @@ func (o *WebhookInstallOptions) Install(config *rest.Config) error {
 			return err
 		}
 	}
-	c, err := kubernetes.NewForConfig(config)
+	c, err := webhookClient(config)
 	if err != nil {
 		return err
 	}
-	mutating, validating := c.AdmissionregistrationV1().MutatingWebhookConfigurations(), c.AdmissionregistrationV1().ValidatingWebhookConfigurations()
-	for _, h := range o.MutatingWebhooks {
-		if err := ensureCreated(mutating, h); err != nil {
-			return err
-		}
-	}
-	for _, h := range o.ValidatingWebhooks {
-		if err := ensureCreated(validating, h); err != nil {
+	for _, h := range configurationObjects(o.MutatingWebhooks, o.ValidatingWebhooks) {
+		if err := ensureCreated(c, h); err != nil {
 			return err
 		}
 	}
 	return WaitForWebhooks(config, o.MutatingWebhooks, o.ValidatingWebhooks, *o)
 }
 
-// configurations is a typed client of webhook configurations (a typed
-// client needs no discovery, unlike controller-runtime's).
-type configurations[T metav1.Object] interface {
-	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
-	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
-	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+// webhookClient is a client of webhook configurations whose REST mapping is
+// known: it needs no discovery requests, as a default client does.
+func webhookClient(config *rest.Config) (client.Client, error) {
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{admissionv1.SchemeGroupVersion})
+	for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
+		mapper.Add(admissionv1.SchemeGroupVersion.WithKind(kind), meta.RESTScopeRoot)
+	}
+	return client.New(config, client.Options{Mapper: mapper})
+}
+
+func configurationObjects(mutating []*admissionv1.MutatingWebhookConfiguration, validating []*admissionv1.ValidatingWebhookConfiguration) []client.Object {
+	var out []client.Object
+	for _, h := range mutating {
+		out = append(out, h)
+	}
+	for _, h := range validating {
+		out = append(out, h)
+	}
+	return out
 }
 
 func defaultWebhookOptions(o *WebhookInstallOptions) {
@@ -234,29 +242,20 @@ func defaultWebhookOptions(o *WebhookInstallOptions) {
 	}
 }
 
-// ensureCreated creates obj, or updates it if it exists; obj gets what the
-// server returned, as controller-runtime's client gives it.
-func ensureCreated[T interface {
-	metav1.Object
-	runtime.Object
-}](c configurations[T], obj T) error {
+// ensureCreated creates obj, or updates it if it exists.
+func ensureCreated(c client.Client, obj client.Object) error {
 	ctx := context.Background()
-	existing, err := c.Get(ctx, obj.GetName(), metav1.GetOptions{})
-	var out T
+	existing := obj.DeepCopyObject().(client.Object)
+	err := c.Get(ctx, client.ObjectKeyFromObject(obj), existing)
 	switch {
 	case apierrors.IsNotFound(err):
-		out, err = c.Create(ctx, obj, metav1.CreateOptions{})
+		return c.Create(ctx, obj)
 	case err != nil:
 		return err
 	default:
 		obj.SetResourceVersion(existing.GetResourceVersion())
-		out, err = c.Update(ctx, obj, metav1.UpdateOptions{})
+		return c.Update(ctx, obj)
 	}
-	if err != nil {
-		return err
-	}
-	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(out).Elem())
-	return nil
 }
 
 // Cleanup removes LocalServingCertDir.
@@ -273,26 +272,17 @@ func (o *WebhookInstallOptions) Cleanup() error {
 func WaitForWebhooks(config *rest.Config, mutating []*admissionv1.MutatingWebhookConfiguration,
 	validating []*admissionv1.ValidatingWebhookConfiguration, options WebhookInstallOptions) error {
 	defaultWebhookOptions(&options)
-	c, err := kubernetes.NewForConfig(config)
+	c, err := webhookClient(config)
 	if err != nil {
 		return err
 	}
-	var waiting []func(context.Context) error
-	for _, h := range mutating {
-		waiting = append(waiting, func(ctx context.Context) error {
-			_, err := c.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, h.Name, metav1.GetOptions{})
-			return err
-		})
-	}
-	for _, h := range validating {
-		waiting = append(waiting, func(ctx context.Context) error {
-			_, err := c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, h.Name, metav1.GetOptions{})
-			return err
-		})
+	var waiting []client.Object
+	for _, h := range configurationObjects(mutating, validating) {
+		waiting = append(waiting, h.DeepCopyObject().(client.Object))
 	}
 	return wait.PollUntilContextTimeout(context.Background(), options.PollInterval, options.MaxTime, true, func(ctx context.Context) (bool, error) {
 		for len(waiting) > 0 {
-			err := waiting[0](ctx)
+			err := c.Get(ctx, client.ObjectKeyFromObject(waiting[0]), waiting[0])
 			if apierrors.IsNotFound(err) {
 				return false, nil
 			}
@@ -308,7 +298,7 @@ func WaitForWebhooks(config *rest.Config, mutating []*admissionv1.MutatingWebhoo
 // parseWebhook appends the configurations of options.Paths.
 func parseWebhook(options *WebhookInstallOptions) error {
 	for _, path := range options.Paths {
-		files, err := manifestFiles(path)
+		files, err := manifests.Files(path)
 		if os.IsNotExist(err) && options.IgnoreErrorIfPathMissing {
 			continue
 		}
@@ -327,13 +317,13 @@ func parseWebhook(options *WebhookInstallOptions) error {
 // readWebhooks appends the webhook configurations of a file; other kinds
 // are skipped, and only admissionregistration.k8s.io/v1 is read.
 func readWebhooks(file string, options *WebhookInstallOptions) error {
-	docs, err := readDocuments(file)
+	docs, err := manifests.Read(file)
 	if err != nil {
 		return err
 	}
 	for _, doc := range docs {
 		var meta metav1.PartialObjectMetadata
-		if err := yaml.Unmarshal(doc, &meta); err != nil {
+		if err := yaml.Unmarshal(doc.Raw, &meta); err != nil {
 			return fmt.Errorf("%s: %w", file, err)
 		}
 		if meta.Kind != "MutatingWebhookConfiguration" && meta.Kind != "ValidatingWebhookConfiguration" {
@@ -344,14 +334,14 @@ func readWebhooks(file string, options *WebhookInstallOptions) error {
 		}
 		if meta.Kind == "MutatingWebhookConfiguration" {
 			h := &admissionv1.MutatingWebhookConfiguration{}
-			if err := yaml.Unmarshal(doc, h); err != nil {
+			if err := yaml.Unmarshal(doc.Raw, h); err != nil {
 				return fmt.Errorf("%s: %w", file, err)
 			}
 			options.MutatingWebhooks = append(options.MutatingWebhooks, h)
 			continue
 		}
 		h := &admissionv1.ValidatingWebhookConfiguration{}
-		if err := yaml.Unmarshal(doc, h); err != nil {
+		if err := yaml.Unmarshal(doc.Raw, h); err != nil {
 			return fmt.Errorf("%s: %w", file, err)
 		}
 		options.ValidatingWebhooks = append(options.ValidatingWebhooks, h)

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	"github.com/kubeembed/apiserver/testing/apiservertest"
@@ -119,14 +120,11 @@ func ExampleServeService() {
 	}
 	// The admission plugin sees a new configuration through its informer:
 	// retry the (dry-run) create until the webhook answers.
-	for range 1000 {
-		_, err = client.CoreV1().ConfigMaps("default").Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}},
+	_ = wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err = client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}},
 			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err != nil {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return err != nil, nil
+	})
 	fmt.Println(err)
 	// Output: admission webhook "deny.example.com" denied the request: read-only cluster
 }

@@ -1,8 +1,10 @@
 package apiservertest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -19,6 +21,7 @@ import (
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/internal/retry"
 )
 
 // Metrics is a metrics.k8s.io/v1beta1 API server fed by the test, served
@@ -70,30 +73,23 @@ func ServeMetrics(t TB, srv *apiserver.Server) *Metrics {
 }
 
 // waitProxied asks the server for the discovery of groupVersion until the
-// aggregator proxies it.
+// aggregator proxies it, for at most 30 s.
 func waitProxied(t TB, c kubernetes.Interface, groupVersion string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	return retry.Until(ctx, func(context.Context) error {
 		_, err := c.Discovery().ServerResourcesForGroupVersion(groupVersion)
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s is not served through the aggregator: %w", groupVersion, err)
-		}
-		select {
-		case <-t.Context().Done():
-			return t.Context().Err()
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+		return err
+	})
 }
 
-// waitAvailable watches the APIService until it is Available.
+// waitAvailable reads the APIService until it is Available, for at most
+// 30 s.
 func waitAvailable(t TB, c aggregatorclient.Interface, name string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		svc, err := c.ApiregistrationV1().APIServices().Get(t.Context(), name, metav1.GetOptions{})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	return retry.Until(ctx, func(ctx context.Context) error {
+		svc, err := c.ApiregistrationV1().APIServices().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -102,15 +98,8 @@ func waitAvailable(t TB, c aggregatorclient.Interface, name string) error {
 				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			return apierrors.NewTimeoutError("APIService "+name+" is not Available: "+conditionMessage(svc), 0)
-		}
-		select {
-		case <-t.Context().Done():
-			return t.Context().Err()
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+		return fmt.Errorf("APIService %s is not Available: %s", name, conditionMessage(svc))
+	})
 }
 
 func conditionMessage(svc *apiregistrationv1.APIService) string {
@@ -134,7 +123,7 @@ func (m *Metrics) SetPodMetrics(namespace, name string, containers map[string]co
 	}
 	pm := metricsv1beta1.PodMetrics{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, CreationTimestamp: metav1.Now()},
 		Timestamp: metav1.Now(), Window: metav1.Duration{Duration: 15 * time.Second}}
-	for _, c := range slices.Sorted(mapKeys(containers)) {
+	for _, c := range slices.Sorted(maps.Keys(containers)) {
 		pm.Containers = append(pm.Containers, metricsv1beta1.ContainerMetrics{Name: c, Usage: containers[c].DeepCopy()})
 	}
 	m.pods[key] = pm
@@ -151,16 +140,6 @@ func (m *Metrics) SetNodeMetrics(name string, usage corev1.ResourceList) {
 	}
 	m.nodes[name] = metricsv1beta1.NodeMetrics{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.Now()},
 		Timestamp: metav1.Now(), Window: metav1.Duration{Duration: 15 * time.Second}, Usage: usage.DeepCopy()}
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 const metricsPrefix = "/apis/metrics.k8s.io/v1beta1"
@@ -236,7 +215,7 @@ func (m *Metrics) serve(w http.ResponseWriter, parts []string, picked map[string
 	switch {
 	case len(parts) == 1 && parts[0] == "nodes":
 		list := &metricsv1beta1.NodeMetricsList{TypeMeta: metav1.TypeMeta{Kind: "NodeMetricsList", APIVersion: metricsv1beta1.SchemeGroupVersion.String()}}
-		for _, name := range slices.Sorted(mapKeys(m.nodes)) {
+		for _, name := range slices.Sorted(maps.Keys(m.nodes)) {
 			if picked == nil || picked[name] {
 				list.Items = append(list.Items, withKind(m.nodes[name]))
 			}
@@ -267,7 +246,7 @@ func (m *Metrics) serve(w http.ResponseWriter, parts []string, picked map[string
 
 func (m *Metrics) listPods(w http.ResponseWriter, namespace string, picked map[string]bool) {
 	list := &metricsv1beta1.PodMetricsList{TypeMeta: metav1.TypeMeta{Kind: "PodMetricsList", APIVersion: metricsv1beta1.SchemeGroupVersion.String()}}
-	for _, key := range slices.Sorted(mapKeys(m.pods)) {
+	for _, key := range slices.Sorted(maps.Keys(m.pods)) {
 		if pm := m.pods[key]; (picked == nil || picked[key]) && (namespace == "" || pm.Namespace == namespace) {
 			list.Items = append(list.Items, withPodKind(pm))
 		}
