@@ -108,13 +108,7 @@ func New(opts Options) (_ *Server, err error) {
 	if !c.keepKlog {
 		globals.InitKlog()
 	}
-	if s.ca, err = certs.NewCA("kubeembed-ca"); err != nil {
-		return nil, err
-	}
-	if s.frontProxy, err = newFrontProxy(); err != nil {
-		return nil, err
-	}
-	if s.tokens, err = satoken.New(satoken.DefaultIssuer); err != nil {
+	if err = s.loadKeys(); err != nil {
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.host, strconv.Itoa(c.port)))

@@ -33,7 +33,15 @@ type Options struct {
 
 	// Storage is the storage backend. Default: a new memory.Backend owned by
 	// the server and closed by Close. A Storage passed here is not closed.
+	// storage/etcd is the other backend: objects outlive the server.
 	Storage storage.Backend
+
+	// CertDir keeps the server's CA, front-proxy CA and service-account
+	// signing key (kube-apiserver's --cert-dir): made and written there by
+	// the first server, read by the next, so that kubeconfigs and tokens of
+	// a server on persistent storage stay valid when it restarts. Default
+	// none: new keys for every server.
+	CertDir string
 
 	// Providers are API groups served in addition to the built-in ones. A
 	// provider for a group that is already served is an error.
@@ -138,6 +146,7 @@ type completedOptions struct {
 	crds       []*apiextensionsv1.CustomResourceDefinition
 	rbac       []*unstructured.Unstructured
 	token      string
+	certDir    string
 	keepKlog   bool
 	// priorityAndFairness is on unless disabled.
 	priorityAndFairness bool
@@ -170,7 +179,7 @@ func (o Options) complete() (completedOptions, error) {
 		log:  o.Logger, host: o.BindAddress, port: o.Port, storage: o.Storage,
 		providers:  append(builtinProviders(), o.Providers...),
 		openAPIKey: openAPIKey(o.Providers),
-		crds:       crds, token: o.AdminToken, keepKlog: o.KeepKlogLogger,
+		crds:       crds, token: o.AdminToken, certDir: o.CertDir, keepKlog: o.KeepKlogLogger,
 		priorityAndFairness: !o.DisablePriorityAndFairness,
 		audit:               audit,
 	}

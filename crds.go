@@ -7,6 +7,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -90,7 +91,7 @@ func (s *Server) installCRDs(ctx context.Context) error {
 	crdClient := client.ApiextensionsV1().CustomResourceDefinitions()
 	var errs []error
 	for _, crd := range s.opts.crds {
-		if _, err := crdClient.Create(ctx, crd.DeepCopy(), metav1.CreateOptions{}); err != nil {
+		if err := applyCRD(ctx, crdClient, crd); err != nil {
 			errs = append(errs, fmt.Errorf("install CRD %s: %w", crd.Name, err))
 		}
 	}
@@ -129,6 +130,27 @@ func (s *Server) installCRDs(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// applyCRD creates crd, or updates the CRD of that name to it when the
+// storage already has one (a server restarted on etcd), as envtest's
+// CreateCRDs does.
+func applyCRD(ctx context.Context, crds apiextensionsclient.CustomResourceDefinitionInterface,
+	crd *apiextensionsv1.CustomResourceDefinition) error {
+	_, err := crds.Create(ctx, crd.DeepCopy(), metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return clientretry.RetryOnConflict(clientretry.DefaultRetry, func() error {
+		existing, err := crds.Get(ctx, crd.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		update := crd.DeepCopy()
+		update.ResourceVersion = existing.ResourceVersion
+		_, err = crds.Update(ctx, update, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // establishedAge is how old the Established condition of a CRD installed

@@ -34,8 +34,8 @@ type frontProxy struct {
 	certFile, keyFile string
 }
 
-func newFrontProxy() (*frontProxy, error) {
-	ca, err := certs.NewCA("front-proxy-ca")
+func newFrontProxy(certDir string) (*frontProxy, error) {
+	ca, err := certs.LoadOrNewCA(certDir, "front-proxy-ca", "front-proxy-ca")
 	if err != nil {
 		return nil, err
 	}

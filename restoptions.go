@@ -54,13 +54,14 @@ func (g restOptionsGetter) GetRESTOptions(resource schema.GroupResource, example
 // decorator adapts b to the generic registry's storage decorator.
 func decorator(b storage.Backend) generic.StorageDecorator {
 	return func(config *storagebackend.ConfigForResource, resourcePrefix string,
-		_ func(obj runtime.Object) (string, error), newFunc, newListFunc func() runtime.Object,
-		attrs k8sstorage.AttrFunc, _ k8sstorage.IndexerFuncs, _ *cache.Indexers) (k8sstorage.Interface, factory.DestroyFunc, error) {
+		keyFunc func(obj runtime.Object) (string, error), newFunc, newListFunc func() runtime.Object,
+		attrs k8sstorage.AttrFunc, triggers k8sstorage.IndexerFuncs, indexers *cache.Indexers) (k8sstorage.Interface, factory.DestroyFunc, error) {
 		s, err := b.Store(storage.ResourceConfig{
 			GroupResource: config.GroupResource,
 			Codec:         config.Codec, Transformer: config.Transformer,
 			Prefix: config.Prefix, ResourcePrefix: resourcePrefix,
 			NewFunc: newFunc, NewListFunc: newListFunc, AttrFunc: attrs,
+			KeyFunc: keyFunc, IndexerFuncs: triggers, Indexers: indexers,
 		})
 		if err != nil {
 			return nil, nil, err

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/value"
+	"k8s.io/client-go/tools/cache"
 )
 
 // Backend creates the store of each resource a server serves. Its stores
@@ -60,6 +61,11 @@ type ResourceConfig struct {
 	// AttrFunc returns an object's labels and selectable fields, for a
 	// backend that filters or caches (a watch cache) by them.
 	AttrFunc k8sstorage.AttrFunc
+	// KeyFunc, IndexerFuncs and Indexers are the registry's key of an
+	// object and its indexes, for a backend that caches (a watch cache).
+	KeyFunc      func(runtime.Object) (string, error)
+	IndexerFuncs k8sstorage.IndexerFuncs
+	Indexers     *cache.Indexers
 }
 
 // Counter is implemented by backends that count the live keys under a

@@ -47,6 +47,12 @@ func New(issuer string) (*Issuer, error) {
 	if err != nil {
 		return nil, err
 	}
+	return WithKey(issuer, key)
+}
+
+// WithKey makes an issuer signing with key (kube-apiserver's
+// --service-account-signing-key-file).
+func WithKey(issuer string, key *ecdsa.PrivateKey) (*Issuer, error) {
 	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
 	if err != nil {
 		return nil, err

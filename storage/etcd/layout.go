@@ -1,0 +1,69 @@
+package etcd
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"slices"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	"go.etcd.io/etcd/client/v3/kubernetes"
+)
+
+// tlsConfig is the client TLS of opts, nil for plain connections (the etcd
+// client dials TLS only when it gets a configuration).
+func tlsConfig(opts Options) (*tls.Config, error) {
+	if opts.CAFile == "" && opts.CertFile == "" && opts.KeyFile == "" {
+		return nil, nil
+	}
+	info := transport.TLSInfo{CertFile: opts.CertFile, KeyFile: opts.KeyFile, TrustedCAFile: opts.CAFile}
+	c, err := info.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("etcd client TLS: %w", err)
+	}
+	return c, nil
+}
+
+// layoutSample is how many keys under the prefix New looks at.
+const layoutSample = 50
+
+// storedMagic are the first bytes of every value a Kubernetes API server
+// writes: protobuf, JSON, CBOR, or a value encrypted at rest.
+var storedMagic = [][]byte{[]byte("k8s\x00"), []byte("{"), {0xd9, 0xd9, 0xf7}, []byte("k8s:enc:")}
+
+// checkLayout refuses a prefix that holds keys a Kubernetes API server did
+// not write: keys not of the form prefix/resource/.../name, or values in no
+// encoding it writes. An empty prefix, or one a kube-apiserver or kubeembed
+// wrote, passes.
+func checkLayout(ctx context.Context, client *kubernetes.Client, opts Options) error {
+	ctx, cancel := context.WithTimeout(ctx, opts.DialTimeout)
+	defer cancel()
+	resp, err := client.KV.Get(ctx, opts.Prefix+"/", clientv3.WithPrefix(), clientv3.WithLimit(layoutSample))
+	if err != nil {
+		return fmt.Errorf("etcd: reading prefix %q: %w", opts.Prefix, err)
+	}
+	for _, kv := range resp.Kvs {
+		if reason := foreign(opts.Prefix, string(kv.Key), kv.Value); reason != "" {
+			return fmt.Errorf("etcd prefix %q holds a key no Kubernetes API server wrote (%q: %s); "+
+				"give the server a prefix of its own", opts.Prefix, kv.Key, reason)
+		}
+	}
+	return nil
+}
+
+// foreign says why a key is not one of a Kubernetes API server, or "".
+func foreign(prefix, key string, value []byte) string {
+	rest := strings.TrimPrefix(key, prefix+"/")
+	if parts := strings.Split(rest, "/"); len(parts) < 2 || slices.Contains(parts, "") {
+		return "not <prefix>/<resource>/[<namespace>/]<name>"
+	}
+	for _, m := range storedMagic {
+		if bytes.HasPrefix(value, m) {
+			return ""
+		}
+	}
+	return "the value is not an encoded object"
+}
