@@ -107,8 +107,8 @@ type Backend struct {
 	mu           sync.Mutex
 	closed       bool
 	serverPrefix string // ResourceConfig.Prefix: what Options.Prefix replaces
-	destroys []func()
-	onClose  []func() error
+	destroys     []func()
+	onClose      []func() error
 }
 
 var _ kestorage.Backend = (*Backend)(nil)
