@@ -13,12 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/storage/memory"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
 
 func TestSnapshotRestore(t *testing.T) {
 	t.Parallel()
-	srv := apiservertest.Start(t, apiservertest.WithCRDPaths("testdata/crds"))
+	srv := startOnMemory(t, apiservertest.WithCRDPaths("testdata/crds"))
 	c := clientset(t, srv)
 	ctx := t.Context()
 	cms := c.CoreV1().ConfigMaps("default")
@@ -79,7 +81,7 @@ func TestSnapshotRestore(t *testing.T) {
 // Cluster IPs of restored services are not handed out again.
 func TestRestoreKeepsServiceAllocations(t *testing.T) {
 	t.Parallel()
-	srv := apiservertest.Start(t)
+	srv := startOnMemory(t)
 	svcs := clientset(t, srv).CoreV1().Services("default")
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.20", Ports: []corev1.ServicePort{{Port: 80}}}}
 	_, err := svcs.Create(t.Context(), svc, metav1.CreateOptions{})
@@ -92,4 +94,13 @@ func TestRestoreKeepsServiceAllocations(t *testing.T) {
 	other.Name = "other"
 	_, err = svcs.Create(t.Context(), other, metav1.CreateOptions{})
 	assert.True(t, apierrors.IsInvalid(err), "10.0.0.20 is the restored service's: %v", err)
+}
+
+// startOnMemory starts a server on storage/memory, whatever backend
+// apiservertest.Start would choose (apiservertest.EtcdEnv): snapshots are
+// the memory backend's.
+func startOnMemory(t *testing.T, opts ...apiservertest.Option) *apiserver.Server {
+	b := memory.NewBackend(memory.Options{})
+	t.Cleanup(func() { _ = b.Close() })
+	return apiservertest.Start(t, append(opts, apiservertest.WithOptions(apiserver.Options{Storage: b}))...)
 }

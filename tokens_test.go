@@ -2,11 +2,13 @@ package apiserver_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -14,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -66,9 +69,16 @@ func TestTokenRequest(t *testing.T) {
 	require.True(t, apierrors.IsForbidden(err), "authenticated, then not authorized: %v", err)
 	assert.Contains(t, err.Error(), `User "system:serviceaccount:default:default" cannot list resource "secrets"`)
 
+	// Accounts are looked up in the server's informer first, as
+	// kube-apiserver's --service-account-lookup does: a token dies when the
+	// informer sees the deletion.
 	require.NoError(t, c.CoreV1().ServiceAccounts("default").Delete(t.Context(), "default", metav1.DeleteOptions{}))
-	gone := review(t, c, tr.Status.Token)
-	assert.False(t, gone.Authenticated)
+	var gone authenticationv1.TokenReviewStatus
+	require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 30*time.Second, true,
+		func(context.Context) (bool, error) {
+			gone = review(t, c, tr.Status.Token)
+			return !gone.Authenticated, nil
+		}))
 	assert.Equal(t, `serviceaccounts "default" not found`, gone.Error)
 	_, err = kubernetes.NewForConfigOrDie(cfg).CoreV1().Secrets("default").List(t.Context(), metav1.ListOptions{})
 	assert.True(t, apierrors.IsUnauthorized(err), "a deleted account's token: %v", err)

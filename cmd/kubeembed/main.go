@@ -73,43 +73,69 @@ func splitNames(v string) []controllers.Name {
 	return names
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// flags are the command line.
+type flags struct {
+	kubeconfig, bind, auditLog, auditPolicy, profile, ctrls string
+	port                                                    int
+	verbose, apf                                            bool
+	crds, rbac                                              stringList
+	storage                                                 storageFlags
+}
+
+func parseFlags(args []string, stderr io.Writer) (*flags, *flag.FlagSet, error) {
 	fs := flag.NewFlagSet("kubeembed", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var (
-		kubeconfig  = fs.String("kubeconfig", filepath.Join(os.TempDir(), "kubeembed.kubeconfig"), "where to write the kubeconfig of the admin user")
-		bind        = fs.String("bind-address", "127.0.0.1", "IP address to listen on")
-		port        = fs.Int("port", 0, "TCP port to listen on; 0 picks a free one")
-		verbose     = fs.Bool("v", false, "log at debug level")
-		apf         = fs.Bool("enable-priority-and-fairness", true, "apply API Priority and Fairness, as kube-apiserver's flag of that name")
-		auditLog    = fs.String("audit-log-path", "", "write audit events (audit.k8s.io/v1 JSON lines) to this file; - for standard output")
-		auditPolicy = fs.String("audit-policy-file", "", "the audit policy; without one nothing is audited")
-		profile     = fs.String("profile", string(apiserver.ProfileCluster), "what runs besides the API: 'cluster' (the controllers, "+
-			"default service accounts) or 'envtest' (as envtest's control plane: no controllers, no ServiceAccount admission)")
-		ctrls = fs.String("controllers", "*", "the controllers to run, as kube-controller-manager's flag of that name: "+
-			"'*' all, 'name' one, '-name' not that one (comma-separated); default: the profile's; known: "+joinNames(controllers.All()))
-		crds stringList
-		rbac stringList
-	)
-	fs.Var(&crds, "crds", "file or directory of CRD YAML/JSON to install before serving (repeatable)")
-	fs.Var(&rbac, "rbac", "file or directory of RBAC manifests (config/rbac) to create before serving (repeatable)")
+	f := &flags{}
+	fs.StringVar(&f.kubeconfig, "kubeconfig", filepath.Join(os.TempDir(), "kubeembed.kubeconfig"), "where to write the kubeconfig of the admin user")
+	fs.StringVar(&f.bind, "bind-address", "127.0.0.1", "IP address to listen on")
+	fs.IntVar(&f.port, "port", 0, "TCP port to listen on; 0 picks a free one")
+	fs.BoolVar(&f.verbose, "v", false, "log at debug level")
+	fs.BoolVar(&f.apf, "enable-priority-and-fairness", true, "apply API Priority and Fairness, as kube-apiserver's flag of that name")
+	fs.StringVar(&f.auditLog, "audit-log-path", "", "write audit events (audit.k8s.io/v1 JSON lines) to this file; - for standard output")
+	fs.StringVar(&f.auditPolicy, "audit-policy-file", "", "the audit policy; without one nothing is audited")
+	fs.StringVar(&f.profile, "profile", string(apiserver.ProfileCluster), "what runs besides the API: 'cluster' (the controllers, "+
+		"default service accounts) or 'envtest' (as envtest's control plane: no controllers, no ServiceAccount admission)")
+	fs.StringVar(&f.ctrls, "controllers", "*", "the controllers to run, as kube-controller-manager's flag of that name: "+
+		"'*' all, 'name' one, '-name' not that one (comma-separated); default: the profile's; known: "+joinNames(controllers.All()))
+	fs.Var(&f.crds, "crds", "file or directory of CRD YAML/JSON to install before serving (repeatable)")
+	fs.Var(&f.rbac, "rbac", "file or directory of RBAC manifests (config/rbac) to create before serving (repeatable)")
+	f.storage.register(fs)
 	if err := fs.Parse(args); err != nil {
-		return err
+		return nil, nil, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+		return nil, nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
+	return f, fs, nil
+}
 
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, fs, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
 	level := zapcore.InfoLevel
-	if *verbose {
+	if f.verbose {
 		level = zapcore.DebugLevel
 	}
 	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(stderr), level))
 	defer func() { _ = log.Sync() }()
 
-	srv, err := apiserver.New(apiserver.Options{Logger: log, BindAddress: *bind, Port: *port, CRDPaths: crds, RBACPaths: rbac,
-		DisablePriorityAndFairness: !*apf, AuditLogPath: *auditLog, AuditPolicyFile: *auditPolicy,
-		Profile: apiserver.Profile(*profile), Controllers: controllersFlag(fs, *ctrls)})
+	backend, err := f.storage.backend(ctx, log)
+	if err != nil {
+		return err
+	}
+	if backend != nil {
+		defer func() {
+			if err := backend.Close(); err != nil {
+				log.Error("close storage", zap.Error(err))
+			}
+		}()
+	}
+	srv, err := apiserver.New(apiserver.Options{Logger: log, BindAddress: f.bind, Port: f.port, CRDPaths: f.crds, RBACPaths: f.rbac,
+		DisablePriorityAndFairness: !f.apf, AuditLogPath: f.auditLog, AuditPolicyFile: f.auditPolicy,
+		Profile: apiserver.Profile(f.profile), Controllers: controllersFlag(fs, f.ctrls),
+		Storage: backend, CertDir: f.storage.certDir()})
 	if err != nil {
 		return err
 	}
@@ -118,15 +144,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			log.Error("close", zap.Error(err))
 		}
 	}()
+	return serve(ctx, srv, f.kubeconfig, stdout, log)
+}
+
+// serve starts srv, writes its kubeconfig and serves until ctx ends.
+func serve(ctx context.Context, srv *apiserver.Server, kubeconfig string, stdout io.Writer, log *zap.Logger) error {
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := srv.Start(startCtx); err != nil {
 		return err
 	}
-	if err := writeKubeconfig(srv, *kubeconfig); err != nil {
+	if err := writeKubeconfig(srv, kubeconfig); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "kubeembed: serving %s; use it with: export KUBECONFIG=%s\n", srv.URL(), *kubeconfig)
+	fmt.Fprintf(stdout, "kubeembed: serving %s; use it with: export KUBECONFIG=%s\n", srv.URL(), kubeconfig)
 	<-ctx.Done()
 	log.Info("shutting down")
 	return nil

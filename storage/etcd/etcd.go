@@ -22,10 +22,13 @@ import (
 	"go.etcd.io/etcd/client/v3/kubernetes"
 	"go.uber.org/zap"
 
+	"k8s.io/apiserver/pkg/features"
 	"k8s.io/apiserver/pkg/storage"
 	cacherstorage "k8s.io/apiserver/pkg/storage/cacher"
 	"k8s.io/apiserver/pkg/storage/etcd3"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/apiserver/pkg/storage/value/encrypt/identity"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/utils/clock"
 
 	kestorage "github.com/kubeembed/apiserver/storage"
@@ -100,9 +103,11 @@ func (o Options) withDefaults() (Options, error) {
 // Backend stores through one etcd client shared by all its resources'
 // stores, as one kube-apiserver shares its connections to etcd.
 type Backend struct {
-	opts      Options
+	opts Options
+	// root is Options.Prefix without a trailing "/" ("" for "/").
+	root      string
 	client    *kubernetes.Client
-	compactor interface{ Stop() }
+	compactor compactor
 
 	mu           sync.Mutex
 	closed       bool
@@ -131,10 +136,10 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 		_ = client.Close()
 		return nil, err
 	}
-	b := &Backend{opts: opts, client: client, compactor: noCompactor{}}
-	if opts.CompactionInterval > 0 {
-		b.compactor = etcd3.NewCompactor(client.Client, opts.CompactionInterval, clock.RealClock{}, nil)
-	}
+	// With no interval the compactor compacts nothing but still follows
+	// the compactions of other servers, for CompactRevision.
+	b := &Backend{opts: opts, root: strings.TrimSuffix(opts.Prefix, "/"), client: client,
+		compactor: etcd3.NewCompactor(client.Client, max(opts.CompactionInterval, 0), clock.RealClock{}, nil)}
 	return b, nil
 }
 
@@ -179,14 +184,23 @@ func (b *Backend) Store(rc kestorage.ResourceConfig) (storage.Interface, error) 
 		transformer = identity.NewEncryptCheckTransformer()
 	}
 	versioner := storage.APIObjectVersioner{}
-	s, err := etcd3.New(b.client, b.compactorFor(), rc.Codec, rc.NewFunc, rc.NewListFunc,
+	decoder := etcd3.NewDefaultDecoder(rc.Codec, versioner)
+	unsafeDelete := utilfeature.DefaultFeatureGate.Enabled(features.AllowUnsafeMalformedObjectDeletion)
+	if unsafeDelete {
+		transformer = etcd3.WithCorruptObjErrorHandlingTransformer(transformer)
+		decoder = etcd3.WithCorruptObjErrorHandlingDecoder(decoder)
+	}
+	s, err := etcd3.New(b.client, b.compactor, rc.Codec, rc.NewFunc, rc.NewListFunc,
 		b.opts.Prefix, rc.ResourcePrefix, rc.GroupResource, transformer,
-		etcd3.NewDefaultLeaseManagerConfig(), etcd3.NewDefaultDecoder(rc.Codec, versioner), versioner)
+		etcd3.NewDefaultLeaseManagerConfig(), decoder, versioner)
 	if err != nil {
 		return nil, fmt.Errorf("etcd store for %v: %w", rc.GroupResource, err)
 	}
 	b.destroys = append(b.destroys, s.Close)
 	var out storage.Interface = s
+	if unsafeDelete {
+		out = etcd3.NewStoreWithUnsafeCorruptObjectDeletion(out, rc.GroupResource)
+	}
 	if b.opts.WatchCache && rc.KeyFunc != nil {
 		if out, err = b.cached(s, rc); err != nil {
 			return nil, err
@@ -198,11 +212,10 @@ func (b *Backend) Store(rc kestorage.ResourceConfig) (storage.Interface, error) 
 	return out, nil
 }
 
-func (b *Backend) compactorFor() etcd3.Compactor {
-	if c, ok := b.compactor.(etcd3.Compactor); ok {
-		return c
-	}
-	return nil
+// compactor is what etcd3.NewCompactor returns.
+type compactor interface {
+	etcd3.Compactor
+	Stop()
 }
 
 // cached puts k8s.io/apiserver's cacher in front of s, as kube-apiserver's
@@ -213,7 +226,7 @@ func (b *Backend) cached(s storage.Interface, rc kestorage.ResourceConfig) (stor
 		GroupResource: rc.GroupResource, ResourcePrefix: rc.ResourcePrefix,
 		KeyFunc: rc.KeyFunc, NewFunc: rc.NewFunc, NewListFunc: rc.NewListFunc,
 		GetAttrsFunc: rc.AttrFunc, IndexerFuncs: rc.IndexerFuncs, Indexers: rc.Indexers,
-		Codec: rc.Codec,
+		Codec: rc.Codec, EventsHistoryWindow: storagebackend.DefaultEventsHistoryWindow,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("watch cache for %v: %w", rc.GroupResource, err)
@@ -250,7 +263,7 @@ func (b *Backend) key(serverKey string) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if rest, ok := strings.CutPrefix(serverKey, b.serverPrefix); ok && b.serverPrefix != "" {
-		return b.opts.Prefix + rest
+		return b.root + rest
 	}
 	return serverKey
 }
@@ -291,6 +304,3 @@ func (b *Backend) Close() error {
 	return errors.Join(errs...)
 }
 
-type noCompactor struct{}
-
-func (noCompactor) Stop() {}

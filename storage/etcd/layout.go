@@ -41,12 +41,13 @@ var storedMagic = [][]byte{[]byte("k8s\x00"), []byte("{"), {0xd9, 0xd9, 0xf7}, [
 func checkLayout(ctx context.Context, client *kubernetes.Client, opts Options) error {
 	ctx, cancel := context.WithTimeout(ctx, opts.DialTimeout)
 	defer cancel()
-	resp, err := client.KV.Get(ctx, opts.Prefix+"/", clientv3.WithPrefix(), clientv3.WithLimit(layoutSample))
+	root := strings.TrimSuffix(opts.Prefix, "/")
+	resp, err := client.KV.Get(ctx, root+"/", clientv3.WithPrefix(), clientv3.WithLimit(layoutSample))
 	if err != nil {
 		return fmt.Errorf("etcd: reading prefix %q: %w", opts.Prefix, err)
 	}
 	for _, kv := range resp.Kvs {
-		if reason := foreign(opts.Prefix, string(kv.Key), kv.Value); reason != "" {
+		if reason := foreign(root, string(kv.Key), kv.Value); reason != "" {
 			return fmt.Errorf("etcd prefix %q holds a key no Kubernetes API server wrote (%q: %s); "+
 				"give the server a prefix of its own", opts.Prefix, kv.Key, reason)
 		}
@@ -54,9 +55,10 @@ func checkLayout(ctx context.Context, client *kubernetes.Client, opts Options) e
 	return nil
 }
 
-// foreign says why a key is not one of a Kubernetes API server, or "".
-func foreign(prefix, key string, value []byte) string {
-	rest := strings.TrimPrefix(key, prefix+"/")
+// foreign says why a key under root is not one of a Kubernetes API
+// server, or "".
+func foreign(root, key string, value []byte) string {
+	rest := strings.TrimPrefix(key, root+"/")
 	if parts := strings.Split(rest, "/"); len(parts) < 2 || slices.Contains(parts, "") {
 		return "not <prefix>/<resource>/[<namespace>/]<name>"
 	}

@@ -71,9 +71,14 @@ func Start(t TB, opts ...Option) *apiserver.Server {
 	t.Helper()
 	log := newTestLogger(t)
 	o := options(log.logger, opts)
-	// Cleanups run last-in first-out: close the server, then cut the logger
-	// off, so nothing logs to t after the test ends.
+	// Cleanups run last-in first-out: close the server, then its etcd
+	// backend, then cut the logger off, so nothing logs to t after the test
+	// ends.
 	t.Cleanup(log.stop)
+	if err := storeInTestEtcd(t, &o); err != nil {
+		t.Fatalf("apiservertest: %v", err)
+		return nil
+	}
 	srv, err := apiserver.New(o)
 	if err != nil {
 		t.Fatalf("apiservertest: create server: %v", err)

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/kubeembed/apiserver/storage"
+	"github.com/kubeembed/apiserver/storage/etcd"
+	"github.com/kubeembed/apiserver/storage/etcd/embedded"
+)
+
+// storageFlags choose the backend: memory (the default), an etcd cluster
+// (--etcd-servers, kube-apiserver's flags) or etcd embedded in the process
+// and persisted in --data-dir.
+type storageFlags struct {
+	servers, prefix, caFile, certFile, keyFile, dataDir string
+	watchCache                                          bool
+	dialTimeout                                         time.Duration
+}
+
+func (f *storageFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.servers, "etcd-servers", "", "etcd client URLs (comma-separated) to store in, as kube-apiserver's flag; default: in memory, or --data-dir")
+	fs.StringVar(&f.prefix, "etcd-prefix", etcd.DefaultPrefix, "the prefix of every key in etcd")
+	fs.StringVar(&f.caFile, "etcd-cafile", "", "CA of the etcd servers' certificates")
+	fs.StringVar(&f.certFile, "etcd-certfile", "", "client certificate for etcd")
+	fs.StringVar(&f.keyFile, "etcd-keyfile", "", "client key for etcd")
+	fs.DurationVar(&f.dialTimeout, "etcd-dial-timeout", 20*time.Second, "how long to wait for etcd to answer at start")
+	fs.BoolVar(&f.watchCache, "watch-cache", true, "serve lists and watches of etcd-backed resources from a watch cache, as kube-apiserver's flag")
+	fs.StringVar(&f.dataDir, "data-dir", "", "keep the cluster here across restarts: an embedded etcd (unless --etcd-servers) and the server's keys")
+}
+
+// backend is the backend the flags choose; nil for memory (the server
+// makes and owns one).
+func (f *storageFlags) backend(ctx context.Context, log *zap.Logger) (storage.Backend, error) {
+	opts := etcd.Options{Prefix: f.prefix, CAFile: f.caFile, CertFile: f.certFile, KeyFile: f.keyFile,
+		DialTimeout: f.dialTimeout, WatchCache: f.watchCache, Logger: log.Named("etcd-client").WithOptions(zap.IncreaseLevel(zap.WarnLevel))}
+	switch {
+	case f.servers != "":
+		opts.Servers = strings.Split(f.servers, ",")
+		return etcd.New(ctx, opts)
+	case f.dataDir != "":
+		return embedded.NewBackend(ctx, embedded.Options{DataDir: filepath.Join(f.dataDir, "etcd"),
+			Logger: log.Named("etcd").WithOptions(zap.IncreaseLevel(zap.WarnLevel))}, opts)
+	case f.caFile != "" || f.certFile != "" || f.keyFile != "":
+		return nil, errors.New("--etcd-cafile, --etcd-certfile and --etcd-keyfile need --etcd-servers")
+	}
+	return nil, nil
+}
+
+// certDir keeps the server's keys in the data directory.
+func (f *storageFlags) certDir() string {
+	if f.dataDir == "" {
+		return ""
+	}
+	return filepath.Join(f.dataDir, "pki")
+}
