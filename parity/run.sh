@@ -13,7 +13,7 @@ cd "$(dirname "$0")"
 cache="${KUBEEMBED_PARITY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeembed-parity}"
 mkdir -p "$cache"
 apiserver="$cache/kube-apiserver-v1.37.2-release"
-etcd="$cache/etcd-v3.7.3"
+etcd="$(../hack/etcd.sh)"
 # Named as on a cluster: its field manager is its binary's name.
 kcm="$cache/kube-controller-manager-v1.37.2/kube-controller-manager"
 
@@ -35,11 +35,6 @@ if [[ ! -x "$kcm" ]]; then
 	go build -ldflags "-X $v.gitVersion=v1.37.2 -X $v.gitMajor=1 -X $v.gitMinor=37 -X $v.gitTreeState=clean" \
 		-o "$kcm.tmp" k8s.io/kubernetes/cmd/kube-controller-manager
 	mv "$kcm.tmp" "$kcm"
-fi
-if [[ ! -x "$etcd" ]]; then
-	echo "building etcd v3.7.3 into $cache" >&2
-	go build -o "$etcd.tmp" go.etcd.io/etcd/server/v3
-	mv "$etcd.tmp" "$etcd"
 fi
 
 report=PARITY.md

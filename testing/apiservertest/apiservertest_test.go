@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/kubeembed/apiserver"
@@ -109,4 +112,24 @@ func TestStartServesUntilCleanup(t *testing.T) {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	assert.Len(t, tb.logs, n, "a stopped logger writes nothing to the test")
+}
+
+// With EtcdEnv set, Start stores in that etcd.
+func TestStartStoresInTestEtcd(t *testing.T) {
+	servers := os.Getenv(EtcdEnv)
+	if servers == "" {
+		t.Skip(EtcdEnv + " is not set: servers store in memory")
+	}
+	t.Parallel()
+	client, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(servers, ","), DialTimeout: 10 * time.Second})
+	require.NoError(t, err)
+	defer client.Close()
+	count := func() int64 {
+		resp, err := client.Get(t.Context(), "/kubeembed-test/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		require.NoError(t, err)
+		return resp.Count
+	}
+	before := count()
+	Start(t)
+	assert.Greater(t, count(), before, "the server's objects are in etcd")
 }
