@@ -62,7 +62,9 @@ type testStore struct {
 
 // swappable is a value.Transformer the suite may replace under a running
 // store (UpdatePrefixTransformer, UpdateTransformer).
-type swappable struct{ p atomic.Pointer[value.Transformer] }
+type swappable struct {
+	p atomic.Pointer[value.Transformer]
+}
 
 func (s *swappable) get() value.Transformer { return *s.p.Load() }
 func (s *swappable) TransformFromStorage(ctx context.Context, data []byte, dataCtx value.Context) ([]byte, bool, error) {
@@ -203,7 +205,6 @@ func keys(s testStore) storage.KeysFunc {
 		return out, nil
 	}
 }
-
 
 func TestCreate(t *testing.T) {
 	ctx, s := testSetup(t, nil)
@@ -406,22 +407,30 @@ func TestWatch(t *testing.T) {
 		})
 	}
 	run("Watch", func(t *testing.T, ctx context.Context, s testStore) { storagetesting.RunTestWatch(ctx, t, s) })
-	run("ClusterScopedWatch", func(t *testing.T, ctx context.Context, s testStore) { storagetesting.RunTestClusterScopedWatch(ctx, t, s) })
+	run("ClusterScopedWatch", func(t *testing.T, ctx context.Context, s testStore) {
+		storagetesting.RunTestClusterScopedWatch(ctx, t, s)
+	})
 	run("NamespaceScopedWatch", func(t *testing.T, ctx context.Context, s testStore) {
 		storagetesting.RunTestNamespaceScopedWatch(ctx, t, s)
 	})
-	run("DeleteTriggerWatch", func(t *testing.T, ctx context.Context, s testStore) { storagetesting.RunTestDeleteTriggerWatch(ctx, t, s) })
+	run("DeleteTriggerWatch", func(t *testing.T, ctx context.Context, s testStore) {
+		storagetesting.RunTestDeleteTriggerWatch(ctx, t, s)
+	})
 	run("WatchFromZero", func(t *testing.T, ctx context.Context, s testStore) {
 		storagetesting.RunTestWatchFromZero(ctx, t, s, compactStorage(s))
 	})
-	run("WatchFromNonZero", func(t *testing.T, ctx context.Context, s testStore) { storagetesting.RunTestWatchFromNonZero(ctx, t, s) })
+	run("WatchFromNonZero", func(t *testing.T, ctx context.Context, s testStore) {
+		storagetesting.RunTestWatchFromNonZero(ctx, t, s)
+	})
 	run("DelayedWatchDelivery", func(t *testing.T, ctx context.Context, s testStore) {
 		storagetesting.RunTestDelayedWatchDelivery(ctx, t, s)
 	})
 	run("WatchError", func(t *testing.T, ctx context.Context, s testStore) {
 		storagetesting.RunTestWatchError(ctx, t, s)
 	})
-	run("WatchContextCancel", func(t *testing.T, ctx context.Context, s testStore) { storagetesting.RunTestWatchContextCancel(ctx, t, s) })
+	run("WatchContextCancel", func(t *testing.T, ctx context.Context, s testStore) {
+		storagetesting.RunTestWatchContextCancel(ctx, t, s)
+	})
 	run("WatcherTimeout", func(t *testing.T, ctx context.Context, s testStore) { storagetesting.RunTestWatcherTimeout(ctx, t, s) })
 	run("WatchDeleteEventObjectHaveLatestRV", func(t *testing.T, ctx context.Context, s testStore) {
 		storagetesting.RunTestWatchDeleteEventObjectHaveLatestRV(ctx, t, s)
@@ -453,7 +462,9 @@ func TestWatch(t *testing.T) {
 	run("WatchSemanticInitialEventsExtended", func(t *testing.T, ctx context.Context, s testStore) {
 		storagetesting.RunWatchSemanticInitialEventsExtended(ctx, t, s)
 	})
-	run("WatchListMatchSingle", func(t *testing.T, ctx context.Context, s testStore) { storagetesting.RunWatchListMatchSingle(ctx, t, s) })
+	run("WatchListMatchSingle", func(t *testing.T, ctx context.Context, s testStore) {
+		storagetesting.RunWatchListMatchSingle(ctx, t, s)
+	})
 	run("WatchErrorEventIsBlockingFurtherEvent", func(t *testing.T, ctx context.Context, s testStore) {
 		storagetesting.RunWatchErrorIsBlockingFurtherEvents(ctx, t, s)
 	})

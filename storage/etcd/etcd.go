@@ -145,13 +145,13 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 
 // connect makes the client and waits until the cluster serves a read.
 func connect(ctx context.Context, opts Options) (*kubernetes.Client, error) {
-	tlsConfig, err := tlsConfig(opts)
+	tc, err := tlsConfig(opts)
 	if err != nil {
 		return nil, err
 	}
 	client, err := kubernetes.New(clientv3.Config{
 		Endpoints:            opts.Servers,
-		TLS:                  tlsConfig,
+		TLS:                  tc,
 		DialTimeout:          opts.DialTimeout,
 		DialKeepAliveTime:    30 * time.Second, // kube-apiserver's keepalive
 		DialKeepAliveTimeout: 10 * time.Second,
@@ -164,7 +164,7 @@ func connect(ctx context.Context, opts Options) (*kubernetes.Client, error) {
 	defer cancel()
 	if _, err := client.KV.Get(ctx, path.Join(opts.Prefix, "health")); err != nil {
 		_ = client.Close()
-		return nil, fmt.Errorf("etcd %v did not answer within %v: %w", opts.Servers, opts.DialTimeout, err)
+		return nil, fmt.Errorf("etcd %v did not answer within %v: %w%s", opts.Servers, opts.DialTimeout, err, diagnose(opts.Servers, tc))
 	}
 	return client, nil
 }
@@ -303,4 +303,3 @@ func (b *Backend) Close() error {
 	}
 	return errors.Join(errs...)
 }
-

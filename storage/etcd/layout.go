@@ -5,8 +5,11 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
+	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -68,4 +71,36 @@ func foreign(root, key string, value []byte) string {
 		}
 	}
 	return "the value is not an encoded object"
+}
+
+// diagnose says why the servers cannot be reached, as far as a dial and a
+// TLS handshake tell: the gRPC client only reports its deadline.
+func diagnose(servers []string, tlsConfig *tls.Config) string {
+	var reasons []string
+	for _, s := range servers {
+		u, err := url.Parse(s)
+		if err != nil {
+			reasons = append(reasons, fmt.Sprintf("%s: %v", s, err))
+			continue
+		}
+		conn, err := net.DialTimeout("tcp", u.Host, time.Second)
+		if err != nil {
+			reasons = append(reasons, err.Error())
+			continue
+		}
+		if u.Scheme == "https" && tlsConfig != nil {
+			c := tlsConfig.Clone()
+			c.ServerName = u.Hostname()
+			tc := tls.Client(conn, c)
+			_ = tc.SetDeadline(time.Now().Add(time.Second))
+			if err := tc.Handshake(); err != nil {
+				reasons = append(reasons, fmt.Sprintf("%s: %v", s, err))
+			}
+		}
+		_ = conn.Close()
+	}
+	if len(reasons) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(reasons, "; ") + ")"
 }
