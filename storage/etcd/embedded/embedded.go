@@ -278,3 +278,8 @@ func urlString(port int) string {
 	u := loopbackURL(port)
 	return u.String()
 }
+
+// IsLeader reports whether the member leads its cluster now.
+func (s *Server) IsLeader() bool {
+	return s.etcd != nil && s.etcd.Server.Leader() == s.etcd.Server.MemberID()
+}
