@@ -197,4 +197,3 @@ func optionsOf(members []*embedded.Server) []embedded.Options {
 	}
 	return out
 }
-
