@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# parity/run.sh [-run REGEXP] [-v]: build the real kube-apiserver v1.37.2,
+# parity/run.sh [-run REGEXP] [-v] [-candidate-etcd]: build the real kube-apiserver v1.37.2,
 # kube-controller-manager v1.37.2 and etcd from the Go module proxy (once; cached outside the repository), replay
 # every scenario of parity/scenarios against it and against kubeembed, print
 # "N identical, M different" and write parity/PARITY.md.
@@ -38,6 +38,10 @@ if [[ ! -x "$kcm" ]]; then
 fi
 
 report=PARITY.md
+for a in "$@"; do
+	# kubeembed on etcd has a report of its own.
+	[[ "$a" == "-candidate-etcd" ]] && report=PARITY-etcd.md
+done
 for a in "$@"; do
 	# A subset does not overwrite the full report.
 	[[ "$a" == "-run" ]] && report=""

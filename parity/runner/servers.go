@@ -22,6 +22,7 @@ import (
 	kubeembed "github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/internal/certs"
+	"github.com/kubeembed/apiserver/storage/etcd"
 )
 
 // ServiceCIDR is the service range both servers are given.
@@ -30,7 +31,9 @@ const ServiceCIDR = "10.0.0.0/24"
 // Reference is etcd and kube-apiserver run as child processes.
 type Reference struct {
 	Target
-	procs []*exec.Cmd
+	// EtcdURL is the client URL of its etcd.
+	EtcdURL string
+	procs   []*exec.Cmd
 	dir   string
 }
 
@@ -51,6 +54,7 @@ func StartReference(ctx context.Context, etcdBin, apiserverBin, kcmBin, dir, tok
 	}
 	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	r.EtcdURL = client
 	if err := r.start(ctx, "etcd", etcdBin,
 		"--name=parity", "--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+client, "--advertise-client-urls="+client,
@@ -170,29 +174,49 @@ func (r *Reference) Stop() {
 // Candidate is kubeembed, in this process.
 type Candidate struct {
 	Target
-	srv *kubeembed.Server
+	srv     *kubeembed.Server
+	storage *etcd.Backend
 }
 
-// StartCandidate starts kubeembed with the built-in groups.
-func StartCandidate(ctx context.Context, token string, withControllers bool) (*Candidate, error) {
+// StartCandidate starts kubeembed with the built-in groups, in memory, or
+// in etcd when etcdURL is set: under a prefix of its own ("/kubeembed",
+// beside the reference's "/registry" when it is the reference's etcd),
+// behind the watch cache, as kube-apiserver stores.
+func StartCandidate(ctx context.Context, token string, withControllers bool, etcdURL string) (*Candidate, error) {
 	// Without kube-controller-manager beside the reference, the candidate
 	// runs no controllers either.
 	opts := kubeembed.Options{AdminToken: token, Controllers: []controllers.Name{}}
 	if withControllers {
 		opts.Controllers = nil // all
 	}
+	c := &Candidate{}
+	if etcdURL != "" {
+		b, err := etcd.New(ctx, etcd.Options{Servers: []string{etcdURL}, Prefix: "/kubeembed", WatchCache: true})
+		if err != nil {
+			return nil, err
+		}
+		opts.Storage, c.storage = b, b
+	}
 	srv, err := kubeembed.New(opts)
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(err, c.closeStorage())
 	}
 	if err := srv.Start(ctx); err != nil {
-		return nil, errors.Join(err, srv.Close())
+		return nil, errors.Join(err, srv.Close(), c.closeStorage())
 	}
-	return &Candidate{Target: Target{Name: "kubeembed", URL: srv.URL(), Token: token}, srv: srv}, nil
+	c.Target, c.srv = Target{Name: "kubeembed", URL: srv.URL(), Token: token}, srv
+	return c, nil
 }
 
-// Stop closes the server.
-func (c *Candidate) Stop() error { return c.srv.Close() }
+// Stop closes the server, then its storage.
+func (c *Candidate) Stop() error { return errors.Join(c.srv.Close(), c.closeStorage()) }
+
+func (c *Candidate) closeStorage() error {
+	if c.storage == nil {
+		return nil
+	}
+	return c.storage.Close()
+}
 
 func freePorts(n int) ([]int, error) {
 	var ports []int

@@ -40,6 +40,7 @@ func run() error {
 		refURL    = flag.String("reference-url", "", "use this running kube-apiserver instead of starting one (development)")
 		refToken  = flag.String("reference-token", "", "admin token of -reference-url")
 		kcm       = flag.String("kube-controller-manager", "", "kube-controller-manager binary, for the scenarios with controllers")
+		onEtcd    = flag.Bool("candidate-etcd", false, "store kubeembed in the reference's etcd (prefix /kubeembed, watch cache on) instead of memory")
 	)
 	flag.Parse()
 	if (*etcd == "" || *apiserver == "") && *refURL == "" {
@@ -63,7 +64,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	start := time.Now()
-	p := pair{etcd: *etcd, apiserver: *apiserver, refURL: *refURL, refToken: *refToken, parallel: *parallel}
+	p := pair{etcd: *etcd, apiserver: *apiserver, refURL: *refURL, refToken: *refToken, parallel: *parallel, candidateEtcd: *onEtcd}
 	results, err := p.runAll(ctx, list, *kcm)
 	if err != nil {
 		return err
@@ -131,6 +132,8 @@ func (p pair) runAll(ctx context.Context, list []runner.Scenario, kcm string) ([
 type pair struct {
 	etcd, apiserver, refURL, refToken string
 	parallel                          int
+	// candidateEtcd stores kubeembed in the reference's etcd.
+	candidateEtcd bool
 }
 
 // run runs list on a fresh pair of servers: with controllers (kcm is
@@ -147,13 +150,17 @@ func (p pair) run(ctx context.Context, list []runner.Scenario, kcm string) ([]ru
 	defer os.RemoveAll(dir)
 	start := time.Now()
 	ref := &runner.Reference{Target: runner.Target{Name: "kube-apiserver", URL: p.refURL, Token: p.refToken}}
-	if p.refURL == "" || kcm != "" {
+	if p.refURL == "" || kcm != "" || p.candidateEtcd {
 		if ref, err = runner.StartReference(ctx, p.etcd, p.apiserver, kcm, dir, token); err != nil {
 			return nil, fmt.Errorf("start kube-apiserver: %w", err)
 		}
 		defer ref.Stop()
 	}
-	cand, err := runner.StartCandidate(ctx, token, kcm != "")
+	etcdURL := ""
+	if p.candidateEtcd {
+		etcdURL = ref.EtcdURL
+	}
+	cand, err := runner.StartCandidate(ctx, token, kcm != "", etcdURL)
 	if err != nil {
 		return nil, fmt.Errorf("start kubeembed: %w", err)
 	}

@@ -135,6 +135,10 @@ func (s *Server) config() (*embed.Config, error) {
 	cfg.InitialCluster = s.opts.InitialCluster
 	if cfg.InitialCluster == "" {
 		cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+		// A single member has no one to hear heartbeats from: a short
+		// election makes it leader (and ready) in a tenth of etcd's
+		// default second. Members of a cluster keep etcd's timing.
+		cfg.TickMs, cfg.ElectionMs = 10, 100
 	}
 	cfg.InitialClusterToken = "kubeembed"
 	cfg.UnsafeNoFsync = s.opts.UnsafeNoFsync
