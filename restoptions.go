@@ -13,10 +13,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
-	k8sstorage "k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
-	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubeembed/apiserver/storage"
 )
@@ -44,31 +41,11 @@ func (g restOptionsGetter) GetRESTOptions(resource schema.GroupResource, example
 	}
 	return generic.RESTOptions{
 		StorageConfig:           cfg,
-		Decorator:               decorator(g.backend),
+		Decorator:               storage.Decorator(g.backend),
 		EnableGarbageCollection: true,
 		DeleteCollectionWorkers: 1,
 		ResourcePrefix:          g.factory.ResourcePrefix(resource),
 	}, nil
-}
-
-// decorator adapts b to the generic registry's storage decorator.
-func decorator(b storage.Backend) generic.StorageDecorator {
-	return func(config *storagebackend.ConfigForResource, resourcePrefix string,
-		keyFunc func(obj runtime.Object) (string, error), newFunc, newListFunc func() runtime.Object,
-		attrs k8sstorage.AttrFunc, triggers k8sstorage.IndexerFuncs, indexers *cache.Indexers) (k8sstorage.Interface, factory.DestroyFunc, error) {
-		s, err := b.Store(storage.ResourceConfig{
-			GroupResource: config.GroupResource,
-			Codec:         config.Codec, Transformer: config.Transformer,
-			Prefix: config.Prefix, ResourcePrefix: resourcePrefix,
-			NewFunc: newFunc, NewListFunc: newListFunc, AttrFunc: attrs,
-			KeyFunc: keyFunc, IndexerFuncs: triggers, Indexers: indexers,
-		})
-		if err != nil {
-			return nil, nil, err
-		}
-		// The backend owns its stores: closing it releases them.
-		return s, func() {}, nil
-	}
 }
 
 // untypedCodec makes the built-in objects read from storage look like

@@ -15,7 +15,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/registry/generic"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
 	"k8s.io/apiserver/pkg/storage/value"
 	"k8s.io/client-go/tools/cache"
 )
@@ -92,3 +95,26 @@ type Snapshot interface {
 // ErrForeignSnapshot is returned by Restore for a snapshot another kind of
 // backend took.
 var ErrForeignSnapshot = errors.New("storage: the snapshot is of another kind of backend")
+
+// Decorator adapts b to k8s.io/apiserver's generic registry: a
+// generic.RESTOptions whose Decorator it is stores its resource in b. The
+// server stores every tier so; an API server built on k8s.io/apiserver may
+// too (examples/aggregated-apiserver). b owns the stores: its Close
+// releases them.
+func Decorator(b Backend) generic.StorageDecorator {
+	return func(config *storagebackend.ConfigForResource, resourcePrefix string,
+		keyFunc func(obj runtime.Object) (string, error), newFunc, newListFunc func() runtime.Object,
+		attrs k8sstorage.AttrFunc, triggers k8sstorage.IndexerFuncs, indexers *cache.Indexers) (k8sstorage.Interface, factory.DestroyFunc, error) {
+		s, err := b.Store(ResourceConfig{
+			GroupResource: config.GroupResource,
+			Codec:         config.Codec, Transformer: config.Transformer,
+			Prefix: config.Prefix, ResourcePrefix: resourcePrefix,
+			NewFunc: newFunc, NewListFunc: newListFunc, AttrFunc: attrs,
+			KeyFunc: keyFunc, IndexerFuncs: triggers, Indexers: indexers,
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, func() {}, nil
+	}
+}

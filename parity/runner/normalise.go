@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -99,9 +100,9 @@ func (n *Normaliser) collect(v any, key string, rvs *[]uint64, seen map[uint64]b
 		}
 		if isList(v) {
 			// Not ranked: see rewrite.
-			for k, e := range v {
+			for _, k := range slices.Sorted(maps.Keys(v)) {
 				if k != "metadata" {
-					n.collect(e, k, rvs, seen)
+					n.collect(v[k], k, rvs, seen)
 				}
 			}
 			return
@@ -112,8 +113,11 @@ func (n *Normaliser) collect(v any, key string, rvs *[]uint64, seen map[uint64]b
 				n.order = append(n.order, name)
 			}
 		}
-		for k, e := range v {
-			n.collect(e, k, rvs, seen)
+		// Keys in order: numbering by first appearance must not depend on
+		// map iteration (a uid and an owner's in one object were numbered
+		// either way, at random).
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			n.collect(v[k], k, rvs, seen)
 		}
 	case []any:
 		for _, e := range v {

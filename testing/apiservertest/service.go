@@ -68,6 +68,22 @@ func ServeService(t TB, srv *apiserver.Server, namespace, name string, handler h
 	return ca.CertPEM
 }
 
+// RouteService makes the Service namespace/name of srv lead to a server of
+// the test that already listens on 127.0.0.1:port (an aggregated API
+// server serving its own TLS, say), as ServeService does for a handler: the
+// namespace and Service are created if missing, and an EndpointSlice gives
+// each of its ports port at apiserver.LocalEndpointIP.
+func RouteService(t TB, srv *apiserver.Server, namespace, name string, port int) {
+	t.Helper()
+	c, err := srv.Clientset()
+	if err == nil {
+		err = publishService(t.Context(), c, namespace, name, int32(port))
+	}
+	if err != nil {
+		t.Fatalf("RouteService %s/%s: %v", namespace, name, err)
+	}
+}
+
 // publishService makes sure the namespace and the Service exist and points
 // every port of the Service at port on apiserver.LocalEndpointIP.
 func publishService(ctx context.Context, c kubernetes.Interface, namespace, name string, port int32) error {
