@@ -25,8 +25,8 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
-	aggregatoropenapi "k8s.io/kube-aggregator/pkg/generated/openapi"
 	basecompatibility "k8s.io/component-base/compatibility"
+	aggregatoropenapi "k8s.io/kube-aggregator/pkg/generated/openapi"
 	"k8s.io/kube-openapi/pkg/common"
 
 	fruitsv1 "github.com/kubeembed/apiserver/examples/aggregated-apiserver/apis/fruits/v1"
