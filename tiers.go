@@ -157,7 +157,10 @@ func (s *Server) servingAddress() netip.AddrPort {
 }
 
 // servingInfo serves TLS on the server's listener with a certificate of its
-// CA, and asks clients for certificates of the same CA.
+// CA, and asks clients for certificates of that CA or of the front-proxy CA
+// (kube-apiserver's serving pool holds both its --client-ca-file and its
+// --requestheader-client-ca-file: without the second, a front proxy's TLS
+// client would not present its certificate).
 func (s *Server) servingInfo() (*genericapiserver.SecureServingInfo, time.Time, error) {
 	serving, err := s.ca.Serving("127.0.0.1", "::1", "localhost", s.opts.host)
 	if err != nil {
@@ -171,7 +174,12 @@ func (s *Server) servingInfo() (*genericapiserver.SecureServingInfo, time.Time, 
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("client CA: %w", err)
 	}
-	return &genericapiserver.SecureServingInfo{Listener: s.listener, Cert: cert, ClientCA: clientCA}, serving.NotAfter, nil
+	frontProxyCA, err := dynamiccertificates.NewStaticCAContent("request-header", s.frontProxy.ca.CertPEM)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("front-proxy CA: %w", err)
+	}
+	return &genericapiserver.SecureServingInfo{Listener: s.listener, Cert: cert,
+		ClientCA: dynamiccertificates.NewUnionCAContentProvider(clientCA, frontProxyCA)}, serving.NotAfter, nil
 }
 
 // loopbackConfig is the configuration of the server's own clients: they

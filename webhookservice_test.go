@@ -12,6 +12,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -206,4 +207,69 @@ func TestConversionWebhookByService(t *testing.T) {
 	require.Len(t, list.Items, 1)
 	replicas, _, _ := unstructured.NestedInt64(list.Items[0].Object, "spec", "replicas")
 	assert.Equal(t, int64(3), replicas)
+
+	// A watch in v2 sees a v1 write converted.
+	w, err := dyn.Resource(v2).Namespace("default").Watch(t.Context(), metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
+	require.NoError(t, err)
+	defer w.Stop()
+	_, err = dyn.Resource(v1).Namespace("default").Create(t.Context(), &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": map[string]any{"name": "h"},
+		"spec": map[string]any{"size": int64(5)}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	select {
+	case ev := <-w.ResultChan():
+		obj := ev.Object.(*unstructured.Unstructured)
+		replicas, _, _ := unstructured.NestedInt64(obj.Object, "spec", "replicas")
+		assert.Equal(t, []any{"h", "example.com/v2", int64(5)}, []any{obj.GetName(), obj.GetAPIVersion(), replicas})
+	case <-time.After(30 * time.Second):
+		t.Fatal("no watch event")
+	}
+}
+
+// A conversion webhook that refuses: reads in another version fail with
+// kube-apiserver's corrupt-object errors (a get: InternalError naming the
+// key; a list: StorageReadError listing every key), and such an object can
+// be deleted only with ignoreStoreReadErrorWithClusterBreakingPotential.
+func TestConversionWebhookFailure(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	ca := apiservertest.ServeService(t, srv, "system", "webhook-service", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var review apiextensionsv1.ConversionReview
+		_ = json.NewDecoder(r.Body).Decode(&review)
+		review.Response = &apiextensionsv1.ConversionResponse{UID: review.Request.UID,
+			Result: metav1.Status{Status: metav1.StatusFailure, Message: "cannot convert"}}
+		review.Request = nil
+		_ = json.NewEncoder(w).Encode(&review)
+	}))
+	ext, err := srv.APIExtensionsClientset()
+	require.NoError(t, err)
+	_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(t.Context(), gadgets("system", "webhook-service", ca), metav1.CreateOptions{})
+	require.NoError(t, err)
+	dyn, err := dynamic.NewForConfig(srv.RESTConfig())
+	require.NoError(t, err)
+	v1 := dyn.Resource(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gadgets"}).Namespace("default")
+	v2 := dyn.Resource(schema.GroupVersionResource{Group: "example.com", Version: "v2", Resource: "gadgets"}).Namespace("default")
+	g := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Gadget",
+		"metadata": map[string]any{"name": "g"}, "spec": map[string]any{"size": int64(3)}}}
+	require.Eventually(t, func() bool { // served once Established; no conversion to the storage version
+		_, err = v1.Create(t.Context(), g, metav1.CreateOptions{})
+		return err == nil
+	}, 10*time.Second, 5*time.Millisecond, "create: %v", err)
+
+	_, err = v2.Get(t.Context(), "g", metav1.GetOptions{})
+	require.True(t, apierrors.IsInternalError(err), "%v", err)
+	assert.Regexp(t, `^Internal error occurred: StorageError: corrupt object, Code: 7, Key: /example.com/gadgets/default/g, `+
+		`ResourceVersion: 0, AdditionalErrorMsg: object not decodable revision=\d+: `+
+		`conversion webhook for example.com/v1, Kind=Gadget failed: cannot convert$`, err.Error())
+	_, err = v2.List(t.Context(), metav1.ListOptions{})
+	var status apierrors.APIStatus
+	require.ErrorAs(t, err, &status)
+	assert.Equal(t, metav1.StatusReasonStoreReadError, status.Status().Reason)
+	assert.Regexp(t, `^failed to read one or more gadgets.example.com from the storage: StorageError: corrupt object, Code: 7, `+
+		`Key: /\S*/example.com/gadgets/default/g, .*: cannot convert$`, status.Status().Message)
+
+	require.Error(t, v2.Delete(t.Context(), "g", metav1.DeleteOptions{}))
+	require.NoError(t, v2.Delete(t.Context(), "g", metav1.DeleteOptions{IgnoreStoreReadErrorWithClusterBreakingPotential: new(true)}))
+	_, err = v1.Get(t.Context(), "g", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "deleted: %v", err)
 }

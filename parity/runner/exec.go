@@ -25,6 +25,9 @@ type Target struct {
 	// Client defaults to one that skips certificate checks: both servers
 	// use certificates of their own making, and parity is about the API.
 	Client *http.Client
+	// Vars are placeholders substituted in steps beside {ns} and {id}
+	// (Fixtures.Vars).
+	Vars map[string]string
 }
 
 func (t *Target) client() *http.Client {
@@ -58,6 +61,9 @@ const MaxBody = 16 << 20
 func (t *Target) Do(ctx context.Context, st Step, ns, id string, earlier map[string]Response) Response {
 	sub := func(s string) string {
 		s = strings.NewReplacer("{ns}", ns, "{id}", id).Replace(s)
+		for k, v := range t.Vars {
+			s = strings.ReplaceAll(s, k, v)
+		}
 		return refRE.ReplaceAllStringFunc(s, func(m string) string {
 			p := refRE.FindStringSubmatch(m)
 			obj, _ := earlier[p[2]].Body.(map[string]any)

@@ -202,7 +202,7 @@ func (b *Backend) Store(rc kestorage.ResourceConfig) (storage.Interface, error) 
 		out = etcd3.NewStoreWithUnsafeCorruptObjectDeletion(out, rc.GroupResource)
 	}
 	if b.opts.WatchCache && rc.KeyFunc != nil {
-		if out, err = b.cached(s, rc); err != nil {
+		if out, err = b.cached(out, rc); err != nil {
 			return nil, err
 		}
 	}

@@ -185,9 +185,18 @@ func (s *store) Get(ctx context.Context, key string, opts storage.GetOptions, ou
 	}
 	data, _, err := s.xf().TransformFromStorage(ctx, item.value, dataCtx(k))
 	if err != nil {
+		if reportCorrupt() {
+			return storage.NewCorruptObjError(key, &corruptObjectError{err: err})
+		}
 		return storage.NewInternalError(err)
 	}
-	return s.decode(data, out, item.modRev)
+	if err := s.decode(data, out, item.modRev); err != nil {
+		if reportCorrupt() {
+			return storage.NewCorruptObjError(key, &corruptObjectError{err: err, undecodable: true, revision: item.modRev})
+		}
+		return err
+	}
+	return nil
 }
 
 func (s *store) validateMinimumResourceVersion(minimum string, actual uint64) error {
@@ -560,6 +569,7 @@ func (s *store) GetList(ctx context.Context, key string, opts storage.ListOption
 		lastKey string
 		hasMore bool
 		count   int64
+		corrupt corruptList
 	)
 	if !opts.Recursive {
 		item, found, rev, err := s.b.get(keyPrefix, withRev)
@@ -574,7 +584,9 @@ func (s *store) GetList(ctx context.Context, key string, opts storage.ListOption
 		}
 		if found {
 			if err := s.appendItem(ctx, item, opts.Predicate, newItem, v); err != nil {
-				return err
+				if err := corrupt.add(s, item.key, err); err != nil {
+					return err
+				}
 			}
 		}
 	} else {
@@ -607,7 +619,9 @@ func (s *store) GetList(ctx context.Context, key string, opts storage.ListOption
 				}
 				lastKey = item.key
 				if err := s.appendItem(ctx, item, opts.Predicate, newItem, v); err != nil {
-					return err
+					if err := corrupt.add(s, item.key, err); err != nil {
+						return err
+					}
 				}
 			}
 			hasMore = res.more || limitReached
@@ -619,6 +633,9 @@ func (s *store) GetList(ctx context.Context, key string, opts storage.ListOption
 				limit = min(limit*2, maxPage)
 			}
 		}
+	}
+	if err := corrupt.statusError(s, false); err != nil {
+		return err
 	}
 	cont, remaining, err := storage.PrepareContinueToken(lastKey, keyPrefix, withRev, count, hasMore, opts)
 	if err != nil {
@@ -644,6 +661,9 @@ const maxPage = 10000
 func (s *store) appendItem(ctx context.Context, item kv, pred storage.SelectionPredicate, newItem func() runtime.Object, v reflect.Value) error {
 	data, _, err := s.xf().TransformFromStorage(ctx, item.value, dataCtx(item.key))
 	if err != nil {
+		if reportCorrupt() {
+			return &corruptObjectError{err: err}
+		}
 		return storage.NewInternalError(fmt.Errorf("unable to transform key %q: %w", item.key, err))
 	}
 	if ctx.Err() != nil {
@@ -651,6 +671,9 @@ func (s *store) appendItem(ctx context.Context, item kv, pred storage.SelectionP
 	}
 	obj, _, err := s.codec.Decode(data, nil, newItem())
 	if err != nil {
+		if reportCorrupt() {
+			return &corruptObjectError{err: err, undecodable: true, revision: item.modRev}
+		}
 		return err
 	}
 	_ = s.versioner.UpdateObject(obj, uint64(item.modRev))

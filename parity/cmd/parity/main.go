@@ -167,6 +167,12 @@ func (p pair) run(ctx context.Context, list []runner.Scenario, kcm string) ([]ru
 	defer cand.Stop()
 	fmt.Printf("servers ready in %s (controllers: %t); running %d scenarios\n", time.Since(start).Round(time.Millisecond), kcm != "", len(list))
 	_, cidr, _ := net.ParseCIDR(runner.ServiceCIDR)
+	fixtures, err := runner.StartFixtures()
+	if err != nil {
+		return nil, err
+	}
+	defer fixtures.Close()
+	ref.Target.Vars, cand.Target.Vars = fixtures.Vars, fixtures.Vars
 	r := &runner.Runner{Reference: &ref.Target, Candidate: &cand.Target, ServiceCIDR: cidr, Parallel: p.parallel}
 	if p.refURL != "" && kcm == "" {
 		r.Salt = token // the reused server keeps the objects of earlier runs
