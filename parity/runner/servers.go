@@ -34,7 +34,7 @@ type Reference struct {
 	// EtcdURL is the client URL of its etcd.
 	EtcdURL string
 	procs   []*exec.Cmd
-	dir   string
+	dir     string
 }
 
 // StartReference starts etcd and kube-apiserver from the given binaries,
