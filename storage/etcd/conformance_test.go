@@ -45,6 +45,8 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 
+	"github.com/kubeembed/apiserver/storage/internal/conformance"
+
 	kestorage "github.com/kubeembed/apiserver/storage"
 )
 
@@ -150,15 +152,7 @@ func checkStorageCallsInvariants(s testStore) storagetesting.CallsValidation {
 		if reads := transformer.GetReadsAndReset(); reads != estimatedProcessedObjects {
 			t.Errorf("unexpected reads: %d, expected: %d", reads, estimatedProcessedObjects)
 		}
-		estimatedGetCalls := uint64(1)
-		if pageSize != 0 {
-			currLimit := pageSize
-			for sum := uint64(1); sum < estimatedProcessedObjects; {
-				currLimit = min(currLimit*2, maxLimit)
-				sum += currLimit
-				estimatedGetCalls++
-			}
-		}
+		estimatedGetCalls := conformance.ExpectedRangeReads(pageSize, estimatedProcessedObjects, maxLimit)
 		if reads := s.kv.GetReadsAndReset() + s.kv.GetStreamReadsAndReset(); reads != estimatedGetCalls {
 			t.Fatalf("unexpected reads: %d, want: %d", reads, estimatedGetCalls)
 		}

@@ -41,6 +41,8 @@ import (
 	"k8s.io/apiserver/pkg/storage/value"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
+
+	"github.com/kubeembed/apiserver/storage/internal/conformance"
 )
 
 const testValuePrefix = "test!"
@@ -134,15 +136,7 @@ func checkStorageCallsInvariants(s *store) storagetesting.CallsValidation {
 		if reads := transformer.GetReadsAndReset(); reads != estimatedProcessedObjects {
 			t.Errorf("unexpected reads: %d, expected: %d", reads, estimatedProcessedObjects)
 		}
-		estimatedGetCalls := uint64(1)
-		if pageSize != 0 {
-			currLimit := pageSize
-			for sum := uint64(1); sum < estimatedProcessedObjects; {
-				currLimit = min(currLimit*2, maxPage)
-				sum += currLimit
-				estimatedGetCalls++
-			}
-		}
+		estimatedGetCalls := conformance.ExpectedRangeReads(pageSize, estimatedProcessedObjects, maxPage)
 		if reads := uint64(s.b.ranges.Swap(0)); reads != estimatedGetCalls {
 			t.Fatalf("unexpected range reads: %d, want: %d", reads, estimatedGetCalls)
 		}
