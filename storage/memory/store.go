@@ -558,97 +558,130 @@ func (s *store) GetList(ctx context.Context, key string, opts storage.ListOption
 	if err != nil || v.Kind() != reflect.Slice {
 		return fmt.Errorf("need ptr to slice: %v", err)
 	}
-	newItem := newItemFunc(listObj, v)
 	withRev, continueKey, err := storage.ValidateListOptions(keyPrefix, s.versioner, opts)
 	if err != nil {
 		return err
 	}
-	paging := opts.Predicate.Limit > 0
-
-	var (
-		lastKey string
-		hasMore bool
-		count   int64
-		corrupt corruptList
-	)
-	if !opts.Recursive {
-		item, found, rev, err := s.b.get(keyPrefix, withRev)
-		if err != nil {
-			return s.listError(err, withRev, false, continueKey, keyPrefix)
-		}
-		if withRev == 0 {
-			if err := s.validateMinimumResourceVersion(opts.ResourceVersion, uint64(rev)); err != nil {
-				return err
-			}
-			withRev = rev
-		}
-		if found {
-			if err := s.appendItem(ctx, item, opts.Predicate, newItem, v); err != nil {
-				if err := corrupt.add(s, item.key, err); err != nil {
-					return err
-				}
-			}
-		}
+	l := &listing{s: s, ctx: ctx, opts: opts, keyPrefix: keyPrefix, continueKey: continueKey,
+		withRev: withRev, items: v, newItem: newItemFunc(listObj, v)}
+	if opts.Recursive {
+		err = l.pages()
 	} else {
-		// Read in pages like etcd3's store: a selector may drop most of a
-		// page, so the page size doubles up to maxPage, and decoding (the
-		// real cost here) stops as soon as the limit is filled.
-		limit := opts.Predicate.Limit
-		from := continueKey
-		for {
-			s.b.ranges.Add(1)
-			res, err := s.b.rangeKeys(keyPrefix, from, withRev, limit)
-			if err != nil {
-				return s.listError(err, withRev, len(opts.Predicate.Continue) > 0, continueKey, keyPrefix)
-			}
-			if withRev == 0 {
-				if err := s.validateMinimumResourceVersion(opts.ResourceVersion, uint64(res.rev)); err != nil {
-					return err
-				}
-				withRev = res.rev // later pages read the same snapshot
-			}
-			count = res.count
-			if opts.Predicate.Empty() {
-				growSlice(v, len(res.kvs))
-			}
-			limitReached := false
-			for _, item := range res.kvs {
-				if paging && int64(v.Len()) >= opts.Predicate.Limit {
-					limitReached = true
-					break
-				}
-				lastKey = item.key
-				if err := s.appendItem(ctx, item, opts.Predicate, newItem, v); err != nil {
-					if err := corrupt.add(s, item.key, err); err != nil {
-						return err
-					}
-				}
-			}
-			hasMore = res.more || limitReached
-			if limitReached || !res.more || (paging && int64(v.Len()) >= opts.Predicate.Limit) {
-				break
-			}
-			from = lastKey + "\x00"
-			if limit < maxPage {
-				limit = min(limit*2, maxPage)
-			}
-		}
+		err = l.one()
 	}
-	if err := corrupt.statusError(s, false); err != nil {
+	if err == nil {
+		err = l.corrupt.statusError(s, false)
+	}
+	if err != nil {
 		return err
 	}
-	cont, remaining, err := storage.PrepareContinueToken(lastKey, keyPrefix, withRev, count, hasMore, opts)
+	cont, remaining, err := storage.PrepareContinueToken(l.lastKey, keyPrefix, l.withRev, l.count, l.hasMore, opts)
 	if err != nil {
 		return err
 	}
 	if v.IsNil() {
 		v.Set(reflect.MakeSlice(v.Type(), 0, 0))
 	}
-	if err := s.versioner.UpdateList(listObj, uint64(withRev), cont, remaining); err != nil {
+	if err := s.versioner.UpdateList(listObj, uint64(l.withRev), cont, remaining); err != nil {
 		return err
 	}
 	if globals.Features().Enabled(features.ShardedListAndWatch) {
 		opts.Predicate.SetShardInfoOnList(listObj)
+	}
+	return nil
+}
+
+// listing is one GetList: what it read so far.
+type listing struct {
+	s                      *store
+	ctx                    context.Context
+	opts                   storage.ListOptions
+	keyPrefix, continueKey string
+	withRev                int64
+	items                  reflect.Value
+	newItem                func() runtime.Object
+
+	lastKey string
+	hasMore bool
+	count   int64
+	corrupt corruptList
+}
+
+// one reads the one key of a non-recursive list.
+func (l *listing) one() error {
+	item, found, rev, err := l.s.b.get(l.keyPrefix, l.withRev)
+	if err != nil {
+		return l.s.listError(err, l.withRev, false, l.continueKey, l.keyPrefix)
+	}
+	if err := l.atRevision(rev); err != nil {
+		return err
+	}
+	if !found {
+		return nil
+	}
+	return l.add(item)
+}
+
+// pages reads like etcd3's store: a selector may drop most of a page, so
+// the page size doubles up to maxPage, and decoding (the real cost here)
+// stops as soon as the limit is filled.
+func (l *listing) pages() error {
+	pred := l.opts.Predicate
+	paging := pred.Limit > 0
+	limit, from := pred.Limit, l.continueKey
+	for {
+		l.s.b.ranges.Add(1)
+		res, err := l.s.b.rangeKeys(l.keyPrefix, from, l.withRev, limit)
+		if err != nil {
+			return l.s.listError(err, l.withRev, len(pred.Continue) > 0, l.continueKey, l.keyPrefix)
+		}
+		if err := l.atRevision(res.rev); err != nil { // later pages read the same snapshot
+			return err
+		}
+		l.count = res.count
+		if pred.Empty() {
+			growSlice(l.items, len(res.kvs))
+		}
+		limitReached := false
+		for _, item := range res.kvs {
+			if paging && int64(l.items.Len()) >= pred.Limit {
+				limitReached = true
+				break
+			}
+			l.lastKey = item.key
+			if err := l.add(item); err != nil {
+				return err
+			}
+		}
+		l.hasMore = res.more || limitReached
+		if limitReached || !res.more || (paging && int64(l.items.Len()) >= pred.Limit) {
+			return nil
+		}
+		from = l.lastKey + "\x00"
+		if limit < maxPage {
+			limit = min(limit*2, maxPage)
+		}
+	}
+}
+
+// atRevision fixes the revision the list reads at, the backend's current
+// one unless the list asked for one.
+func (l *listing) atRevision(rev int64) error {
+	if l.withRev != 0 {
+		return nil
+	}
+	if err := l.s.validateMinimumResourceVersion(l.opts.ResourceVersion, uint64(rev)); err != nil {
+		return err
+	}
+	l.withRev = rev
+	return nil
+}
+
+// add decodes item into the list if it matches; a corrupt one is noted and
+// the list reads on.
+func (l *listing) add(item kv) error {
+	if err := l.s.appendItem(l.ctx, item, l.opts.Predicate, l.newItem, l.items); err != nil {
+		return l.corrupt.add(l.s, item.key, err)
 	}
 	return nil
 }
