@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -128,4 +129,52 @@ func rv(t *testing.T, s string) int64 {
 	v, err := strconv.ParseInt(s, 10, 64)
 	require.NoError(t, err)
 	return v
+}
+
+// Two servers on one etcd with different prefixes never see each other's
+// objects: each has its own namespaces, its own revision of what it wrote,
+// and a watch of one sees nothing of the other.
+func TestTwoServersTwoPrefixes(t *testing.T) {
+	t.Parallel()
+	member, err := embedded.Start(t.Context(), embedded.Options{UnsafeNoFsync: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = member.Close() })
+	start := func(prefix string) kubernetes.Interface {
+		b, err := etcd.New(t.Context(), etcd.Options{Servers: member.ClientURLs(), Prefix: prefix})
+		require.NoError(t, err)
+		srv, err := apiserver.New(apiserver.Options{Storage: b})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = srv.Close(); _ = b.Close() })
+		require.NoError(t, srv.Start(t.Context()))
+		c, err := srv.Clientset()
+		require.NoError(t, err)
+		return c
+	}
+	a, b := start("/team-a"), start("/team-b")
+	w, err := b.CoreV1().ConfigMaps("default").Watch(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	defer w.Stop()
+	_, err = a.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "only-a"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = a.CoreV1().ConfigMaps("default").Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = b.CoreV1().Namespaces().Get(t.Context(), "only-a", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "%v", err)
+	_, err = b.CoreV1().ConfigMaps("default").Get(t.Context(), "a", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "%v", err)
+	// b's own write is the first event its watch sees.
+	_, err = b.CoreV1().ConfigMaps("default").Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "b"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case ev := <-w.ResultChan():
+			if cm := ev.Object.(*corev1.ConfigMap); cm.Name != "kube-root-ca.crt" {
+				assert.Equal(t, "b", cm.Name)
+				return
+			}
+		case <-timeout:
+			t.Fatal("b's watch saw nothing")
+		}
+	}
 }
