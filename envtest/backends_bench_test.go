@@ -2,7 +2,11 @@ package envtest_test
 
 import (
 	"context"
+	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"runtime"
 	"slices"
@@ -10,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -250,5 +257,89 @@ func BenchmarkBackendHeap(b *testing.B) {
 				warm()
 			}
 		})
+	}
+}
+
+// BenchmarkBackendCreateThroughWebhooks creates ConfigMaps through a
+// mutating and a validating webhook reached by URL (a TLS server of the
+// test on 127.0.0.1), on kubeembed and on kube-apiserver: p50 and p99.
+// (kubeembed reaches webhooks by Service too: BenchmarkCreateThroughWebhooksByService
+// in the root package; kube-apiserver here cannot, its endpoints would be
+// this machine's loopback.)
+func BenchmarkBackendCreateThroughWebhooks(b *testing.B) {
+	hooks := httptest.NewTLSServer(admitAll())
+	defer hooks.Close()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hooks.Certificate().Raw})
+	for _, be := range backends(b) {
+		if be.name != "memory" && be.name != "kube-apiserver+etcd" {
+			continue
+		}
+		cfg, stop := be.start(b)
+		c := clientFor(b, cfg)
+		installWebhooks(b, c, hooks.URL, ca)
+		i := 0
+		b.Run(be.name, func(b *testing.B) {
+			var d []time.Duration
+			for b.Loop() {
+				i++
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("hooked-%d", i)}}
+				start := time.Now()
+				if _, err := c.CoreV1().ConfigMaps("default").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+					b.Fatal(err)
+				}
+				d = append(d, time.Since(start))
+			}
+			reportPercentiles(b, d)
+		})
+		stop()
+	}
+}
+
+// admitAll labels on /mutate and allows on /validate.
+func admitAll() http.Handler {
+	patch := []byte(`[{"op":"add","path":"/metadata/labels","value":{"mutated":"yes"}}]`)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var review admissionv1.AdmissionReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
+		if r.URL.Path == "/mutate" {
+			pt := admissionv1.PatchTypeJSONPatch
+			resp.Patch, resp.PatchType = patch, &pt
+		}
+		review.Request, review.Response = nil, resp
+		_ = json.NewEncoder(w).Encode(&review)
+	})
+}
+
+// installWebhooks registers both webhooks on ConfigMap creates and waits
+// until a create is mutated.
+func installWebhooks(b *testing.B, c kubernetes.Interface, url string, ca []byte) {
+	ctx := context.Background()
+	none := admissionregistrationv1.SideEffectClassNone
+	cc := func(path string) admissionregistrationv1.WebhookClientConfig {
+		return admissionregistrationv1.WebhookClientConfig{URL: new(url + path), CABundle: ca}
+	}
+	rules := []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}}
+	if _, err := c.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "m"}, Webhooks: []admissionregistrationv1.MutatingWebhook{{Name: "m.example.com",
+			AdmissionReviewVersions: []string{"v1"}, SideEffects: &none, ClientConfig: cc("/mutate"), Rules: rules}}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "v"}, Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: "v.example.com",
+			AdmissionReviewVersions: []string{"v1"}, SideEffects: &none, ClientConfig: cc("/validate"), Rules: rules}}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		cm, err := c.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"}},
+			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil && cm.Labels["mutated"] == "yes", nil
+	})
+	if err != nil {
+		b.Fatal("webhooks not called:", err)
 	}
 }
