@@ -48,19 +48,11 @@ func StartReference(ctx context.Context, etcdBin, apiserverBin, kcmBin, dir, tok
 			r.Stop()
 		}
 	}()
-	ports, err := freePorts(3)
-	if err != nil {
+	if r.EtcdURL, err = r.StartEtcd(ctx, etcdBin, "etcd"); err != nil {
 		return nil, err
 	}
-	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	r.EtcdURL = client
-	if err := r.start(ctx, "etcd", etcdBin,
-		"--name=parity", "--data-dir="+filepath.Join(dir, "etcd"),
-		"--listen-client-urls="+client, "--advertise-client-urls="+client,
-		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
-		"--initial-cluster=parity="+peer, "--unsafe-no-fsync", "--log-level=warn",
-	); err != nil {
+	ports, err := freePorts(1)
+	if err != nil {
 		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "tokens.csv"),
@@ -84,11 +76,11 @@ func StartReference(ctx context.Context, etcdBin, apiserverBin, kcmBin, dir, tok
 	}
 	if err := r.start(ctx, "kube-apiserver", apiserverBin, append(frontProxy,
 		"--client-ca-file="+clientCA,
-		"--etcd-servers="+client,
+		"--etcd-servers="+r.EtcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		// A loopback address cannot be published in the kubernetes Endpoints.
 		"--endpoint-reconciler-type=none",
-		"--secure-port="+strconv.Itoa(ports[2]),
+		"--secure-port="+strconv.Itoa(ports[0]),
 		"--cert-dir="+filepath.Join(dir, "certs"),
 		"--token-auth-file="+filepath.Join(dir, "tokens.csv"),
 		"--authorization-mode=RBAC",
@@ -102,7 +94,7 @@ func StartReference(ctx context.Context, etcdBin, apiserverBin, kcmBin, dir, tok
 	)...); err != nil {
 		return nil, err
 	}
-	r.Target = Target{Name: "kube-apiserver", URL: fmt.Sprintf("https://127.0.0.1:%d", ports[2]), Token: token}
+	r.Target = Target{Name: "kube-apiserver", URL: fmt.Sprintf("https://127.0.0.1:%d", ports[0]), Token: token}
 	readyCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if err := r.WaitReady(readyCtx); err != nil {
@@ -135,6 +127,24 @@ func (r *Reference) startControllerManager(ctx context.Context, bin, keyFile str
 		"--root-ca-file="+filepath.Join(r.dir, "certs", "apiserver.crt"),
 		"--service-account-private-key-file="+keyFile,
 		"--bind-address=127.0.0.1", "--secure-port=0",
+	)
+}
+
+// StartEtcd starts an etcd process (its data in the reference's directory,
+// stopped with it) and returns its client URL: the reference's own, and one
+// for kubeembed to store in with -candidate-etcd.
+func (r *Reference) StartEtcd(ctx context.Context, bin, name string) (string, error) {
+	ports, err := freePorts(2)
+	if err != nil {
+		return "", err
+	}
+	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	return client, r.start(ctx, name, bin,
+		"--name=parity", "--data-dir="+filepath.Join(r.dir, name),
+		"--listen-client-urls="+client, "--advertise-client-urls="+client,
+		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
+		"--initial-cluster=parity="+peer, "--unsafe-no-fsync", "--log-level=warn",
 	)
 }
 
@@ -179,9 +189,8 @@ type Candidate struct {
 }
 
 // StartCandidate starts kubeembed with the built-in groups, in memory, or
-// in etcd when etcdURL is set: under a prefix of its own ("/kubeembed",
-// beside the reference's "/registry" when it is the reference's etcd),
-// behind the watch cache, as kube-apiserver stores.
+// in the etcd at etcdURL when it is set, as kube-apiserver stores: under
+// "/registry", behind the watch cache.
 func StartCandidate(ctx context.Context, token string, withControllers bool, etcdURL string) (*Candidate, error) {
 	// Without kube-controller-manager beside the reference, the candidate
 	// runs no controllers either.
@@ -191,7 +200,7 @@ func StartCandidate(ctx context.Context, token string, withControllers bool, etc
 	}
 	c := &Candidate{}
 	if etcdURL != "" {
-		b, err := etcd.New(ctx, etcd.Options{Servers: []string{etcdURL}, Prefix: "/kubeembed", WatchCache: true})
+		b, err := etcd.New(ctx, etcd.Options{Servers: []string{etcdURL}, WatchCache: true})
 		if err != nil {
 			return nil, err
 		}

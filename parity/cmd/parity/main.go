@@ -40,7 +40,7 @@ func run() error {
 		refURL    = flag.String("reference-url", "", "use this running kube-apiserver instead of starting one (development)")
 		refToken  = flag.String("reference-token", "", "admin token of -reference-url")
 		kcm       = flag.String("kube-controller-manager", "", "kube-controller-manager binary, for the scenarios with controllers")
-		onEtcd    = flag.Bool("candidate-etcd", false, "store kubeembed in the reference's etcd (prefix /kubeembed, watch cache on) instead of memory")
+		onEtcd    = flag.Bool("candidate-etcd", false, "store kubeembed in an etcd process of its own (the reference's binary; watch cache on) instead of memory")
 	)
 	flag.Parse()
 	if (*etcd == "" || *apiserver == "") && *refURL == "" {
@@ -158,7 +158,9 @@ func (p pair) run(ctx context.Context, list []runner.Scenario, kcm string) ([]ru
 	}
 	etcdURL := ""
 	if p.candidateEtcd {
-		etcdURL = ref.EtcdURL
+		if etcdURL, err = ref.StartEtcd(ctx, p.etcd, "candidate-etcd"); err != nil {
+			return nil, fmt.Errorf("start kubeembed's etcd: %w", err)
+		}
 	}
 	cand, err := runner.StartCandidate(ctx, token, kcm != "", etcdURL)
 	if err != nil {
