@@ -100,3 +100,49 @@ func TestDataDirInUse(t *testing.T) {
 	require.NoError(t, err, "free again after Close")
 	require.NoError(t, s2.Close())
 }
+
+// An etcd requiring client certificates (mutual TLS): New connects with the
+// CA, certificate and key files, and fails, saying why, without the client
+// certificate.
+func TestMutualTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca, err := certs.NewCA("etcd-ca")
+	require.NoError(t, err)
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, data, 0o600))
+		return p
+	}
+	serving, err := ca.Serving("127.0.0.1")
+	require.NoError(t, err)
+	client, err := ca.Client("kube-apiserver", "", nil)
+	require.NoError(t, err)
+	caFile := write("ca.crt", ca.CertPEM)
+
+	cfg := embed.NewConfig()
+	cfg.Dir = filepath.Join(dir, "etcd")
+	u := url.URL{Scheme: "https", Host: "127.0.0.1:0"}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{u}, []url.URL{u}
+	p := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{p}, []url.URL{p}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.ClientTLSInfo.CertFile, cfg.ClientTLSInfo.KeyFile = write("etcd.crt", serving.CertPEM), write("etcd.key", serving.KeyPEM)
+	cfg.ClientTLSInfo.TrustedCAFile, cfg.ClientTLSInfo.ClientCertAuth = caFile, true
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	e, err := embed.StartEtcd(cfg)
+	require.NoError(t, err)
+	t.Cleanup(e.Close)
+	<-e.Server.ReadyNotify()
+	servers := []string{"https://" + e.Clients[0].Addr().String()}
+
+	b, err := etcd.New(t.Context(), etcd.Options{Servers: servers, CAFile: caFile,
+		CertFile: write("client.crt", client.CertPEM), KeyFile: write("client.key", client.KeyPEM), DialTimeout: 10 * time.Second})
+	require.NoError(t, err)
+	require.NoError(t, b.Check(t.Context()))
+	require.NoError(t, b.Close())
+
+	_, err = etcd.New(t.Context(), etcd.Options{Servers: servers, CAFile: caFile, DialTimeout: time.Second})
+	require.Error(t, err, "no client certificate")
+	assert.Contains(t, err.Error(), "did not answer within 1s")
+}
