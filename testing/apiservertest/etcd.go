@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -39,7 +40,9 @@ func storeInTestEtcd(t TB, o *apiserver.Options) error {
 		return err
 	}
 	t.Cleanup(func() {
-		_, err := b.Client().Delete(context.Background(), b.Prefix()+"/", clientv3.WithPrefix())
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := b.Client().Delete(ctx, b.Prefix()+"/", clientv3.WithPrefix())
 		if err := errors.Join(err, b.Close()); err != nil {
 			t.Logf("apiservertest: etcd: %v", err)
 		}
