@@ -21,9 +21,12 @@ import (
 
 // TestConcurrentGuaranteedUpdate: 64 writers each add 1000 to one counter
 // with optimistic concurrency; no increment is lost, and a watcher sees every
-// revision exactly once, in order.
+// revision exactly once, in order. History is not compacted by count here:
+// on a loaded machine (CI runs other packages beside it) the watcher fell
+// more than 10,000 revisions behind the writers and got 410 Gone, which is
+// right but not what this test is about.
 func TestConcurrentGuaranteedUpdate(t *testing.T) {
-	ctx, s := testSetup(t)
+	ctx, s := testSetup(t, withBackend(Options{HistoryRevisions: -1}))
 	const writers, increments = 64, 1000
 	key := "/pods/ns/counter"
 	created := &example.Pod{}
