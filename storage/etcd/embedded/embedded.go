@@ -180,7 +180,8 @@ func (s *Server) ClientURLs() []string { return []string{urlString(s.opts.Client
 
 // Options are the member's options with its ports and data directory
 // filled in: Start(ctx, s.Options()) after Close starts it again where it
-// was.
+// was, when the data directory was given (a temporary one is removed by
+// Close).
 func (s *Server) Options() Options { return s.opts }
 
 // Close stops the member and unlocks its data directory (removing it when
