@@ -2,8 +2,9 @@
 // libraries force on every server of a process, set up once:
 //
 //   - klog: the libraries log through klog's global logger when they have no
-//     contextual logger. The first New points it, once, at a zap logger that
-//     prints errors to stderr and drops the rest, unless
+//     contextual logger. The first New (or storage/etcd.New, whose etcd
+//     client logs through klog before any server exists) points it, once,
+//     at a zap logger that prints errors to stderr and drops the rest, unless
 //     Options.KeepKlogLogger; servers pass their own logger through
 //     contexts, which the libraries prefer where they support it.
 //   - feature gates (k8s.io/apiserver/pkg/util/feature.DefaultFeatureGate):

@@ -31,6 +31,7 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/utils/clock"
 
+	"github.com/kubeembed/apiserver/internal/globals"
 	kestorage "github.com/kubeembed/apiserver/storage"
 )
 
@@ -78,6 +79,12 @@ type Options struct {
 	WatchCache bool
 	// Logger receives the etcd client's warnings; nil discards them.
 	Logger *zap.Logger
+	// KeepKlogLogger leaves klog's process-wide logger alone, as
+	// apiserver.Options.KeepKlogLogger (set both). By default New points it
+	// where the first server would, once per process, before the etcd
+	// client's goroutines log through it: setting it later, in the server's
+	// New, is a data race with them.
+	KeepKlogLogger bool
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -127,6 +134,9 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if !opts.KeepKlogLogger {
+		globals.InitKlog()
 	}
 	client, err := connect(ctx, opts)
 	if err != nil {
