@@ -14,9 +14,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kubeembed/apiserver/internal/certs"
+	"github.com/kubeembed/apiserver/internal/globals"
 	"github.com/kubeembed/apiserver/storage/etcd"
 	"github.com/kubeembed/apiserver/storage/etcd/embedded"
 )
+
+// Tests here start etcd with embed directly too, whose gRPC clients log
+// through klog: set its logger before any of them (a data race otherwise).
+func init() { globals.InitKlog() }
 
 // Nothing answers: New fails after DialTimeout with the servers in the
 // error.

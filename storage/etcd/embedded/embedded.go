@@ -25,6 +25,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
+	"github.com/kubeembed/apiserver/internal/globals"
 	"github.com/kubeembed/apiserver/storage/etcd"
 )
 
@@ -53,6 +54,10 @@ type Options struct {
 	UnsafeNoFsync bool
 	// Logger receives etcd's logs; nil discards them.
 	Logger *zap.Logger
+	// KeepKlogLogger leaves klog's process-wide logger alone, as
+	// etcd.Options.KeepKlogLogger: by default Start points it where the
+	// first server would, before etcd's own gRPC clients log through it.
+	KeepKlogLogger bool
 }
 
 // Server is a running etcd member.
@@ -79,6 +84,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 
 // launch starts a member without waiting for its cluster.
 func launch(opts Options) (*Server, error) {
+	if !opts.KeepKlogLogger {
+		globals.InitKlog()
+	}
 	s := &Server{opts: opts}
 	if err := s.prepareDir(); err != nil {
 		return nil, err
@@ -209,7 +217,10 @@ func (s *Server) release() error {
 
 // NewBackend starts a single member and returns a backend on it that stops
 // it at Close. Servers in backendOpts is set to the member's URL.
+// KeepKlogLogger in either options keeps klog's logger.
 func NewBackend(ctx context.Context, opts Options, backendOpts etcd.Options) (*etcd.Backend, error) {
+	opts.KeepKlogLogger = opts.KeepKlogLogger || backendOpts.KeepKlogLogger
+	backendOpts.KeepKlogLogger = opts.KeepKlogLogger
 	s, err := Start(ctx, opts)
 	if err != nil {
 		return nil, err
