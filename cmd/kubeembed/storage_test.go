@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,8 +62,23 @@ func clientsOf(t *testing.T, kubeconfig string) (kubernetes.Interface, dynamic.I
 	return c, d
 }
 
-// --data-dir keeps the cluster: objects, CRDs and custom resources
-// written before a stop are there after the next start.
+// kubectlOn runs the kubectl on PATH against kubeconfig; nil without one.
+func kubectlOn(t *testing.T, kubeconfig string) func(args ...string) (string, error) {
+	path, err := exec.LookPath("kubectl")
+	if err != nil {
+		return nil
+	}
+	home := t.TempDir()
+	return func(args ...string) (string, error) {
+		cmd := exec.CommandContext(t.Context(), path, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+		cmd.Env = append(os.Environ(), "HOME="+home)
+		out, err := cmd.CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+}
+
+// --data-dir keeps the cluster: objects (kubectl apply'd too), CRDs and
+// custom resources written before a stop are there after the next start.
 func TestCLIDataDir(t *testing.T) {
 	t.Parallel()
 	dir, kc := t.TempDir(), filepath.Join(t.TempDir(), "kc")
@@ -74,9 +92,21 @@ func TestCLIDataDir(t *testing.T) {
 		"spec": map[string]any{"size": int64(1), "maxSize": int64(2)},
 	}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	kubectl := kubectlOn(t, kc)
+	if kubectl != nil {
+		manifest := filepath.Join(t.TempDir(), "cm.yaml")
+		require.NoError(t, os.WriteFile(manifest, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: applied}\ndata: {k: v}\n"), 0o600))
+		out, err := kubectl("apply", "-f", manifest)
+		require.NoError(t, err, out)
+	}
 	stop()
 
 	runUntilServing(t, "--data-dir", dir, "--kubeconfig", kc) // the CRD is in etcd
+	if kubectl != nil {
+		out, err := kubectl("get", "configmap", "applied", "-o", "jsonpath={.data.k}")
+		require.NoError(t, err, out)
+		assert.Equal(t, "v", out)
+	}
 	c, d = clientsOf(t, kc)
 	cm, err := c.CoreV1().ConfigMaps("default").Get(t.Context(), "kept", metav1.GetOptions{})
 	require.NoError(t, err)
