@@ -13,7 +13,8 @@ port="${KUBEEMBED_ETCD_PORT:-23790}"
 	--listen-peer-urls "http://127.0.0.1:$((port + 10))" --initial-advertise-peer-urls "http://127.0.0.1:$((port + 10))" \
 	--initial-cluster "default=http://127.0.0.1:$((port + 10))" --unsafe-no-fsync --log-level error >"$dir.log" 2>&1 &
 pid=$!
-trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$dir" "$dir.log"' EXIT
+# The command's status is the script's: etcd's own (143, killed) is not.
+trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; rm -rf "$dir" "$dir.log"' EXIT
 for _ in $(seq 100); do
 	# The port answers once etcd serves; clients wait for a leader.
 	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
