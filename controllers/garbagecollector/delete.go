@@ -167,11 +167,14 @@ func (gc *GarbageCollector) owner(ctx context.Context, item identity, ref metav1
 // "No dependent blocks it" is the graph's view: the graph must have seen
 // every object written before the owner's deletion, or a dependent created
 // just before, whose informer is behind the owner's (the owner's monitor
-// just started, for a new CRD), would not hold the owner back.
+// just started, for a new CRD), would not hold the owner back. Until it has,
+// the owner is retried as after a failure, not later: the wait is on the
+// collector's own work, and WaitIdle must not see the collector idle
+// meanwhile (it did, under load: an owner of a cycle outlived WaitIdle).
 func (gc *GarbageCollector) deletingDependents(ctx context.Context, s snapshot, owner *metav1.PartialObjectMetadata) error {
 	if len(s.blocking) == 0 {
 		if err := gc.Observer.CaughtUpTo(gc.cfg.Revisions.Snapshot(), controller.ResourceVersion(owner)); err != nil {
-			return &controller.Later{After: 10 * time.Millisecond, Reason: "the graph is behind the owner's deletion: " + err.Error()}
+			return fmt.Errorf("the graph is behind the owner's deletion: %w", err)
 		}
 		now, ok := gc.snapshot(s.identity.UID)
 		if !ok {
