@@ -17,6 +17,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/kubeembed/apiserver"
 )
 
@@ -114,7 +117,8 @@ func TestStartServesUntilCleanup(t *testing.T) {
 	assert.Len(t, tb.logs, n, "a stopped logger writes nothing to the test")
 }
 
-// With EtcdEnv set, Start stores in that etcd.
+// With EtcdEnv set, Start stores in that etcd: a namespace the server
+// creates is a key there, under the server's own prefix.
 func TestStartStoresInTestEtcd(t *testing.T) {
 	servers := os.Getenv(EtcdEnv)
 	if servers == "" {
@@ -124,12 +128,19 @@ func TestStartStoresInTestEtcd(t *testing.T) {
 	client, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(servers, ","), DialTimeout: 10 * time.Second})
 	require.NoError(t, err)
 	defer client.Close()
-	count := func() int64 {
-		resp, err := client.Get(t.Context(), "/kubeembed-test/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-		require.NoError(t, err)
-		return resp.Count
+	srv := Start(t)
+	c, err := srv.Clientset()
+	require.NoError(t, err)
+	name := "stored-" + randomName()
+	_, err = c.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	resp, err := client.Get(t.Context(), "/kubeembed-test/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	require.NoError(t, err)
+	var keys []string
+	for _, kv := range resp.Kvs {
+		if strings.HasSuffix(string(kv.Key), "/namespaces/"+name) {
+			keys = append(keys, string(kv.Key))
+		}
 	}
-	before := count()
-	Start(t)
-	assert.Greater(t, count(), before, "the server's objects are in etcd")
+	assert.Len(t, keys, 1, "the namespace is a key in etcd")
 }
