@@ -11,6 +11,7 @@ package resourcequota
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,8 @@ type Controller struct {
 	quotas   corev1listers.ResourceQuotaLister
 	registry quota.Registry
 	ignored  map[schema.GroupResource]struct{}
+	// revisions are the server's last writes per resource.
+	revisions controllers.Revisions
 	// primary syncs quotas whose usage is known; priority those a new
 	// limit has no usage for yet, so a new quota is ready soon.
 	primary, priority *controller.Queue
@@ -62,11 +65,12 @@ type Controller struct {
 func New(cfg controllers.Config) (*Controller, error) {
 	c := &Controller{
 		client: cfg.Client, quotas: cfg.Informers.Core().V1().ResourceQuotas().Lister(),
-		ignored:  kubequota.Ignored(),
-		primary:  controller.NewQueue("resourcequota_primary", cfg.QueueMetrics),
-		priority: controller.NewQueue("resourcequota_priority", cfg.QueueMetrics),
-		listers:  map[schema.GroupResource]cache.GenericLister{},
-		counted:  map[schema.GroupResource]quota.Evaluator{},
+		ignored:   kubequota.Ignored(),
+		primary:   controller.NewQueue("resourcequota_primary", cfg.QueueMetrics),
+		priority:  controller.NewQueue("resourcequota_priority", cfg.QueueMetrics),
+		listers:   map[schema.GroupResource]cache.GenericLister{},
+		counted:   map[schema.GroupResource]quota.Evaluator{},
+		revisions: cfg.Revisions,
 	}
 	c.Name, c.Observer, c.Queues = string(controllers.ResourceQuota), controller.NewObserver(cfg.Revisions), []*controller.Queue{c.primary, c.priority}
 	c.registry = generic.NewRegistry(kubequota.Configuration(c.lister, clock.RealClock{}).Evaluators())
@@ -178,6 +182,14 @@ func (c *Controller) sync(ctx context.Context, k string) error {
 	}
 	if err != nil {
 		return err
+	}
+	// Usage is counted from the listers: they must have seen every write
+	// before the quota's, or objects created just before it (a namespace's
+	// kube-root-ca.crt) are missed, and nothing recounts them (admission
+	// charges only what comes after). Retried as after a failure, so
+	// WaitIdle waits (seen on etcd, whose informers lag more than memory's).
+	if err := c.Observer.CaughtUpTo(c.revisions.Snapshot(), controller.ResourceVersion(q)); err != nil {
+		return fmt.Errorf("listers behind quota %s: %w", k, err)
 	}
 	c.mu.RLock() // the registry and listers stay as they are during the sync
 	defer c.mu.RUnlock()
