@@ -59,78 +59,14 @@ const MaxBody = 16 << 20
 // Do runs one step against the target, with ns and id substituted, and
 // responses of the earlier steps (by step name) for {rv:...} and {uid:...}.
 func (t *Target) Do(ctx context.Context, st Step, ns, id string, earlier map[string]Response) Response {
-	sub := func(s string) string {
-		s = strings.NewReplacer("{ns}", ns, "{id}", id).Replace(s)
-		for k, v := range t.Vars {
-			s = strings.ReplaceAll(s, k, v)
-		}
-		return refRE.ReplaceAllStringFunc(s, func(m string) string {
-			p := refRE.FindStringSubmatch(m)
-			obj, _ := earlier[p[2]].Body.(map[string]any)
-			meta, _ := obj["metadata"].(map[string]any)
-			key := map[string]string{"rv": "resourceVersion", "uid": "uid"}[p[1]]
-			v, _ := meta[key].(string)
-			return v
-		})
-	}
-	q := url.Values{}
-	for k, v := range st.Query {
-		q.Set(k, sub(v))
-	}
-	method := st.Verb
-	if method == "WATCH" {
-		method = http.MethodGet
-		q.Set("watch", "true")
-	}
-	u := t.URL + sub(st.Path)
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	var body io.Reader
-	ct := st.ContentType
-	switch {
-	case st.Raw != "":
-		body = strings.NewReader(sub(st.Raw))
-	case st.Body != nil:
-		b, err := json.Marshal(st.Body)
-		if err != nil {
-			return Response{Err: err.Error()}
-		}
-		body = strings.NewReader(sub(string(b)))
-	}
-	if body != nil && ct == "" {
-		ct = "application/json"
-		if method == http.MethodPatch {
-			ct = "application/merge-patch+json"
-		}
-	}
 	if st.Verb == "WATCH" {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, st.timeout())
 		defer cancel()
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	req, err := t.request(ctx, st, t.substituter(ns, id, earlier))
 	if err != nil {
 		return Response{Err: err.Error()}
-	}
-	req.Header.Set("User-Agent", "parity")
-	if ct != "" {
-		req.Header.Set("Content-Type", ct)
-	}
-	if st.Accept != "" {
-		req.Header.Set("Accept", st.Accept)
-	}
-	for k, v := range st.Headers {
-		req.Header.Set(k, sub(v))
-	}
-	if st.User != "anonymous" {
-		req.Header.Set("Authorization", "Bearer "+t.Token)
-	}
-	if st.User != "" && st.User != "anonymous" {
-		req.Header.Set("Impersonate-User", st.User)
-		for _, g := range st.Groups {
-			req.Header.Add("Impersonate-Group", g)
-		}
 	}
 	resp, err := t.client().Do(req)
 	if err != nil {
@@ -153,6 +89,85 @@ func (t *Target) Do(ctx context.Context, st Step, ns, id string, earlier map[str
 	}
 	out.Body = decodeBody(resp.Header.Get("Content-Type"), data)
 	return out
+}
+
+// substituter replaces a step's placeholders: {ns}, {id}, the target's
+// Vars, and {rv:STEP}/{uid:STEP} from the earlier responses.
+func (t *Target) substituter(ns, id string, earlier map[string]Response) func(string) string {
+	return func(s string) string {
+		s = strings.NewReplacer("{ns}", ns, "{id}", id).Replace(s)
+		for k, v := range t.Vars {
+			s = strings.ReplaceAll(s, k, v)
+		}
+		return refRE.ReplaceAllStringFunc(s, func(m string) string {
+			p := refRE.FindStringSubmatch(m)
+			obj, _ := earlier[p[2]].Body.(map[string]any)
+			meta, _ := obj["metadata"].(map[string]any)
+			key := map[string]string{"rv": "resourceVersion", "uid": "uid"}[p[1]]
+			v, _ := meta[key].(string)
+			return v
+		})
+	}
+}
+
+// request is the HTTP request of a step: URL, body, content type, the
+// admin's token and the impersonation the step asks for.
+func (t *Target) request(ctx context.Context, st Step, sub func(string) string) (*http.Request, error) {
+	q := url.Values{}
+	for k, v := range st.Query {
+		q.Set(k, sub(v))
+	}
+	method := st.Verb
+	if method == "WATCH" {
+		method = http.MethodGet
+		q.Set("watch", "true")
+	}
+	u := t.URL + sub(st.Path)
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	var body io.Reader
+	ct := st.ContentType
+	switch {
+	case st.Raw != "":
+		body = strings.NewReader(sub(st.Raw))
+	case st.Body != nil:
+		b, err := json.Marshal(st.Body)
+		if err != nil {
+			return nil, err
+		}
+		body = strings.NewReader(sub(string(b)))
+	}
+	if body != nil && ct == "" {
+		ct = "application/json"
+		if method == http.MethodPatch {
+			ct = "application/merge-patch+json"
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("User-Agent", "parity")
+	if ct != "" {
+		req.Header.Set("Content-Type", ct)
+	}
+	if st.Accept != "" {
+		req.Header.Set("Accept", st.Accept)
+	}
+	for k, v := range st.Headers {
+		req.Header.Set(k, sub(v))
+	}
+	if st.User != "anonymous" {
+		req.Header.Set("Authorization", "Bearer "+t.Token)
+	}
+	if st.User != "" && st.User != "anonymous" {
+		req.Header.Set("Impersonate-User", st.User)
+		for _, g := range st.Groups {
+			req.Header.Add("Impersonate-Group", g)
+		}
+	}
+	return req, nil
 }
 
 // readEvents reads up to n newline-delimited JSON watch events; it stops
