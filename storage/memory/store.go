@@ -404,88 +404,113 @@ func (s *store) GuaranteedUpdate(ctx context.Context, key string, destination ru
 	if err != nil {
 		return fmt.Errorf("unable to convert output object to pointer: %v", err)
 	}
-	current := s.currentState(ctx, k, v, ignoreNotFound, false)
-
-	st, isCurrent, err := s.initialState(cachedExistingObject, current)
-	if err != nil {
+	a := &attempt{current: s.currentState(ctx, k, v, ignoreNotFound, false)}
+	if a.st, a.isCurrent, err = s.initialState(cachedExistingObject, a.current); err != nil {
 		return err
 	}
 	for {
-		if err := preconditions.Check(k, st.obj); err != nil {
-			if isCurrent {
+		if err := preconditions.Check(k, a.st.obj); err != nil {
+			if a.isCurrent {
 				return err
 			}
-			if st, err = current(); err != nil {
+			if err := a.refresh(); err != nil {
 				return err
 			}
-			isCurrent = true
 			continue
 		}
-
-		ret, ttlPtr, err := tryUpdate(st.obj, st.meta)
-		if err == nil {
-			err = s.versioner.PrepareObjectForStorage(ret)
-			if err != nil {
-				err = fmt.Errorf("PrepareObjectForStorage failed: %v", err)
-			}
-		}
+		ret, ttl, err := s.updated(a.st, tryUpdate)
 		if err != nil {
-			if isCurrent {
+			if a.isCurrent {
 				return err
 			}
 			// The suggestion may have been stale: retry on fresh data unless
 			// it was current after all.
-			cachedRev := st.rev
-			fresh, freshErr := current()
-			if freshErr != nil {
-				return freshErr
+			cachedRev := a.st.rev
+			if err := a.refresh(); err != nil {
+				return err
 			}
-			st, isCurrent = fresh, true
-			if st.rev == cachedRev {
+			if a.st.rev == cachedRev {
 				return err
 			}
 			continue
 		}
-		var ttl uint64
-		if ttlPtr != nil {
-			ttl = *ttlPtr
-		}
-
 		data, err := runtime.Encode(s.codec, ret)
 		if err != nil {
 			return err
 		}
-		if !st.stale && bytes.Equal(data, st.data) {
-			// No change: do not write, but make sure the comparison was
-			// against what is stored now and not a stale suggestion.
-			if !isCurrent {
-				if st, err = current(); err != nil {
-					return err
-				}
-				isCurrent = true
-				if !bytes.Equal(data, st.data) {
-					continue
-				}
-			}
-			if !st.stale {
-				return s.decode(st.data, destination, st.rev)
-			}
+		if same, again, err := a.unchanged(data); err != nil {
+			return err
+		} else if again {
+			continue
+		} else if same {
+			return s.decode(a.st.data, destination, a.st.rev)
 		}
-
 		stored, err := s.xf().TransformToStorage(ctx, data, dataCtx(k))
 		if err != nil {
 			return storage.NewInternalError(err)
 		}
-		res := s.b.put(k, stored, st.rev, ttl)
+		res := s.b.put(k, stored, a.st.rev, ttl)
 		if !res.succeeded {
-			if st, err = s.stateFromKV(ctx, k, res.current, res.exists, v, ignoreNotFound, false); err != nil {
+			if a.st, err = s.stateFromKV(ctx, k, res.current, res.exists, v, ignoreNotFound, false); err != nil {
 				return err
 			}
-			isCurrent = true
+			a.isCurrent = true
 			continue
 		}
 		return s.decode(data, destination, res.rev)
 	}
+}
+
+// attempt is what GuaranteedUpdate is updating: the object's state, and
+// whether it was read from the store (not a caller's suggestion).
+type attempt struct {
+	st        *objState
+	isCurrent bool
+	current   func() (*objState, error)
+}
+
+// refresh reads the object's state from the store.
+func (a *attempt) refresh() error {
+	st, err := a.current()
+	if err != nil {
+		return err
+	}
+	a.st, a.isCurrent = st, true
+	return nil
+}
+
+// unchanged reports whether data is what is stored, so that nothing is
+// written. The comparison must be against what is stored now, not a stale
+// suggestion: if it was against a suggestion, the state is read again, and
+// if data differs from it the update is tried again on it.
+func (a *attempt) unchanged(data []byte) (same, again bool, err error) {
+	if a.st.stale || !bytes.Equal(data, a.st.data) {
+		return false, false, nil
+	}
+	if !a.isCurrent {
+		if err := a.refresh(); err != nil {
+			return false, false, err
+		}
+		if !bytes.Equal(data, a.st.data) {
+			return false, true, nil
+		}
+	}
+	return !a.st.stale, false, nil
+}
+
+// updated runs tryUpdate on st and prepares its answer for storage.
+func (s *store) updated(st *objState, tryUpdate storage.UpdateFunc) (ret runtime.Object, ttl uint64, err error) {
+	ret, ttlPtr, err := tryUpdate(st.obj, st.meta)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := s.versioner.PrepareObjectForStorage(ret); err != nil {
+		return nil, 0, fmt.Errorf("PrepareObjectForStorage failed: %v", err)
+	}
+	if ttlPtr != nil {
+		ttl = *ttlPtr
+	}
+	return ret, ttl, nil
 }
 
 // Stats implements storage.Interface.

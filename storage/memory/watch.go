@@ -101,28 +101,34 @@ func (w *watcher) Stop() { w.cancel() }
 // ResultChan implements watch.Interface.
 func (w *watcher) ResultChan() <-chan watch.Event { return w.result }
 
-func (w *watcher) run(rev int64, forceInitial, endBookmark bool) {
-	b := w.s.b
-	next := rev + 1
+// begin sends what comes before the changes after rev: the initial state
+// (forceInitial) and the bookmark that ends it (endBookmark). It returns the
+// revision of the first change to send, and false if the watch is over.
+func (w *watcher) begin(rev int64, forceInitial, endBookmark bool) (next int64, ok bool) {
+	next = rev + 1
 	if forceInitial {
-		if rev > 0 {
-			if cur := b.Revision(); rev > cur {
-				w.sendError(storage.NewTooLargeResourceVersionError(uint64(rev), uint64(cur), 1))
-				return
-			}
+		if cur := w.s.b.Revision(); rev > 0 && rev > cur {
+			w.sendError(storage.NewTooLargeResourceVersionError(uint64(rev), uint64(cur), 1))
+			return 0, false
 		}
 		at, ok := w.sendInitialState()
 		if !ok {
-			return
+			return 0, false
 		}
 		next = at + 1
 	}
-	if endBookmark {
-		if !w.sendBookmark(next-1, true) {
-			return
-		}
+	if endBookmark && !w.sendBookmark(next-1, true) {
+		return 0, false
 	}
+	return next, true
+}
 
+func (w *watcher) run(rev int64, forceInitial, endBookmark bool) {
+	b := w.s.b
+	next, ok := w.begin(rev, forceInitial, endBookmark)
+	if !ok {
+		return
+	}
 	var tick <-chan time.Time
 	if w.progressNotify {
 		t := time.NewTicker(b.opts.ProgressNotifyInterval)
