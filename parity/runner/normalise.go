@@ -140,37 +140,7 @@ func (n *Normaliser) collect(v any, key string, rvs *[]uint64, seen map[uint64]b
 func (n *Normaliser) rewrite(v any, key string) any {
 	switch v := v.(type) {
 	case map[string]any:
-		out := make(map[string]any, len(v))
-		if isBookmark(v) {
-			if obj, ok := v["object"].(map[string]any); ok {
-				obj = maps.Clone(obj)
-				if meta, ok := obj["metadata"].(map[string]any); ok {
-					meta = maps.Clone(meta)
-					meta["resourceVersion"] = "<list-rv>"
-					obj["metadata"] = meta
-				}
-				v = maps.Clone(v)
-				v["object"] = obj
-			}
-		}
-		if isList(v) {
-			// A list's resource version is the server's latest revision,
-			// which background writes (leases, events) move on the real
-			// server; only its presence is compared.
-			if meta, ok := v["metadata"].(map[string]any); ok && meta["resourceVersion"] != nil {
-				meta = maps.Clone(meta)
-				meta["resourceVersion"] = "<list-rv>"
-				v = maps.Clone(v)
-				v["metadata"] = meta
-			}
-		}
-		for k, e := range v {
-			// Keys too: managed fields name list items by key, such as a
-			// generated volume name.
-			out[n.names(k)] = n.rewrite(e, k)
-		}
-		n.table(out)
-		return out
+		return n.rewriteMap(v)
 	case []any:
 		out := make([]any, len(v))
 		for i, e := range v {
@@ -183,33 +153,73 @@ func (n *Normaliser) rewrite(v any, key string) any {
 		}
 		return v
 	case string:
-		switch key {
-		case "resourceVersion":
-			if p, ok := n.rvs[v]; ok {
-				return p
-			}
-		case "continue":
-			if v != "" {
-				return "<continue>"
-			}
-		case "clusterIP", "clusterIPs", "ip":
-			if ip := net.ParseIP(v); ip != nil && n.ServiceCIDR != nil && n.ServiceCIDR.Contains(ip) {
-				return "<service-ip>"
-			}
-		}
-		if timeRE.MatchString(v) {
-			return "<time>"
-		}
-		// A service IP anywhere, such as in a table cell.
-		if ip := net.ParseIP(v); ip != nil && n.ServiceCIDR != nil && n.ServiceCIDR.Contains(ip) {
-			return "<service-ip>"
-		}
-		if key == "message" {
-			return n.str(v)
-		}
-		return n.names(v)
+		return n.rewriteString(v, key)
 	}
 	return v
+}
+
+// rewriteMap rewrites an object: its values and its keys, and the resource
+// versions of bookmarks and lists, which only say that there is one.
+func (n *Normaliser) rewriteMap(v map[string]any) map[string]any {
+	if isBookmark(v) {
+		if obj, ok := v["object"].(map[string]any); ok {
+			v = maps.Clone(v)
+			v["object"] = withListRV(obj)
+		}
+	}
+	if isList(v) {
+		// A list's resource version is the server's latest revision,
+		// which background writes (leases, events) move on the real
+		// server; only its presence is compared.
+		v = withListRV(v)
+	}
+	out := make(map[string]any, len(v))
+	for k, e := range v {
+		// Keys too: managed fields name list items by key, such as a
+		// generated volume name.
+		out[n.names(k)] = n.rewrite(e, k)
+	}
+	n.table(out)
+	return out
+}
+
+// withListRV returns a copy of obj whose metadata.resourceVersion, if it
+// has one, is <list-rv>.
+func withListRV(obj map[string]any) map[string]any {
+	meta, ok := obj["metadata"].(map[string]any)
+	if !ok || meta["resourceVersion"] == nil {
+		return obj
+	}
+	meta = maps.Clone(meta)
+	meta["resourceVersion"] = "<list-rv>"
+	obj = maps.Clone(obj)
+	obj["metadata"] = meta
+	return obj
+}
+
+// rewriteString rewrites a string value under key.
+func (n *Normaliser) rewriteString(v, key string) any {
+	switch key {
+	case "resourceVersion":
+		if p, ok := n.rvs[v]; ok {
+			return p
+		}
+	case "continue":
+		if v != "" {
+			return "<continue>"
+		}
+	}
+	if timeRE.MatchString(v) {
+		return "<time>"
+	}
+	// A service IP anywhere (clusterIP, clusterIPs, ip, a table cell).
+	if ip := net.ParseIP(v); ip != nil && n.ServiceCIDR != nil && n.ServiceCIDR.Contains(ip) {
+		return "<service-ip>"
+	}
+	if key == "message" {
+		return n.str(v)
+	}
+	return n.names(v)
 }
 
 // str replaces uids, generated names, resource versions and the server's

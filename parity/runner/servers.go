@@ -55,27 +55,12 @@ func StartReference(ctx context.Context, etcdBin, apiserverBin, kcmBin, dir, tok
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "tokens.csv"),
-		[]byte(token+","+kubeembed.AdminUser+","+kubeembed.AdminUser+",\"system:masters\"\n"), 0o600); err != nil {
-		return nil, err
-	}
-	keyFile := filepath.Join(dir, "sa.key")
-	if err := writeKey(keyFile); err != nil {
-		return nil, err
-	}
-	// A client CA, as kubeembed has one (each server its own).
-	clientCA := filepath.Join(dir, "client-ca.crt")
-	if err := writeCA(clientCA); err != nil {
-		return nil, err
-	}
-	// A front proxy, as kubeembed has one: its CA, the aggregator's client
-	// certificate and the request headers.
-	frontProxy, err := writeFrontProxy(dir)
+	files, err := writeReferenceFiles(dir, token)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.start(ctx, "kube-apiserver", apiserverBin, append(frontProxy,
-		"--client-ca-file="+clientCA,
+	if err := r.start(ctx, "kube-apiserver", apiserverBin, append(files.frontProxy,
+		"--client-ca-file="+files.clientCA,
 		"--etcd-servers="+r.EtcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		// A loopback address cannot be published in the kubernetes Endpoints.
@@ -89,8 +74,8 @@ func StartReference(ctx context.Context, etcdBin, apiserverBin, kcmBin, dir, tok
 		"--enable-aggregator-routing=true",
 		"--service-cluster-ip-range="+ServiceCIDR,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+keyFile,
-		"--service-account-signing-key-file="+keyFile,
+		"--service-account-key-file="+files.saKey,
+		"--service-account-signing-key-file="+files.saKey,
 	)...); err != nil {
 		return nil, err
 	}
@@ -101,11 +86,38 @@ func StartReference(ctx context.Context, etcdBin, apiserverBin, kcmBin, dir, tok
 		return nil, fmt.Errorf("%w (logs in %s)", err, dir)
 	}
 	if kcmBin != "" {
-		if err := r.startControllerManager(ctx, kcmBin, keyFile); err != nil {
+		if err := r.startControllerManager(ctx, kcmBin, files.saKey); err != nil {
 			return nil, err
 		}
 	}
 	return r, nil
+}
+
+// referenceFiles are kube-apiserver's files StartReference writes.
+type referenceFiles struct {
+	saKey, clientCA string
+	frontProxy      []string // the flags naming the front proxy's files
+}
+
+// writeReferenceFiles writes the admin's token file, a service account key,
+// a client CA (as kubeembed has one, each server its own) and a front proxy
+// (as kubeembed has one: its CA, the aggregator's client certificate and
+// the request headers).
+func writeReferenceFiles(dir, token string) (f referenceFiles, err error) {
+	if err := os.WriteFile(filepath.Join(dir, "tokens.csv"),
+		[]byte(token+","+kubeembed.AdminUser+","+kubeembed.AdminUser+",\"system:masters\"\n"), 0o600); err != nil {
+		return f, err
+	}
+	f.saKey = filepath.Join(dir, "sa.key")
+	if err := writeKey(f.saKey); err != nil {
+		return f, err
+	}
+	f.clientCA = filepath.Join(dir, "client-ca.crt")
+	if err := writeCA(f.clientCA); err != nil {
+		return f, err
+	}
+	f.frontProxy, err = writeFrontProxy(dir)
+	return f, err
 }
 
 // Controllers are kube-controller-manager's controllers kubeembed runs, as
