@@ -378,9 +378,11 @@ func (s *Server) close() error {
 		s.abort()
 		return nil
 	}
+	// The controllers and informers stop; what they asked of the server
+	// finishes (not cut off: see inproc) before the server stops.
+	s.loopback.Drain()
 	s.informers.cancel()
 	s.cancel()
-	defer s.loopback.Close()
 	if !s.listener.waitIdle(closeTimeout) {
 		s.log.Warn("requests still running at close; closing their connections", zap.Strings("requests", s.listener.inFlight()))
 	}
@@ -396,6 +398,11 @@ func (s *Server) close() error {
 	}
 	s.informers.shutdown()
 	s.controllers.wg.Wait() // they end with the informers' context
+	// The post-start hooks' controllers (API Priority and Fairness' among
+	// them) end with the loop, unwaited, and may still be asking: no more,
+	// and what they asked finishes before the storage closes.
+	s.loopback.Close()
+	s.listener.waitIdle(closeTimeout)
 	if s.opts.ownsStorage {
 		err = errors.Join(err, s.opts.storage.Close())
 	}

@@ -262,7 +262,18 @@ func newListedInformer(client metadata.Interface, gvr schema.GroupVersionResourc
 			return resource.Watch(ctx, opts)
 		},
 	}}, &metav1.PartialObjectMetadata{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	_ = i.SetWatchErrorHandlerWithContext(quietOnStop)
 	return i
+}
+
+// quietOnStop is client-go's watch error handler, except for a watch that
+// ended because its informer stopped: client-go logs its "context
+// canceled" as an error, one per resource at every server's Close.
+func quietOnStop(ctx context.Context, r *cache.Reflector, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	cache.DefaultWatchErrorHandler(ctx, r, err)
 }
 
 // listOnly makes the reflector list (not stream the initial list through a

@@ -6,6 +6,14 @@
 // It also serves requests before the listener is up, so the server can sync
 // its informers before running the post-start hooks that wait for them; those
 // hooks poll every 100 ms and would otherwise add 100 ms to every start.
+//
+// A caller that gives up on a request (its context ends, or it closes the
+// body) ends the handler's context, as a reset HTTP/2 stream does, except
+// while the transport drains (Drain, from the server's Close): then a
+// request other than a watch runs to its end and its answer is dropped.
+// The server's controllers stop at Close with requests in flight; cut off,
+// each would make the API server log errors ("http: Handler timeout",
+// "post-timeout activity") into the output of the test that closed it.
 package inproc
 
 import (
@@ -24,18 +32,21 @@ type Transport struct {
 	handler atomic.Pointer[http.Handler]
 
 	once     sync.Once
-	ready    chan struct{} // closed by SetHandler
-	closed   chan struct{} // closed by Close
+	ready    chan struct{}   // closed by SetHandler
+	closed   context.Context // ends at Close
+	close    context.CancelFunc
 	setOnce  sync.Once
-	shutOnce sync.Once
+	draining atomic.Bool
 }
 
-// ErrClosed is returned for requests made after Close while no handler was
-// ever set.
-var ErrClosed = errors.New("inproc: transport closed before it had a handler")
+// ErrClosed is returned for requests made after Close.
+var ErrClosed = errors.New("inproc: transport closed")
 
 func (t *Transport) init() {
-	t.once.Do(func() { t.ready, t.closed = make(chan struct{}), make(chan struct{}) })
+	t.once.Do(func() {
+		t.ready = make(chan struct{})
+		t.closed, t.close = context.WithCancel(context.Background())
+	})
 }
 
 // SetHandler sets the handler that serves requests. Requests made before
@@ -47,28 +58,38 @@ func (t *Transport) SetHandler(h http.Handler) {
 	t.setOnce.Do(func() { close(t.ready) })
 }
 
-// Close ends the wait of requests made before SetHandler.
+// Drain makes requests other than watches run to their end when their
+// callers give up on them from now on.
+func (t *Transport) Drain() { t.draining.Store(true) }
+
+// Close refuses requests from now on and ends the wait of requests made
+// before SetHandler. Requests in flight go on.
 func (t *Transport) Close() {
 	t.init()
-	t.shutOnce.Do(func() { close(t.closed) })
+	t.close()
 }
 
 // RoundTrip implements http.RoundTripper. The response body streams what the
 // handler writes (watches included); closing it cancels the request.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.init()
+	if t.closed.Err() != nil {
+		return nil, ErrClosed
+	}
 	hp := t.handler.Load()
 	if hp == nil {
-		t.init()
 		select {
 		case <-t.ready:
 			hp = t.handler.Load()
-		case <-t.closed:
+		case <-t.closed.Done():
 			return nil, ErrClosed
 		case <-req.Context().Done():
 			return nil, req.Context().Err()
 		}
 	}
-	ctx, cancel := context.WithCancel(req.Context())
+	// gone ends when the caller gives up: the handler's writes are dropped.
+	gone, leave := context.WithCancel(req.Context())
+	ctx, cancel := t.handlerContext(req, gone)
 	r := req.Clone(ctx)
 	r.RequestURI = req.URL.RequestURI()
 	r.RemoteAddr = "127.0.0.1:0"
@@ -76,8 +97,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		r.Body = http.NoBody
 	}
 	pr, pw := io.Pipe()
-	w := &responseWriter{header: http.Header{}, body: pw, ready: make(chan struct{}), done: ctx.Done()}
+	w := &responseWriter{header: http.Header{}, body: pw, ready: make(chan struct{}), done: gone.Done()}
 	go func() {
+		defer cancel()
 		defer func() {
 			if p := recover(); p != nil && p != http.ErrAbortHandler {
 				w.writeHeader(http.StatusInternalServerError)
@@ -92,7 +114,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	select {
 	case <-w.ready:
 	case <-req.Context().Done():
-		cancel()
+		leave()
 		_ = pr.CloseWithError(req.Context().Err())
 		return nil, req.Context().Err()
 	}
@@ -102,10 +124,27 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		Proto:         "HTTP/2.0",
 		ProtoMajor:    2,
 		Header:        w.sent,
-		Body:          &body{PipeReader: pr, cancel: cancel},
+		Body:          &body{PipeReader: pr, cancel: leave},
 		ContentLength: -1,
 		Request:       req,
 	}, nil
+}
+
+// handlerContext is the context the handler serves req with: it has req's
+// values, and ends when the caller is gone, or, while the transport drains,
+// for a request other than a watch, when the handler returns.
+// (Not req's deadline: a deadline does not cross the wire; the server sets
+// its own from the timeout parameter.)
+func (t *Transport) handlerContext(req *http.Request, gone context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(req.Context()))
+	watch := req.URL.Query().Get("watch")
+	detachable := watch != "true" && watch != "1"
+	stopGone := context.AfterFunc(gone, func() {
+		if !detachable || !t.draining.Load() {
+			cancel()
+		}
+	})
+	return ctx, func() { stopGone(); cancel() }
 }
 
 type body struct {

@@ -79,3 +79,49 @@ func TestHandlerPanic(t *testing.T) {
 	_, err = io.ReadAll(resp.Body)
 	assert.ErrorContains(t, err, "boom")
 }
+
+// A caller that gives up ends the handler's context, as a reset stream
+// does; while the transport drains, a request other than a watch runs to
+// its end instead; after Close no request reaches the handler.
+func TestDrain(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	ended := make(chan error, 3)
+	tr := &Transport{}
+	tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		ended <- r.Context().Err()
+		w.WriteHeader(http.StatusOK)
+	}))
+	giveUp := func(url string) {
+		ctx, cancel := context.WithCancel(t.Context())
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() { _, err := tr.RoundTrip(req); done <- err }()
+		cancel()
+		require.ErrorIs(t, <-done, context.Canceled, "the caller returns at once")
+	}
+
+	giveUp("https://server.invalid/api/v1/configmaps")
+	require.ErrorIs(t, <-ended, context.Canceled, "not draining: the handler is cancelled")
+
+	tr.Drain()
+	giveUp("https://server.invalid/api/v1/configmaps?watch=true")
+	require.ErrorIs(t, <-ended, context.Canceled, "a watch is cancelled while draining too")
+	giveUp("https://server.invalid/api/v1/configmaps")
+	select {
+	case err := <-ended:
+		t.Fatalf("a request was cut off while draining: %v", err)
+	default:
+	}
+	close(release)
+	require.NoError(t, <-ended, "it runs to its end")
+
+	tr.Close()
+	_, err := (&http.Client{Transport: tr}).Get("https://server.invalid/")
+	require.ErrorIs(t, err, ErrClosed)
+}
