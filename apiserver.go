@@ -402,7 +402,9 @@ func (s *Server) close() error {
 	// them) end with the loop, unwaited, and may still be asking: no more,
 	// and what they asked finishes before the storage closes.
 	s.loopback.Close()
-	s.listener.waitIdle(closeTimeout)
+	if !s.listener.waitIdle(closeTimeout) || !s.listener.waitWatches(closeTimeout) {
+		s.log.Warn("requests still running after the server loop ended", zap.Strings("requests", s.listener.inFlight()))
+	}
 	if s.opts.ownsStorage {
 		err = errors.Join(err, s.opts.storage.Close())
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
 	clientretry "k8s.io/client-go/util/retry"
 
 	"github.com/kubeembed/apiserver/internal/manifests"
@@ -113,8 +114,8 @@ func (s *Server) installCRDs(ctx context.Context) error {
 				continue
 			}
 			gv := schema.GroupVersion{Group: crd.Spec.Group, Version: v.Name}
-			if err := retry.Until(ctx, func(context.Context) error {
-				list, err := disco.ServerResourcesForGroupVersion(gv.String())
+			if err := retry.Until(ctx, func(ctx context.Context) error {
+				list, err := discovery.ToDiscoveryInterfaceWithContext(disco).ServerResourcesForGroupVersionWithContext(ctx, gv.String())
 				if err != nil {
 					return err
 				}

@@ -13,19 +13,43 @@ import (
 type trackingListener struct {
 	net.Listener
 
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-	idle  chan struct{} // closed when inflight drops to zero; replaced when it rises
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	closing bool
+	// requests are those in flight other than watches, watches the watches:
+	// Close waits for the first while the connections are open, for the
+	// second once it has closed them, before the storage closes.
+	requests, watches requestSet
+}
 
-	closing  bool
-	inflight int                        // requests other than watches, guarded by mu
-	running  map[*http.Request]struct{} // the requests counted by inflight
+// requestSet counts requests; guarded by trackingListener.mu.
+type requestSet struct {
+	idle    chan struct{} // closed when none is in flight; replaced when one starts
+	running map[*http.Request]struct{}
+}
+
+func newRequestSet() requestSet {
+	idle := make(chan struct{})
+	close(idle)
+	return requestSet{idle: idle, running: map[*http.Request]struct{}{}}
+}
+
+func (f *requestSet) add(r *http.Request) {
+	if len(f.running) == 0 {
+		f.idle = make(chan struct{})
+	}
+	f.running[r] = struct{}{}
+}
+
+func (f *requestSet) done(r *http.Request) {
+	delete(f.running, r)
+	if len(f.running) == 0 {
+		close(f.idle)
+	}
 }
 
 func newTrackingListener(ln net.Listener) *trackingListener {
-	idle := make(chan struct{})
-	close(idle)
-	return &trackingListener{Listener: ln, conns: map[net.Conn]struct{}{}, idle: idle, running: map[*http.Request]struct{}{}}
+	return &trackingListener{Listener: ln, conns: map[net.Conn]struct{}{}, requests: newRequestSet(), watches: newRequestSet()}
 }
 
 func (l *trackingListener) Accept() (net.Conn, error) {
@@ -77,25 +101,19 @@ func (l *trackingListener) closeConns() {
 	}
 }
 
-// track counts the requests of h that are not watches.
+// track counts the requests of h, watches apart.
 func (l *trackingListener) track(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f := &l.requests
 		if isWatch(r) {
-			h.ServeHTTP(w, r)
-			return
+			f = &l.watches
 		}
 		l.mu.Lock()
-		if l.inflight++; l.inflight == 1 {
-			l.idle = make(chan struct{})
-		}
-		l.running[r] = struct{}{}
+		f.add(r)
 		l.mu.Unlock()
 		defer func() {
 			l.mu.Lock()
-			delete(l.running, r)
-			if l.inflight--; l.inflight == 0 {
-				close(l.idle)
-			}
+			f.done(r)
 			l.mu.Unlock()
 		}()
 		h.ServeHTTP(w, r)
@@ -109,8 +127,17 @@ func isWatch(r *http.Request) bool {
 
 // waitIdle waits until no request other than watches is in flight.
 func (l *trackingListener) waitIdle(timeout time.Duration) bool {
+	return l.wait(&l.requests, timeout)
+}
+
+// waitWatches waits until no watch is in flight.
+func (l *trackingListener) waitWatches(timeout time.Duration) bool {
+	return l.wait(&l.watches, timeout)
+}
+
+func (l *trackingListener) wait(f *requestSet, timeout time.Duration) bool {
 	l.mu.Lock()
-	idle := l.idle
+	idle := f.idle
 	l.mu.Unlock()
 	select {
 	case <-idle:
@@ -120,13 +147,16 @@ func (l *trackingListener) waitIdle(timeout time.Duration) bool {
 	}
 }
 
-// inFlight returns the method and URL of the requests in flight.
+// inFlight returns the method and URL of the requests in flight, watches
+// included.
 func (l *trackingListener) inFlight() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []string
-	for r := range l.running {
-		out = append(out, r.Method+" "+r.URL.String())
+	for _, f := range []*requestSet{&l.requests, &l.watches} {
+		for r := range f.running {
+			out = append(out, r.Method+" "+r.URL.String())
+		}
 	}
 	return out
 }

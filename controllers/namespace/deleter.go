@@ -83,7 +83,7 @@ type remaining struct {
 // long what remains will take.
 func (c *Controller) deleteAllContent(ctx context.Context, ns *corev1.Namespace) (int64, error) {
 	r := &remaining{byResource: map[schema.GroupVersionResource]int{}, byFinalizer: map[string]int{}}
-	lists, err := c.discovery.ServerPreferredNamespacedResources()
+	lists, err := discovery.ServerPreferredNamespacedResourcesWithContext(ctx, discovery.ToDiscoveryInterfaceWithContext(c.discovery))
 	if err != nil {
 		r.errs = append(r.errs, err)
 		r.conditions.discoveryFailed(err)

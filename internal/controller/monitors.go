@@ -122,7 +122,7 @@ func (m *Monitors) Run(ctx context.Context) {
 func (m *Monitors) sync(ctx context.Context) error {
 	delay := time.Millisecond
 	for try := 0; ; try++ {
-		found, err := m.discover()
+		found, err := m.discover(ctx)
 		missing := m.missingCRDs(found)
 		if err == nil && len(missing) == 0 || try == 12 || ctx.Err() != nil {
 			m.apply(ctx, found, err == nil)
@@ -139,8 +139,8 @@ func (m *Monitors) sync(ctx context.Context) error {
 	}
 }
 
-func (m *Monitors) discover() (map[schema.GroupVersionResource]controllers.Resource, error) {
-	lists, err := m.discovery.ServerPreferredResources()
+func (m *Monitors) discover(ctx context.Context) (map[schema.GroupVersionResource]controllers.Resource, error) {
+	lists, err := discovery.ServerPreferredResourcesWithContext(ctx, discovery.ToDiscoveryInterfaceWithContext(m.discovery))
 	found := map[schema.GroupVersionResource]controllers.Resource{}
 	for _, l := range discovery.FilteredBy(discovery.SupportsAllVerbs{Verbs: []string{"delete", "list", "watch"}}, lists) {
 		gv, perr := schema.ParseGroupVersion(l.GroupVersion)

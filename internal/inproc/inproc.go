@@ -72,88 +72,141 @@ func (t *Transport) Close() {
 // RoundTrip implements http.RoundTripper. The response body streams what the
 // handler writes (watches included); closing it cancels the request.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	t.init()
-	if t.closed.Err() != nil {
-		return nil, ErrClosed
+	h, err := t.handlerFor(req.Context())
+	if err != nil {
+		return nil, err
 	}
-	hp := t.handler.Load()
-	if hp == nil {
-		select {
-		case <-t.ready:
-			hp = t.handler.Load()
-		case <-t.closed.Done():
-			return nil, ErrClosed
-		case <-req.Context().Done():
-			return nil, req.Context().Err()
-		}
-	}
-	// gone ends when the caller gives up: the handler's writes are dropped.
-	gone, leave := context.WithCancel(req.Context())
-	ctx, cancel := t.handlerContext(req, gone)
-	r := req.Clone(ctx)
-	r.RequestURI = req.URL.RequestURI()
-	r.RemoteAddr = "127.0.0.1:0"
-	if r.Body == nil {
-		r.Body = http.NoBody
-	}
-	pr, pw := io.Pipe()
-	w := &responseWriter{header: http.Header{}, body: pw, ready: make(chan struct{}), done: gone.Done()}
-	go func() {
-		defer cancel()
-		defer func() {
-			if p := recover(); p != nil && p != http.ErrAbortHandler {
-				w.writeHeader(http.StatusInternalServerError)
-				_ = pw.CloseWithError(fmt.Errorf("inproc: handler panic: %v", p))
-				return
-			}
-			w.writeHeader(http.StatusOK)
-			_ = pw.Close()
-		}()
-		(*hp).ServeHTTP(w, r)
-	}()
+	x := t.newExchange(req)
+	go x.serve(h)
 	select {
-	case <-w.ready:
+	case <-x.w.ready:
+		if err := x.handOut(); err != nil {
+			return nil, err
+		}
 	case <-req.Context().Done():
-		leave()
-		_ = pr.CloseWithError(req.Context().Err())
+		x.leave()
 		return nil, req.Context().Err()
 	}
 	return &http.Response{
-		Status:        fmt.Sprintf("%d %s", w.code, http.StatusText(w.code)),
-		StatusCode:    w.code,
+		Status:        fmt.Sprintf("%d %s", x.w.code, http.StatusText(x.w.code)),
+		StatusCode:    x.w.code,
 		Proto:         "HTTP/2.0",
 		ProtoMajor:    2,
-		Header:        w.sent,
-		Body:          &body{PipeReader: pr, cancel: leave},
+		Header:        x.w.sent,
+		Body:          &body{PipeReader: x.pr, leave: x.leave},
 		ContentLength: -1,
 		Request:       req,
 	}, nil
 }
 
-// handlerContext is the context the handler serves req with: it has req's
-// values, and ends when the caller is gone, or, while the transport drains,
-// for a request other than a watch, when the handler returns.
-// (Not req's deadline: a deadline does not cross the wire; the server sets
-// its own from the timeout parameter.)
-func (t *Transport) handlerContext(req *http.Request, gone context.Context) (context.Context, context.CancelFunc) {
+// handlerFor returns the handler, waiting for SetHandler if need be.
+func (t *Transport) handlerFor(ctx context.Context) (http.Handler, error) {
+	t.init()
+	if t.closed.Err() != nil {
+		return nil, ErrClosed
+	}
+	if hp := t.handler.Load(); hp != nil {
+		return *hp, nil
+	}
+	select {
+	case <-t.ready:
+		return *t.handler.Load(), nil
+	case <-t.closed.Done():
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// exchange is one request in flight, between its caller and the handler.
+type exchange struct {
+	t      *Transport
+	req, r *http.Request // the caller's, the handler's
+	w      *responseWriter
+	pr     *io.PipeReader
+	pw     *io.PipeWriter
+	// leave tells that the caller gave up (its context ended, or it closed
+	// the body); cancel ends the handler's context.
+	leave, cancel context.CancelFunc
+
+	mu              sync.Mutex
+	gone, handedOut bool // the caller gave up; it has the body
+}
+
+func (t *Transport) newExchange(req *http.Request) *exchange {
+	x := &exchange{t: t, req: req}
+	gone, leave := context.WithCancel(req.Context())
+	// The handler's context has req's values but not its deadline (which
+	// does not cross the wire: the server sets its own from the timeout
+	// parameter) nor its cancellation: see callerGone.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(req.Context()))
-	watch := req.URL.Query().Get("watch")
-	detachable := watch != "true" && watch != "1"
-	stopGone := context.AfterFunc(gone, func() {
-		if !detachable || !t.draining.Load() {
-			cancel()
+	x.leave, x.cancel = leave, cancel
+	x.r = req.Clone(ctx)
+	x.r.RequestURI = req.URL.RequestURI()
+	x.r.RemoteAddr = "127.0.0.1:0"
+	if x.r.Body == nil {
+		x.r.Body = http.NoBody
+	}
+	x.pr, x.pw = io.Pipe()
+	x.w = &responseWriter{header: http.Header{}, body: x.pw, ready: make(chan struct{}), done: gone.Done()}
+	context.AfterFunc(gone, func() { x.callerGone(context.Cause(gone)) })
+	return x
+}
+
+// serve runs the handler; its status is 200 if it wrote none, 500 if it
+// panicked.
+func (x *exchange) serve(h http.Handler) {
+	defer x.cancel()
+	defer func() {
+		if p := recover(); p != nil && p != http.ErrAbortHandler {
+			x.w.writeHeader(http.StatusInternalServerError)
+			_ = x.pw.CloseWithError(fmt.Errorf("inproc: handler panic: %v", p))
+			return
 		}
-	})
-	return ctx, func() { stopGone(); cancel() }
+		x.w.writeHeader(http.StatusOK)
+		_ = x.pw.Close()
+	}()
+	h.ServeHTTP(x.w, x.r)
+}
+
+// callerGone ends the handler's context and fails the caller's reads with
+// cause, as a reset HTTP/2 stream and net/http's body do. While the
+// transport drains, a request other than a watch goes on instead: a caller
+// that has the body reads the whole answer (or closes it), and with none the
+// handler's writes are dropped.
+func (x *exchange) callerGone(cause error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.gone = true
+	watch := x.req.URL.Query().Get("watch")
+	if x.t.draining.Load() && watch != "true" && watch != "1" {
+		if !x.handedOut {
+			_ = x.pr.CloseWithError(cause)
+		}
+		return
+	}
+	_ = x.pw.CloseWithError(cause) // before the handler can end the body
+	x.cancel()
+}
+
+// handOut gives the caller the body, unless it gave up meanwhile.
+func (x *exchange) handOut() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.gone { // only its context can have ended yet
+		return context.Cause(x.req.Context())
+	}
+	x.handedOut = true
+	return nil
 }
 
 type body struct {
 	*io.PipeReader
-	cancel context.CancelFunc
+	leave context.CancelFunc
 }
 
 func (b *body) Close() error {
-	b.cancel()
+	b.leave()
 	return b.PipeReader.Close()
 }
 
@@ -184,15 +237,23 @@ func (w *responseWriter) writeHeader(code int) {
 
 func (w *responseWriter) Write(p []byte) (int, error) {
 	w.writeHeader(http.StatusOK)
+	n, err := w.body.Write(p)
+	if err != nil && w.gone() {
+		// The caller went away: like a reset HTTP/2 stream whose handler
+		// has not noticed yet, drop the data. The handler sees its context
+		// cancelled next, unless the transport drains.
+		return len(p), nil
+	}
+	return n, err
+}
+
+func (w *responseWriter) gone() bool {
 	select {
 	case <-w.done:
-		// The client went away; like a reset HTTP/2 stream whose handler
-		// has not noticed yet, drop the data. The handler sees its
-		// context cancelled next.
-		return len(p), nil
+		return true
 	default:
+		return false
 	}
-	return w.body.Write(p)
 }
 
 // Flush implements http.Flusher: writes reach the reader as they happen.

@@ -125,3 +125,42 @@ func TestDrain(t *testing.T) {
 	_, err := (&http.Client{Transport: tr}).Get("https://server.invalid/")
 	require.ErrorIs(t, err, ErrClosed)
 }
+
+// A caller that gives up while reading the body reads its context's error,
+// as from net/http; while the transport drains it reads the whole answer.
+func TestGiveUpWhileReading(t *testing.T) {
+	t.Parallel()
+	for _, drain := range []bool{false, true} {
+		tr := &Transport{}
+		release := make(chan struct{})
+		tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, "head\n")
+			w.(http.Flusher).Flush()
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			_, _ = io.WriteString(w, "tail\n")
+		}))
+		if drain {
+			tr.Drain()
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://server.invalid/api/v1/configmaps", nil)
+		require.NoError(t, err)
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		cancel()
+		if drain {
+			close(release) // else the handler ends with its context
+		}
+		data, err := io.ReadAll(resp.Body)
+		if drain {
+			require.NoError(t, err)
+			assert.Equal(t, "head\ntail\n", string(data))
+		} else {
+			require.ErrorIs(t, err, context.Canceled)
+		}
+		require.NoError(t, resp.Body.Close())
+	}
+}
