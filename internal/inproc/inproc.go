@@ -8,12 +8,15 @@
 // hooks poll every 100 ms and would otherwise add 100 ms to every start.
 //
 // A caller that gives up on a request (its context ends, or it closes the
-// body) ends the handler's context, as a reset HTTP/2 stream does, except
-// while the transport drains (Drain, from the server's Close): then a
-// request other than a watch runs to its end and its answer is dropped.
-// The server's controllers stop at Close with requests in flight; cut off,
-// each would make the API server log errors ("http: Handler timeout",
-// "post-timeout activity") into the output of the test that closed it.
+// body) ends the handler's context, as a reset HTTP/2 stream does, and reads
+// its context's error from the body, as from net/http's; except while the
+// transport drains (Drain, from the server's Close): then a request other
+// than a watch runs to its end, read whole by a caller that has the body,
+// dropped otherwise. The server's controllers stop at Close with requests
+// in flight; cut off, each would make the API server log errors ("http:
+// Handler timeout", "post-timeout activity"), and client-go its reader
+// ("Unexpected error when reading response body"), into the output of the
+// test that closed it.
 package inproc
 
 import (
