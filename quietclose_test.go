@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,7 +41,16 @@ func TestCloseIsQuiet(t *testing.T) {
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	require.NoError(t, cmd.Run(), "%s", stderr.String())
-	assert.NotContains(t, stderr.String(), "ERROR", "errors logged while servers closed")
+	for line := range strings.Lines(stderr.String()) {
+		// k8s.io/apiserver's API Priority and Fairness config controller
+		// writes its flow schemas' status in goroutines no one can wait
+		// for: a server closed while it does (a few ms after Start) makes
+		// it log this once. kube-apiserver's does the same at shutdown.
+		if strings.Contains(line, "failed to set a status.condition for FlowSchema") {
+			continue
+		}
+		assert.NotContains(t, line, "ERROR", "an error logged while servers closed")
+	}
 }
 
 func runBusyServers(t *testing.T) {
