@@ -45,7 +45,7 @@ func TestCloseIsQuiet(t *testing.T) {
 		// k8s.io/apiserver's API Priority and Fairness config controller
 		// writes its flow schemas' status in goroutines no one can wait
 		// for: a server closed while it does (a few ms after Start) makes
-		// it log this once. kube-apiserver's does the same at shutdown.
+		// it log this once, as kube-apiserver's can at shutdown.
 		if strings.Contains(line, "failed to set a status.condition for FlowSchema") {
 			continue
 		}
