@@ -383,18 +383,15 @@ func (s *Server) close() error {
 	s.loopback.Drain()
 	s.informers.cancel()
 	s.cancel()
-	if !s.listener.waitIdle(closeTimeout) {
+	if !s.settle(s.listener.waitIdle) {
 		s.log.Warn("requests still running at close; closing their connections", zap.Strings("requests", s.listener.inFlight()))
 	}
 	s.listener.closeConns()
 	var err error
-	select {
-	case <-s.runDone:
-		if s.runErr != nil && !errors.Is(s.runErr, context.Canceled) {
-			err = s.runErr
-		}
-	case <-time.After(closeTimeout):
-		s.log.Error("server loop did not stop", zap.Duration("waited", closeTimeout))
+	if !s.settle(s.waitLoop) {
+		s.log.Error("server loop did not stop", zap.Duration("waited", drainGrace+closeTimeout))
+	} else if s.runErr != nil && !errors.Is(s.runErr, context.Canceled) {
+		err = s.runErr
 	}
 	s.informers.shutdown()
 	s.controllers.wg.Wait() // they end with the informers' context
@@ -413,6 +410,32 @@ func (s *Server) close() error {
 	}
 	s.frontProxy.remove() // after the loop, whose hook watched the files
 	return err
+}
+
+// drainGrace is how long Close lets the server's own clients' requests
+// run on (see inproc.Transport.Drain) before it cuts them off.
+const drainGrace = time.Second
+
+// settle waits with wait for drainGrace; if that is not enough, it cuts off
+// the requests the drain left running (a controller's request that blocks
+// would hold Close) and waits up to closeTimeout more.
+func (s *Server) settle(wait func(time.Duration) bool) bool {
+	if wait(drainGrace) {
+		return true
+	}
+	s.loopback.Abandon()
+	return wait(closeTimeout)
+}
+
+// waitLoop waits up to d for the server loop to end (it waits for every
+// request in flight).
+func (s *Server) waitLoop(d time.Duration) bool {
+	select {
+	case <-s.runDone:
+		return true
+	case <-time.After(d):
+		return false
+	}
 }
 
 // KubernetesVersion is the Kubernetes release whose API the server serves

@@ -40,6 +40,9 @@ type Transport struct {
 	close    context.CancelFunc
 	setOnce  sync.Once
 	draining atomic.Bool
+
+	mu       sync.Mutex
+	detached map[*exchange]struct{} // running on while their callers are gone
 }
 
 // ErrClosed is returned for requests made after Close.
@@ -64,6 +67,19 @@ func (t *Transport) SetHandler(h http.Handler) {
 // Drain makes requests other than watches run to their end when their
 // callers give up on them from now on.
 func (t *Transport) Drain() { t.draining.Store(true) }
+
+// Abandon ends the drain: the requests it left running end as their callers
+// did, and so do those whose callers give up from now on.
+func (t *Transport) Abandon() {
+	t.mu.Lock()
+	t.draining.Store(false)
+	detached := t.detached
+	t.detached = nil
+	t.mu.Unlock()
+	for x := range detached {
+		x.abandon()
+	}
+}
 
 // Close refuses requests from now on and ends the wait of requests made
 // before SetHandler. Requests in flight go on.
@@ -159,6 +175,11 @@ func (t *Transport) newExchange(req *http.Request) *exchange {
 // serve runs the handler; its status is 200 if it wrote none, 500 if it
 // panicked.
 func (x *exchange) serve(h http.Handler) {
+	defer func() {
+		x.t.mu.Lock()
+		delete(x.t.detached, x)
+		x.t.mu.Unlock()
+	}()
 	defer x.cancel()
 	defer func() {
 		if p := recover(); p != nil && p != http.ErrAbortHandler {
@@ -182,13 +203,35 @@ func (x *exchange) callerGone(cause error) {
 	defer x.mu.Unlock()
 	x.gone = true
 	watch := x.req.URL.Query().Get("watch")
-	if x.t.draining.Load() && watch != "true" && watch != "1" {
+	if watch != "true" && watch != "1" && x.t.detach(x) {
 		if !x.handedOut {
 			_ = x.pr.CloseWithError(cause)
 		}
 		return
 	}
 	_ = x.pw.CloseWithError(cause) // before the handler can end the body
+	x.cancel()
+}
+
+// detach lets x run on while the transport drains.
+func (t *Transport) detach(x *exchange) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.draining.Load() {
+		return false
+	}
+	if t.detached == nil {
+		t.detached = map[*exchange]struct{}{}
+	}
+	t.detached[x] = struct{}{}
+	return true
+}
+
+// abandon ends x as callerGone does when the transport does not drain.
+func (x *exchange) abandon() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	_ = x.pw.CloseWithError(context.Canceled)
 	x.cancel()
 }
 

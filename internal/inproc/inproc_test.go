@@ -82,7 +82,8 @@ func TestHandlerPanic(t *testing.T) {
 
 // A caller that gives up ends the handler's context, as a reset stream
 // does; while the transport drains, a request other than a watch runs to
-// its end instead; after Close no request reaches the handler.
+// its end instead, until Abandon; after Close no request reaches the
+// handler.
 func TestDrain(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
@@ -120,6 +121,11 @@ func TestDrain(t *testing.T) {
 	}
 	close(release)
 	require.NoError(t, <-ended, "it runs to its end")
+
+	release = make(chan struct{})
+	giveUp("https://server.invalid/api/v1/configmaps")
+	tr.Abandon()
+	require.ErrorIs(t, <-ended, context.Canceled, "Abandon ends what the drain left running")
 
 	tr.Close()
 	_, err := (&http.Client{Transport: tr}).Get("https://server.invalid/")
