@@ -178,18 +178,27 @@ func gadgets(namespace, service string, caBundle []byte) *apiextensionsv1.Custom
 	}
 }
 
-// A CRD's conversion webhook named by Service converts on write, read and
-// list.
-func TestConversionWebhookByService(t *testing.T) {
-	t.Parallel()
+// gadgetsConvertedBy starts a server with the gadgets CRD, whose conversion
+// webhook is converter behind Service system/webhook-service, and returns
+// a dynamic client of it.
+func gadgetsConvertedBy(t *testing.T, converter http.Handler) dynamic.Interface {
 	srv := apiservertest.Start(t)
-	ca := apiservertest.ServeService(t, srv, "system", "webhook-service", http.HandlerFunc(convertGadgets))
+	ca := apiservertest.ServeService(t, srv, "system", "webhook-service", converter)
 	ext, err := srv.APIExtensionsClientset()
 	require.NoError(t, err)
 	_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(t.Context(), gadgets("system", "webhook-service", ca), metav1.CreateOptions{})
 	require.NoError(t, err)
 	dyn, err := dynamic.NewForConfig(srv.RESTConfig())
 	require.NoError(t, err)
+	return dyn
+}
+
+// A CRD's conversion webhook named by Service converts on write, read and
+// list.
+func TestConversionWebhookByService(t *testing.T) {
+	t.Parallel()
+	dyn := gadgetsConvertedBy(t, http.HandlerFunc(convertGadgets))
+	var err error
 	v1 := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gadgets"}
 	v2 := schema.GroupVersionResource{Group: "example.com", Version: "v2", Resource: "gadgets"}
 	g := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v2", "kind": "Gadget",
@@ -232,8 +241,7 @@ func TestConversionWebhookByService(t *testing.T) {
 // be deleted only with ignoreStoreReadErrorWithClusterBreakingPotential.
 func TestConversionWebhookFailure(t *testing.T) {
 	t.Parallel()
-	srv := apiservertest.Start(t)
-	ca := apiservertest.ServeService(t, srv, "system", "webhook-service", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	dyn := gadgetsConvertedBy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var review apiextensionsv1.ConversionReview
 		_ = json.NewDecoder(r.Body).Decode(&review)
 		review.Response = &apiextensionsv1.ConversionResponse{UID: review.Request.UID,
@@ -241,12 +249,7 @@ func TestConversionWebhookFailure(t *testing.T) {
 		review.Request = nil
 		_ = json.NewEncoder(w).Encode(&review)
 	}))
-	ext, err := srv.APIExtensionsClientset()
-	require.NoError(t, err)
-	_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(t.Context(), gadgets("system", "webhook-service", ca), metav1.CreateOptions{})
-	require.NoError(t, err)
-	dyn, err := dynamic.NewForConfig(srv.RESTConfig())
-	require.NoError(t, err)
+	var err error
 	v1 := dyn.Resource(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gadgets"}).Namespace("default")
 	v2 := dyn.Resource(schema.GroupVersionResource{Group: "example.com", Version: "v2", Resource: "gadgets"}).Namespace("default")
 	g := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Gadget",

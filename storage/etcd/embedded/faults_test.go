@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
-	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/storage/etcd"
 	"github.com/kubeembed/apiserver/storage/etcd/embedded"
 )
@@ -45,14 +44,7 @@ func TestClusterFaults(t *testing.T) {
 	for _, m := range members {
 		servers = append(servers, m.ClientURLs()...)
 	}
-	b, err := etcd.New(t.Context(), etcd.Options{Servers: servers})
-	require.NoError(t, err)
-	srv, err := apiserver.New(apiserver.Options{Storage: b})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Close(); _ = b.Close() })
-	require.NoError(t, srv.Start(t.Context()))
-	client, err := srv.Clientset()
-	require.NoError(t, err)
+	client := startOnEtcd(t, etcd.Options{Servers: servers})
 
 	seen := watchNames(t, client)
 	w := &writer{client: client}

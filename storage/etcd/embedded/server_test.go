@@ -140,15 +140,7 @@ func TestTwoServersTwoPrefixes(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = member.Close() })
 	start := func(prefix string) kubernetes.Interface {
-		b, err := etcd.New(t.Context(), etcd.Options{Servers: member.ClientURLs(), Prefix: prefix})
-		require.NoError(t, err)
-		srv, err := apiserver.New(apiserver.Options{Storage: b})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = srv.Close(); _ = b.Close() })
-		require.NoError(t, srv.Start(t.Context()))
-		c, err := srv.Clientset()
-		require.NoError(t, err)
-		return c
+		return startOnEtcd(t, etcd.Options{Servers: member.ClientURLs(), Prefix: prefix})
 	}
 	a, b := start("/team-a"), start("/team-b")
 	w, err := b.CoreV1().ConfigMaps("default").Watch(t.Context(), metav1.ListOptions{})
@@ -177,4 +169,18 @@ func TestTwoServersTwoPrefixes(t *testing.T) {
 			t.Fatal("b's watch saw nothing")
 		}
 	}
+}
+
+// startOnEtcd starts a server on an etcd backend of opts, both closed when
+// the test ends, and returns a client of it.
+func startOnEtcd(t *testing.T, opts etcd.Options) kubernetes.Interface {
+	b, err := etcd.New(t.Context(), opts)
+	require.NoError(t, err)
+	srv, err := apiserver.New(apiserver.Options{Storage: b})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close(); _ = b.Close() })
+	require.NoError(t, srv.Start(t.Context()))
+	c, err := srv.Clientset()
+	require.NoError(t, err)
+	return c
 }
