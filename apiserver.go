@@ -2,8 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -17,7 +15,6 @@ import (
 	"go.uber.org/zap"
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apiextensionslisters "k8s.io/apiextensions-apiserver/pkg/client/listers/apiextensions/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -28,52 +25,31 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kubeembed/apiserver/faults"
-	"github.com/kubeembed/apiserver/internal/certs"
-	"github.com/kubeembed/apiserver/internal/controller"
+	"github.com/kubeembed/apiserver/internal/controlplane"
 	"github.com/kubeembed/apiserver/internal/globals"
-	"github.com/kubeembed/apiserver/internal/inproc"
-	"github.com/kubeembed/apiserver/internal/rbac"
-	"github.com/kubeembed/apiserver/internal/satoken"
+	"github.com/kubeembed/apiserver/internal/listener"
 	"github.com/kubeembed/apiserver/internal/version"
 	"github.com/kubeembed/apiserver/storage"
 )
 
 // AdminUser is the user name of the admin token's identity.
-const AdminUser = "kubeembed-admin"
+const AdminUser = controlplane.AdminUser
 
 // Server is a Kubernetes API server running in this process. Create one with
 // New, then Start it; Close releases it.
 type Server struct {
-	opts completedOptions
-	log  *zap.Logger
-	url  string
-	ca   *certs.CA
-	// frontProxy is the aggregator's identity to aggregated API servers.
-	frontProxy *frontProxy
-	// rbacAuthz is the RBAC authorizer, built with the chain.
-	rbacAuthz *rbac.Authorizer
-	// tokens issues and authenticates service account tokens.
-	tokens *satoken.Issuer
+	opts   completedOptions
+	log    *zap.Logger
+	url    string
+	keys   controlplane.Keys
 	config *rest.Config
 
 	faults   *faults.Injector
 	recorder *faults.Recorder
-	// stored is the storage backend as the tiers see it, noting each
-	// resource's store for metrics.
-	stored  *storedResources
-	metrics *serverMetrics
-	// afterRestore are the providers' repairs of state kept beside storage.
-	afterRestore []func(context.Context) error
-	// writes is the revision of the last write to each resource, for
-	// WaitIdle; controllers are the server's control loops.
-	writes      *controller.Writes
-	controllers controllerSet
-
-	listener  *trackingListener
-	loopback  *inproc.Transport
-	informers *informerSet
-	chain     *chain
-	crdLister apiextensionslisters.CustomResourceDefinitionLister
+	listener *listener.Tracking
+	// cp is the chain and what runs beside it (informers, controllers, the
+	// loopback of the server's own clients).
+	cp *controlplane.ControlPlane
 
 	startOnce sync.Once
 	startErr  error
@@ -96,10 +72,7 @@ func New(opts Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: c, log: c.log, runDone: make(chan struct{}), faults: &faults.Injector{}, recorder: &faults.Recorder{},
-		writes: &controller.Writes{}, controllers: controllerSet{ready: make(chan struct{})}}
-	s.stored = newStoredResources(c.storage, s.writes)
-	s.metrics = newServerMetrics(s.stored)
+	s := &Server{opts: c, log: c.log, runDone: make(chan struct{}), faults: &faults.Injector{}, recorder: &faults.Recorder{}}
 	defer func() {
 		if err != nil {
 			s.abort()
@@ -108,36 +81,40 @@ func New(opts Options) (_ *Server, err error) {
 	if !c.keepKlog {
 		globals.InitKlog()
 	}
-	if err = s.loadKeys(); err != nil {
+	if s.keys, err = controlplane.LoadKeys(c.certDir); err != nil {
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.host, strconv.Itoa(c.port)))
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s port %d: %w", c.host, c.port, err)
 	}
-	s.listener = newTrackingListener(ln)
+	s.listener = listener.New(ln)
 	s.url = "https://" + net.JoinHostPort(hostForURL(c.host), strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 	s.config = &rest.Config{
 		Host:            s.url,
 		BearerToken:     c.token,
-		TLSClientConfig: rest.TLSClientConfig{CAData: s.ca.CertPEM},
+		TLSClientConfig: rest.TLSClientConfig{CAData: s.keys.CA.CertPEM},
 		QPS:             -1, // no client-side throttling against a test server
 	}
-	if s.chain, err = s.buildChain(); err != nil {
-		return nil, err
+	s.cp, err = controlplane.New(s.controlPlaneConfig())
+	return s, err
+}
+
+// controlPlaneConfig is what the chain is built from.
+func (s *Server) controlPlaneConfig() controlplane.Config {
+	c := s.opts
+	return controlplane.Config{
+		Log: c.log, Listener: s.listener, Track: s.listener.Track, URL: s.url, Host: c.host,
+		Keys: s.keys, AdminToken: c.token, Storage: c.storage,
+		Providers: c.providers, OpenAPIKey: c.openAPIKey, Controllers: c.controllers,
+		PriorityAndFairness: c.priorityAndFairness, ServiceAccountAdmission: c.serviceAccountAdmission,
+		Audit: c.audit.Audit, Faults: s.faults, Recorder: s.recorder,
 	}
-	return s, nil
 }
 
 // abort undoes what a failed New began.
 func (s *Server) abort() {
-	s.frontProxy.remove()
-	if s.informers != nil {
-		s.informers.shutdown()
-	}
-	if s.loopback != nil {
-		s.loopback.Close()
-	}
+	s.keys.Remove()
 	if s.listener != nil {
 		_ = s.listener.Close()
 	}
@@ -167,12 +144,6 @@ func hostForURL(bind string) string {
 	return bind
 }
 
-func randomToken() string {
-	b := make([]byte, 24)
-	_, _ = rand.Read(b) // never fails
-	return hex.EncodeToString(b)
-}
-
 // Start serves the chain and returns when /readyz reports ready: every
 // post-start hook has run, informers have synced, the default namespaces and
 // the CRDs of Options exist and are served. ctx bounds only the wait; the
@@ -184,18 +155,15 @@ func (s *Server) Start(ctx context.Context) error {
 }
 
 func (s *Server) start(ctx context.Context) error {
-	runCtx, cancel := context.WithCancel(withLogger(context.Background(), s.log))
+	runCtx, cancel := context.WithCancel(controlplane.WithLogger(context.Background(), s.log))
 	s.cancel = cancel
 	s.started.Store(true)
-	prepared, err := s.chain.prepare()
+	prepared, err := s.cp.Prepare()
 	if err != nil {
 		close(s.runDone)
 		return fmt.Errorf("prepare server: %w", err)
 	}
-	// The loopback is in process, so informers sync before the listener is
-	// up: see informerSet for why they start before the chain runs.
-	s.informers.start()
-	if err := s.informers.waitForSync(ctx); err != nil {
+	if err := s.cp.StartInformers(ctx); err != nil {
 		close(s.runDone)
 		return fmt.Errorf("sync informers: %w", err)
 	}
@@ -206,13 +174,10 @@ func (s *Server) start(ctx context.Context) error {
 	if err := s.waitReady(ctx); err != nil {
 		return err
 	}
-	if err := s.installCRDs(ctx); err != nil {
+	if err := s.cp.Install(ctx, s.RESTConfig(), s.opts.crds, s.opts.rbac); err != nil {
 		return err
 	}
-	if err := s.installRBAC(ctx); err != nil {
-		return err
-	}
-	s.startMonitors()
+	s.cp.MarkReady()
 	// Start's own requests (readiness polls, CRDs) are not the clients'.
 	s.recorder.Reset()
 	s.log.Info("kube-apiserver ready", zap.String("url", s.url))
@@ -263,13 +228,13 @@ func (s *Server) RESTConfig() *rest.Config { return rest.CopyConfig(s.config) }
 
 // CACert returns the PEM certificate of the CA that signed the server's
 // certificate.
-func (s *Server) CACert() []byte { return append([]byte(nil), s.ca.CertPEM...) }
+func (s *Server) CACert() []byte { return append([]byte(nil), s.keys.CA.CertPEM...) }
 
 // Kubeconfig returns a kubeconfig for the admin user, for kubectl and other
 // clients.
 func (s *Server) Kubeconfig() ([]byte, error) {
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["kubeembed"] = &clientcmdapi.Cluster{Server: s.url, CertificateAuthorityData: s.ca.CertPEM}
+	cfg.Clusters["kubeembed"] = &clientcmdapi.Cluster{Server: s.url, CertificateAuthorityData: s.keys.CA.CertPEM}
 	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: s.opts.token}
 	cfg.Contexts["kubeembed"] = &clientcmdapi.Context{Cluster: "kubeembed", AuthInfo: "admin", Namespace: "default"}
 	cfg.CurrentContext = "kubeembed"
@@ -331,10 +296,8 @@ func (s *Server) Restore(ctx context.Context, snap storage.Snapshot) error {
 	if err := sn.Restore(snap); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	for _, f := range s.afterRestore {
-		if err := f(ctx); err != nil {
-			return fmt.Errorf("restore: %w", err)
-		}
+	if err := s.cp.Restored(ctx); err != nil {
+		return fmt.Errorf("restore: %w", err)
 	}
 	return nil
 }
@@ -343,13 +306,37 @@ func (s *Server) Restore(ctx context.Context, snap storage.Snapshot) error {
 // tiers and admission use. Start starts the informers requested before it;
 // start one requested later with the factory's Start (informers stop at
 // Close, whatever channel Start is given).
-func (s *Server) InformerFactory() informers.SharedInformerFactory { return s.informers.kube }
+func (s *Server) InformerFactory() informers.SharedInformerFactory { return s.cp.KubeInformers() }
 
 // DynamicInformerFactory returns the server's shared dynamic informer
 // factory. Start starts the informers requested before it; start one
 // requested later with the factory's Start.
 func (s *Server) DynamicInformerFactory() dynamicinformer.DynamicSharedInformerFactory {
-	return s.informers.dynamic
+	return s.cp.DynamicInformers()
+}
+
+// WaitIdle returns once every controller of the server (Options.Controllers)
+// has nothing left to do: it has seen every write made before the call and
+// every write the controllers made in reaction since, and its queues are
+// empty, with no item in a worker and none waiting to be retried after an
+// error. So `Delete(namespace); WaitIdle(ctx)` returns after the namespace
+// and its content are gone, and deleting an owner then WaitIdle after its
+// dependents are collected, with no polling in the test.
+//
+// What it cannot wait for: controllers that are not the server's (a test's
+// own manager), and work a controller put off on purpose because someone
+// else must act first (a finalizer only the test removes keeps a namespace
+// Terminating; WaitIdle returns with the namespace still there). It returns
+// ctx's error, naming what was still busy, if ctx ends first. Without
+// controllers it returns at once.
+func (s *Server) WaitIdle(ctx context.Context) error {
+	if !s.started.Load() {
+		return errors.New("WaitIdle: the server is not started")
+	}
+	if err := s.cp.WaitIdle(ctx); err != nil {
+		return fmt.Errorf("WaitIdle: %w", err)
+	}
+	return nil
 }
 
 // closeTimeout bounds each step of Close that waits on requests or
@@ -375,32 +362,31 @@ func (s *Server) Close() error {
 
 func (s *Server) close() error {
 	if !s.started.Load() {
+		s.cp.Shutdown()
 		s.abort()
 		return nil
 	}
 	// The controllers and informers stop; what they asked of the server
 	// finishes (not cut off: see inproc) before the server stops.
-	s.loopback.Drain()
-	s.informers.cancel()
+	s.cp.Loopback().Drain()
+	s.cp.StopInformers()
 	s.cancel()
-	if !s.settle(s.listener.waitIdle) {
-		s.log.Warn("requests still running at close; closing their connections", zap.Strings("requests", s.listener.inFlight()))
+	if !s.settle(s.listener.WaitIdle) {
+		s.log.Warn("requests still running at close; closing their connections", zap.Strings("requests", s.listener.InFlight()))
 	}
-	s.listener.closeConns()
+	s.listener.CloseConns()
 	var err error
 	if !s.settle(s.waitLoop) {
 		s.log.Error("server loop did not stop", zap.Duration("waited", drainGrace+closeTimeout))
 	} else if s.runErr != nil && !errors.Is(s.runErr, context.Canceled) {
 		err = s.runErr
 	}
-	s.informers.shutdown()
-	s.controllers.wg.Wait() // they end with the informers' context
 	// The post-start hooks' controllers (API Priority and Fairness' among
 	// them) end with the loop, unwaited, and may still be asking: no more,
 	// and what they asked finishes before the storage closes.
-	s.loopback.Close()
-	if !s.listener.waitIdle(closeTimeout) || !s.listener.waitWatches(closeTimeout) {
-		s.log.Warn("requests still running after the server loop ended", zap.Strings("requests", s.listener.inFlight()))
+	s.cp.Shutdown()
+	if !s.listener.WaitIdle(closeTimeout) || !s.listener.WaitWatches(closeTimeout) {
+		s.log.Warn("requests still running after the server loop ended", zap.Strings("requests", s.listener.InFlight()))
 	}
 	if s.opts.ownsStorage {
 		err = errors.Join(err, s.opts.storage.Close())
@@ -408,7 +394,7 @@ func (s *Server) close() error {
 	if f := s.opts.audit.file; f != nil {
 		err = errors.Join(err, f.Close()) // after the loop, which shut the backend down
 	}
-	s.frontProxy.remove() // after the loop, whose hook watched the files
+	s.keys.Remove() // after the loop, whose hook watched the files
 	return err
 }
 
@@ -423,7 +409,7 @@ func (s *Server) settle(wait func(time.Duration) bool) bool {
 	if wait(drainGrace) {
 		return true
 	}
-	s.loopback.Abandon()
+	s.cp.Loopback().Abandon()
 	return wait(closeTimeout)
 }
 

@@ -16,13 +16,14 @@ import (
 	"k8s.io/apiserver/pkg/audit/policy"
 	pluginlog "k8s.io/apiserver/plugin/pkg/audit/log"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubeembed/apiserver/internal/controlplane"
 )
 
 // auditConfig is the audit policy and where events go; zero when the server
 // does not audit.
 type auditConfig struct {
-	evaluator audit.PolicyRuleEvaluator
-	backend   audit.Backend
+	controlplane.Audit
 	// file is the log file the server opened, closed by Close.
 	file io.Closer
 }
@@ -50,7 +51,7 @@ func (o Options) newAudit() (auditConfig, error) {
 	if err != nil {
 		return auditConfig{}, fmt.Errorf("options: audit policy: %w", err)
 	}
-	c := auditConfig{evaluator: policy.NewPolicyRuleEvaluator(p)}
+	c := auditConfig{Audit: controlplane.Audit{Evaluator: policy.NewPolicyRuleEvaluator(p)}}
 	var backends []audit.Backend
 	if o.AuditLogPath != "" {
 		var out io.Writer = os.Stdout
@@ -67,7 +68,7 @@ func (o Options) newAudit() (auditConfig, error) {
 		backends = append(backends, callbackBackend(o.AuditEvents))
 	}
 	if len(backends) > 0 {
-		c.backend = audit.Union(backends...)
+		c.Backend = audit.Union(backends...)
 	}
 	return c, nil
 }

@@ -12,6 +12,8 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/internal/controlplane"
+	"github.com/kubeembed/apiserver/internal/manifests"
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/storage"
 	"github.com/kubeembed/apiserver/storage/memory"
@@ -170,20 +172,20 @@ func (o Options) complete() (completedOptions, error) {
 	if err != nil {
 		return completedOptions{}, err
 	}
-	rbac, err := loadRBAC(o.RBACPaths)
+	rbac, err := manifests.RBAC(o.RBACPaths)
 	if err != nil {
 		return completedOptions{}, err
 	}
 	c := completedOptions{
 		rbac: rbac,
 		log:  o.Logger, host: o.BindAddress, port: o.Port, storage: o.Storage,
-		providers:  append(builtinProviders(), o.Providers...),
-		openAPIKey: openAPIKey(o.Providers),
+		providers:  append(controlplane.BuiltinProviders(), o.Providers...),
+		openAPIKey: controlplane.OpenAPIKey(o.Providers),
 		crds:       crds, token: o.AdminToken, certDir: o.CertDir, keepKlog: o.KeepKlogLogger,
 		priorityAndFairness: !o.DisablePriorityAndFairness,
 		audit:               audit,
 	}
-	c.controllers, _ = enabledControllers(o.controllers()) // validated
+	c.controllers, _ = controllers.Enabled(o.controllers()) // validated
 	c.serviceAccountAdmission = o.Profile != ProfileEnvtest
 	if c.log == nil {
 		c.log = zap.NewNop()
@@ -192,7 +194,7 @@ func (o Options) complete() (completedOptions, error) {
 		c.host = "127.0.0.1"
 	}
 	if c.token == "" {
-		c.token = randomToken()
+		c.token = controlplane.NewToken()
 	}
 	if c.storage == nil {
 		c.storage, c.ownsStorage = memory.NewBackend(memory.Options{}), true
@@ -221,7 +223,7 @@ func (o Options) validate() ([]*apiextensionsv1.CustomResourceDefinition, error)
 		errs = append(errs, fmt.Errorf("options: BindAddress %q is not an IP address", o.BindAddress))
 	}
 	seen := map[string]bool{}
-	for _, p := range builtinProviders() {
+	for _, p := range controlplane.BuiltinProviders() {
 		seen[p.GroupName()] = true
 	}
 	for i, p := range o.Providers {
@@ -234,15 +236,15 @@ func (o Options) validate() ([]*apiextensionsv1.CustomResourceDefinition, error)
 		}
 		seen[p.GroupName()] = true
 	}
-	crds, err := loadCRDs(o.CRDs, o.CRDPaths)
+	crds, err := manifests.CRDs(o.CRDs, o.CRDPaths)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	if o.Profile != "" && !slices.Contains(Profiles(), o.Profile) {
 		errs = append(errs, fmt.Errorf("options: Profile %q is not a profile (known: %v)", o.Profile, Profiles()))
 	}
-	if _, err := enabledControllers(o.controllers()); err != nil {
-		errs = append(errs, err)
+	if _, err := controllers.Enabled(o.controllers()); err != nil {
+		errs = append(errs, fmt.Errorf("options: Controllers: %w", err))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

@@ -29,7 +29,7 @@ func (s *Server) RESTConfigFor(u user.Info) (*rest.Config, error) {
 	if len(u.GetExtra()) > 0 {
 		return nil, fmt.Errorf("RESTConfigFor %s: a client certificate cannot carry extra fields; impersonate the user instead", u.GetName())
 	}
-	leaf, err := s.ca.Client(u.GetName(), u.GetUID(), u.GetGroups())
+	leaf, err := s.keys.CA.Client(u.GetName(), u.GetUID(), u.GetGroups())
 	if err != nil {
 		return nil, fmt.Errorf("RESTConfigFor %s: %w", u.GetName(), err)
 	}

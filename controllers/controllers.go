@@ -9,6 +9,10 @@ package controllers
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -55,6 +59,43 @@ const (
 // All are every controller, in the order they start.
 func All() []Name {
 	return []Name{ServiceAccount, GarbageCollector, Namespace, RootCACertPublisher, ServiceAccountToken, ResourceQuota, ClusterRoleAggregation}
+}
+
+// Enabled reads list as kube-controller-manager reads --controllers: "*"
+// turns on every controller, "name" one, "-name" turns one off (the first
+// of the two in list decides). It returns
+// the controllers on, in All's order; unknown names are errors, all of them
+// reported. An empty list turns none on.
+func Enabled(list []Name) ([]Name, error) {
+	var errs []error
+	for _, n := range list {
+		if n != "*" && !slices.Contains(All(), Name(strings.TrimPrefix(string(n), "-"))) {
+			errs = append(errs, fmt.Errorf("unknown controller %q (known: %v)", n, All()))
+		}
+	}
+	var on []Name
+	for _, n := range All() {
+		if enabled(n, list) {
+			on = append(on, n)
+		}
+	}
+	return on, errors.Join(errs...)
+}
+
+// enabled: the first of "name", "-name" in list decides, else "*".
+func enabled(n Name, list []Name) bool {
+	star := false
+	for _, l := range list {
+		switch l {
+		case n:
+			return true
+		case "-" + n:
+			return false
+		case "*":
+			star = true
+		}
+	}
+	return star
 }
 
 // Controller is one control loop.

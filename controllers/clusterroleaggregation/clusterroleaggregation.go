@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"k8s.io/client-go/kubernetes"
 	rbaclisters "k8s.io/client-go/listers/rbac/v1"
@@ -65,6 +66,19 @@ func (c *Controller) Run(ctx context.Context) {
 	case <-c.ready:
 	}
 	c.queue.Run(ctx, 5, c.sync)
+}
+
+// Idle implements controllers.Controller. Before the server is ready the
+// controller has not started (Run): nothing is pending, and the
+// authorizer, which asks whether roles written are aggregated yet, need
+// not wait.
+func (c *Controller) Idle(written map[schema.GroupResource]uint64) error {
+	select {
+	case <-c.ready:
+		return c.Parts.Idle(written)
+	default:
+		return nil
+	}
 }
 
 func (c *Controller) enqueueAggregated() {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubeembed/apiserver/internal/controller"
+	"github.com/kubeembed/apiserver/internal/writes"
 )
 
 // errClusterScopedWithNamespacedOwner: a cluster-scoped object cannot have
@@ -173,7 +174,7 @@ func (gc *GarbageCollector) owner(ctx context.Context, item identity, ref metav1
 // meanwhile (it did, under load: an owner of a cycle outlived WaitIdle).
 func (gc *GarbageCollector) deletingDependents(ctx context.Context, s snapshot, owner *metav1.PartialObjectMetadata) error {
 	if len(s.blocking) == 0 {
-		if err := gc.Observer.CaughtUpTo(gc.cfg.Revisions.Snapshot(), controller.ResourceVersion(owner)); err != nil {
+		if err := gc.Observer.CaughtUpTo(gc.cfg.Revisions.Snapshot(), writes.Revision(owner)); err != nil {
 			return fmt.Errorf("the graph is behind the owner's deletion: %w", err)
 		}
 		now, ok := gc.snapshot(s.identity.UID)

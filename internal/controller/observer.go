@@ -6,6 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubeembed/apiserver/internal/writes"
 )
 
 // Observer registers a controller's event handlers and notes, per resource,
@@ -97,7 +99,7 @@ func (o *Observer) Watching(gr schema.GroupResource) bool {
 	return ok
 }
 
-func (o *Observer) saw(w *watched, obj any) { o.sawRevision(w, ResourceVersion(obj)) }
+func (o *Observer) saw(w *watched, obj any) { o.sawRevision(w, writes.Revision(obj)) }
 
 func (o *Observer) sawRevision(w *watched, rv uint64) {
 	o.mu.Lock()

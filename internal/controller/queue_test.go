@@ -61,15 +61,3 @@ func TestQueueIdle(t *testing.T) {
 	release <- struct{}{}
 	require.NoError(t, Wait(t.Context(), q.Idle), "succeeded on retry")
 }
-
-func TestWritesRecordsTheLatestRevisionPerResource(t *testing.T) {
-	t.Parallel()
-	var w Writes
-	assert.Zero(t, w.Latest())
-	w.Wrote(gr("configmaps"), objectAt("7"))
-	w.Wrote(gr("secrets"), objectAt("9"))
-	w.Wrote(gr("configmaps"), objectAt("5")) // a no-op update returns an older object
-	w.Wrote(gr("configmaps"), objectAt(""))  // nothing to note
-	assert.EqualValues(t, 9, w.Latest())
-	assert.Equal(t, map[string]uint64{"configmaps": 7, "secrets": 9}, byName(w.Snapshot()))
-}

@@ -1,4 +1,4 @@
-package apiserver
+package controlplane
 
 // Authorization of the server: system:masters, then RBAC.
 
@@ -12,10 +12,13 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	authzunion "k8s.io/apiserver/pkg/authorization/union"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/internal/controller"
 	"github.com/kubeembed/apiserver/internal/rbac"
+	"github.com/kubeembed/apiserver/internal/writes"
 	"github.com/kubeembed/apiserver/providers"
 )
 
@@ -37,71 +40,52 @@ func (f authorizerFunc) EvaluateConditions(context.Context, authorizer.Condition
 	return authorizer.DecisionDeny, "", authorizer.ErrorConditionEvaluationNotSupported
 }
 
-// authorizer is kube-apiserver's chain: system:masters may do anything,
+// newAuthorizer is kube-apiserver's chain: system:masters may do anything,
 // then RBAC (internal/rbac) over the server's informers (freshRBAC), with
 // kube-apiserver's bootstrap policy (providers/rbac) for what everyone,
-// every authenticated user and the system's components may do.
-func (s *Server) authorizer() (authorizer.Authorizer, error) {
+// every authenticated user and the system's components may do. It also
+// returns the rule resolver of SelfSubjectRulesReview (system:masters get
+// theirs from cluster-admin's binding) and the informers RBAC needs synced.
+// A server that does not serve rbac.authorization.k8s.io (chosen
+// providers) lets only system:masters act. aggregation, when it runs, is the
+// ClusterRole aggregation controller a denied request waits for.
+func newAuthorizer(all []providers.Provider, inf informers.SharedInformerFactory, log *writes.Log,
+	aggregation controllers.Controller) (authorizer.Authorizer, authorizer.RuleResolver, []cache.InformerSynced, error) {
 	chain := []authzunion.NamedAuthorizer{{AuthorizerName: "privileged", Authorizer: authorizerFunc(privileged)}}
-	if s.servesRBAC() {
-		seen, err := s.rbacSeen()
-		if err != nil {
-			return nil, err
+	if !slices.ContainsFunc(all, func(p providers.Provider) bool { return p.GroupName() == rbacv1.GroupName }) {
+		authz, err := authzunion.New(chain...)
+		return authz, authzunion.NewRuleResolvers(), nil, err
+	}
+	v1 := inf.Rbac().V1()
+	watched := map[string]cache.SharedIndexInformer{
+		"roles": v1.Roles().Informer(), "clusterroles": v1.ClusterRoles().Informer(),
+		"rolebindings": v1.RoleBindings().Informer(), "clusterrolebindings": v1.ClusterRoleBindings().Informer(),
+	}
+	seen := controller.NewObserver(log)
+	var synced []cache.InformerSynced
+	for resource, informer := range watched {
+		if err := seen.Watch(rbacv1.Resource(resource), informer, cache.ResourceEventHandlerFuncs{}); err != nil {
+			return nil, nil, nil, err
 		}
-		chain = append(chain, authzunion.NamedAuthorizer{AuthorizerName: "rbac", Authorizer: freshRBAC{s.rbac(), s.writes, s.rbacSettled(seen)}})
+		synced = append(synced, informer.HasSynced)
 	}
-	return authzunion.New(chain...)
+	rbacAuthz := rbac.New(v1.Roles().Lister(), v1.ClusterRoles().Lister(), v1.RoleBindings().Lister(), v1.ClusterRoleBindings().Lister())
+	chain = append(chain, authzunion.NamedAuthorizer{AuthorizerName: "rbac", Authorizer: freshRBAC{rbacAuthz, log, rbacSettled(seen, aggregation)}})
+	authz, err := authzunion.New(chain...)
+	return authz, rbacAuthz, synced, err
 }
 
-// servesRBAC: the server serves rbac.authorization.k8s.io (a server of
-// chosen providers may not; then only system:masters may act).
-func (s *Server) servesRBAC() bool {
-	return slices.ContainsFunc(s.opts.providers, func(p providers.Provider) bool { return p.GroupName() == rbacv1.GroupName })
-}
-
-func (s *Server) rbac() *rbac.Authorizer {
-	if s.rbacAuthz == nil {
-		v1 := s.informers.kube.Rbac().V1()
-		s.informers.need(v1.Roles().Informer().HasSynced, v1.ClusterRoles().Informer().HasSynced,
-			v1.RoleBindings().Informer().HasSynced, v1.ClusterRoleBindings().Informer().HasSynced)
-		s.rbacAuthz = rbac.New(v1.Roles().Lister(), v1.ClusterRoles().Lister(), v1.RoleBindings().Lister(), v1.ClusterRoleBindings().Lister())
-	}
-	return s.rbacAuthz
-}
-
-// rbacSeen notes the revisions the RBAC informers have delivered, so that a
-// request denied while a role or binding written before it is still on its
-// way waits for it (freshRBAC).
-func (s *Server) rbacSeen() (*controller.Observer, error) {
-	obs := controller.NewObserver(s.writes)
-	v1 := s.informers.kube.Rbac().V1()
-	for _, r := range []struct {
-		resource string
-		informer cache.SharedIndexInformer
-	}{
-		{"roles", v1.Roles().Informer()}, {"clusterroles", v1.ClusterRoles().Informer()},
-		{"rolebindings", v1.RoleBindings().Informer()}, {"clusterrolebindings", v1.ClusterRoleBindings().Informer()},
-	} {
-		if err := obs.Watch(rbacv1.Resource(r.resource), r.informer, cache.ResourceEventHandlerFuncs{}); err != nil {
-			return nil, err
-		}
-	}
-	return obs, nil
-}
-
-// rbacSettled: the RBAC informers have seen the writes, and the ClusterRole
-// aggregation controller (when it runs) has aggregated them.
-func (s *Server) rbacSettled(seen *controller.Observer) func(map[schema.GroupResource]uint64) error {
+// rbacSettled: the RBAC informers have seen the writes (seen notes the
+// revisions they delivered), and the ClusterRole aggregation controller
+// (when it runs, and once the server is ready: it starts then) has
+// aggregated them.
+func rbacSettled(seen *controller.Observer, aggregation controllers.Controller) func(map[schema.GroupResource]uint64) error {
 	return func(written map[schema.GroupResource]uint64) error {
 		if err := seen.CaughtUp(written); err != nil {
 			return err
 		}
-		if a := s.controllers.aggregation; a != nil {
-			select {
-			case <-s.controllers.ready:
-				return a.Idle(written)
-			default: // it starts with the server's readiness
-			}
+		if aggregation != nil {
+			return aggregation.Idle(written)
 		}
 		return nil
 	}
@@ -114,7 +98,7 @@ func (s *Server) rbacSettled(seen *controller.Observer) func(map[schema.GroupRes
 // on them. Allowing never waits.
 type freshRBAC struct {
 	*rbac.Authorizer
-	writes *controller.Writes
+	writes *writes.Log
 	// settled reports whether the roles and bindings written are all in
 	// the authorizer's informers, and aggregated.
 	settled func(written map[schema.GroupResource]uint64) error
@@ -139,15 +123,6 @@ func (f freshRBAC) Authorize(ctx context.Context, a authorizer.Attributes) (auth
 
 func (f freshRBAC) ConditionsAwareAuthorize(ctx context.Context, a authorizer.Attributes) authorizer.ConditionsAwareDecision {
 	return authorizer.ConditionsAwareDecisionFromParts(f.Authorize(ctx, a))
-}
-
-// ruleResolver answers SelfSubjectRulesReview: RBAC's rules (system:masters
-// get theirs from cluster-admin's binding).
-func (s *Server) ruleResolver() authorizer.RuleResolver {
-	if !s.servesRBAC() {
-		return authzunion.NewRuleResolvers()
-	}
-	return s.rbac()
 }
 
 // privileged allows system:masters everything.

@@ -1,7 +1,9 @@
-package apiserver
+package controlplane
 
 import (
+	"crypto/rand"
 	"crypto/x509"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,7 +13,48 @@ import (
 	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
 
 	"github.com/kubeembed/apiserver/internal/certs"
+	"github.com/kubeembed/apiserver/internal/satoken"
 )
+
+// Keys are a server's keys: its CA (serving certificate, client
+// certificates), the front proxy's, and the service account token issuer.
+type Keys struct {
+	CA         *certs.CA
+	FrontProxy *FrontProxy
+	Issuer     *satoken.Issuer
+}
+
+// LoadKeys makes the server's keys, or reads them from certDir where an
+// earlier server kept them (kube-apiserver's --cert-dir): certificates it
+// issued and tokens it signed stay valid. No certDir: new keys.
+func LoadKeys(certDir string) (_ Keys, err error) {
+	var k Keys
+	defer func() {
+		if err != nil {
+			k.Remove()
+		}
+	}()
+	if k.CA, err = certs.LoadOrNewCA(certDir, "ca", "kubeembed-ca"); err != nil {
+		return Keys{}, err
+	}
+	if k.FrontProxy, err = newFrontProxy(certDir); err != nil {
+		return Keys{}, err
+	}
+	if certDir == "" {
+		k.Issuer, err = satoken.New(satoken.DefaultIssuer)
+		return k, err
+	}
+	key, err := certs.LoadOrNewKey(filepath.Join(certDir, "sa.key"))
+	if err != nil {
+		return Keys{}, err
+	}
+	k.Issuer, err = satoken.WithKey(satoken.DefaultIssuer, key)
+	return k, err
+}
+
+// Remove removes the files the keys were written to for the aggregator
+// (the front proxy's client certificate); safe on zero Keys.
+func (k Keys) Remove() { k.FrontProxy.remove() }
 
 // The front proxy: the aggregator calls an aggregated API server with a
 // client certificate of the front-proxy CA and the user in request headers,
@@ -26,15 +69,15 @@ const (
 	remoteExtra      = "X-Remote-Extra-"
 )
 
-// frontProxy is the front-proxy CA and the aggregator's client certificate,
+// FrontProxy is the front-proxy CA and the aggregator's client certificate,
 // in files (the aggregator reads it from files only), removed by Close.
-type frontProxy struct {
+type FrontProxy struct {
 	ca                *certs.CA
 	dir               string
 	certFile, keyFile string
 }
 
-func newFrontProxy(certDir string) (*frontProxy, error) {
+func newFrontProxy(certDir string) (*FrontProxy, error) {
 	ca, err := certs.LoadOrNewCA(certDir, "front-proxy-ca", "front-proxy-ca")
 	if err != nil {
 		return nil, err
@@ -47,7 +90,7 @@ func newFrontProxy(certDir string) (*frontProxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("front proxy certificate: %w", err)
 	}
-	fp := &frontProxy{ca: ca, dir: dir, certFile: filepath.Join(dir, "tls.crt"), keyFile: filepath.Join(dir, "tls.key")}
+	fp := &FrontProxy{ca: ca, dir: dir, certFile: filepath.Join(dir, "tls.crt"), keyFile: filepath.Join(dir, "tls.key")}
 	if err := os.WriteFile(fp.certFile, leaf.CertPEM, 0o600); err != nil {
 		fp.remove()
 		return nil, fmt.Errorf("front proxy certificate: %w", err)
@@ -59,7 +102,7 @@ func newFrontProxy(certDir string) (*frontProxy, error) {
 	return fp, nil
 }
 
-func (fp *frontProxy) remove() {
+func (fp *FrontProxy) remove() {
 	if fp != nil {
 		_ = os.RemoveAll(fp.dir)
 	}
@@ -67,7 +110,7 @@ func (fp *frontProxy) remove() {
 
 // authenticator authenticates requests whose client certificate is the
 // front proxy's by their request headers.
-func (fp *frontProxy) authenticator() authenticator.Request {
+func (fp *FrontProxy) authenticator() authenticator.Request {
 	opts := x509request.DefaultVerifyOptions()
 	opts.Roots = fp.ca.Pool()
 	list := func(v ...string) headerrequest.StringSliceProvider { return headerrequest.StaticStringSlice(v) }
@@ -77,7 +120,7 @@ func (fp *frontProxy) authenticator() authenticator.Request {
 
 // publishedInfo is what kube-apiserver publishes of its request-header
 // authentication in extension-apiserver-authentication.
-func (fp *frontProxy) publishedInfo() map[string]string {
+func (fp *FrontProxy) publishedInfo() map[string]string {
 	return map[string]string{
 		"requestheader-client-ca-file":       string(fp.ca.CertPEM),
 		"requestheader-allowed-names":        `["` + frontProxyClient + `"]`,
@@ -85,4 +128,11 @@ func (fp *frontProxy) publishedInfo() map[string]string {
 		"requestheader-group-headers":        `["` + remoteGroup + `"]`,
 		"requestheader-extra-headers-prefix": `["` + remoteExtra + `"]`,
 	}
+}
+
+// NewToken returns a random bearer token.
+func NewToken() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b) // never fails
+	return hex.EncodeToString(b)
 }

@@ -1,4 +1,4 @@
-package apiserver
+package controlplane
 
 // What stands between tiers: each tier hands the requests it does not serve
 // to a genericapiserver.DelegationTarget, as in kube-apiserver's chain.

@@ -1,4 +1,4 @@
-package apiserver
+package controlplane
 
 // The server's own post-start hooks and health checks, under
 // kube-apiserver's names (the providers add theirs: core's
@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/netip"
 	"os"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 
 	"github.com/kubeembed/apiserver/internal/globals"
 	"github.com/kubeembed/apiserver/internal/retry"
+	"github.com/kubeembed/apiserver/storage"
 )
 
 // Identity leases, as kube-apiserver's: one per server in kube-system,
@@ -40,37 +42,40 @@ const (
 	legacyTokenTracking   = "kube-apiserver-legacy-service-account-token-tracking"
 )
 
-// addHooks registers the server's own hooks and health checks on the core
-// tier (the aggregator takes them over from its delegate).
-func (s *Server) addHooks(tier *genericapiserver.GenericAPIServer) error {
+// serverHooks are the server's own post-start hooks and health checks,
+// registered on the core tier (the aggregator takes them over from its
+// delegate).
+type serverHooks struct {
+	informers *informerSet
+	storage   storage.Backend
+	// address is the server's in the cluster; keys publish its client
+	// authentication.
+	address netip.AddrPort
+	keys    Keys
+}
+
+func (h serverHooks) register(tier *genericapiserver.GenericAPIServer) error {
 	hooks := []struct {
 		name string
 		hook genericapiserver.PostStartHookFunc
 	}{
 		// The admission plugins' informers are the set's; starting it
 		// again starts those the plugins asked for since.
-		{"start-apiserver-admission-initializer", func(genericapiserver.PostStartHookContext) error { s.informers.start(); return nil }},
+		{"start-apiserver-admission-initializer", func(genericapiserver.PostStartHookContext) error { h.informers.start(); return nil }},
 		{"storage-readiness", func(ctx genericapiserver.PostStartHookContext) error {
-			return retry.Until(ctx, s.opts.storage.Check)
+			return retry.Until(ctx, h.storage.Check)
 		}},
-		{"start-kube-apiserver-identity-lease-controller", s.identityLease(tier.APIServerID)},
+		{"start-kube-apiserver-identity-lease-controller", h.identityLease(tier.APIServerID)},
 		{"start-kube-apiserver-identity-lease-garbage-collector", collectIdentityLeases},
-		{"start-legacy-token-tracking-controller", s.trackLegacyTokens},
-		{"start-cluster-authentication-info-controller", s.publishAuthenticationInfo},
+		{"start-legacy-token-tracking-controller", h.trackLegacyTokens},
+		{"start-cluster-authentication-info-controller", h.publishAuthenticationInfo},
 	}
-	for _, h := range hooks {
-		if err := tier.AddPostStartHook(h.name, h.hook); err != nil {
+	for _, hk := range hooks {
+		if err := tier.AddPostStartHook(hk.name, hk.hook); err != nil {
 			return err
 		}
 	}
-	return tier.AddHealthChecks(healthz.NamedCheck("etcd", func(r *http.Request) error { return s.opts.storage.Check(r.Context()) }))
-}
-
-// addReadyzChecks registers the readiness-only checks on the aggregator,
-// which serves them (a tier takes over its delegate's health checks, not its
-// readiness-only ones).
-func (s *Server) addReadyzChecks(aggregator *genericapiserver.GenericAPIServer) error {
-	return aggregator.AddReadyzChecks(healthz.NamedCheck("etcd-readiness", func(r *http.Request) error { return s.opts.storage.Check(r.Context()) }))
+	return tier.AddHealthChecks(healthz.NamedCheck("etcd", func(r *http.Request) error { return h.storage.Check(r.Context()) }))
 }
 
 // servingCertificateCheck fails once the serving certificate has expired:
@@ -88,13 +93,13 @@ func servingCertificateCheck(notAfter time.Time) healthz.HealthChecker {
 // identityLease keeps the server's identity Lease in kube-system, named by
 // the server's ID (as kube-apiserver: a hash of the host name), renewed every
 // 10 s until the server stops.
-func (s *Server) identityLease(name string) genericapiserver.PostStartHookFunc {
+func (h serverHooks) identityLease(name string) genericapiserver.PostStartHookFunc {
 	return func(ctx genericapiserver.PostStartHookContext) error {
 		client, err := kubernetes.NewForConfig(ctx.LoopbackClientConfig)
 		if err != nil {
 			return err
 		}
-		namespaces, renewal := s.informers.kube.Core().V1().Namespaces().Lister(), renewLease(client, s.identityLeaseObject(name))
+		namespaces, renewal := h.informers.kube.Core().V1().Namespaces().Lister(), renewLease(client, h.identityLeaseObject(name))
 		renew := func(ctx context.Context) error {
 			if err := retry.NamespaceSeen(namespaces, metav1.NamespaceSystem); err != nil {
 				return err
@@ -109,7 +114,7 @@ func (s *Server) identityLease(name string) genericapiserver.PostStartHookFunc {
 	}
 }
 
-func (s *Server) identityLeaseObject(name string) *coordinationv1.Lease {
+func (h serverHooks) identityLeaseObject(name string) *coordinationv1.Lease {
 	hostname, _ := os.Hostname()
 	lease := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem,
@@ -118,7 +123,7 @@ func (s *Server) identityLeaseObject(name string) *coordinationv1.Lease {
 			LeaseDurationSeconds: ptr.To(int32(identityLeaseDuration.Seconds()))},
 	}
 	if globals.Features().Enabled(features.UnknownVersionInteroperabilityProxy) {
-		lease.Annotations = map[string]string{corev1.AnnotationPeerAdvertiseAddress: s.servingAddress().String()}
+		lease.Annotations = map[string]string{corev1.AnnotationPeerAdvertiseAddress: h.address.String()}
 	}
 	return lease
 }
@@ -176,12 +181,12 @@ func collectIdentityLeases(ctx genericapiserver.PostStartHookContext) error {
 
 // trackLegacyTokens records since when legacy service account tokens are
 // tracked, as kube-apiserver does in a kube-system ConfigMap.
-func (s *Server) trackLegacyTokens(ctx genericapiserver.PostStartHookContext) error {
+func (h serverHooks) trackLegacyTokens(ctx genericapiserver.PostStartHookContext) error {
 	client, err := kubernetes.NewForConfig(ctx.LoopbackClientConfig)
 	if err != nil {
 		return err
 	}
-	namespaces := s.informers.kube.Core().V1().Namespaces().Lister()
+	namespaces := h.informers.kube.Core().V1().Namespaces().Lister()
 	return retry.Ensure(ctx, func(c context.Context) error {
 		if err := retry.NamespaceSeen(namespaces, metav1.NamespaceSystem); err != nil {
 			return err
@@ -200,14 +205,14 @@ func (s *Server) trackLegacyTokens(ctx genericapiserver.PostStartHookContext) er
 // for aggregated API servers and webhooks to read, as kube-apiserver does
 // with --client-ca-file, and the front proxy's request-header
 // authentication (--requestheader-*; compared by parity/).
-func (s *Server) publishAuthenticationInfo(ctx genericapiserver.PostStartHookContext) error {
+func (h serverHooks) publishAuthenticationInfo(ctx genericapiserver.PostStartHookContext) error {
 	client, err := kubernetes.NewForConfig(ctx.LoopbackClientConfig)
 	if err != nil {
 		return err
 	}
-	data := s.frontProxy.publishedInfo()
-	data["client-ca-file"] = string(s.ca.CertPEM)
-	namespaces := s.informers.kube.Core().V1().Namespaces().Lister()
+	data := h.keys.FrontProxy.publishedInfo()
+	data["client-ca-file"] = string(h.keys.CA.CertPEM)
+	namespaces := h.informers.kube.Core().V1().Namespaces().Lister()
 	return retry.Until(ctx, func(ctx context.Context) error {
 		if err := retry.NamespaceSeen(namespaces, metav1.NamespaceSystem); err != nil {
 			return err

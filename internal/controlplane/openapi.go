@@ -1,4 +1,4 @@
-package apiserver
+package controlplane
 
 import (
 	"net/http"
@@ -16,17 +16,18 @@ import (
 	"github.com/kubeembed/apiserver/internal/version"
 )
 
-// openAPIV2 serves /openapi/v2 from every tier's routes and the established
-// CRDs, built when first asked for (internal/openapi.V2).
-func (c *chain) openAPIV2(tc *tierConfig, crds apiextensionslisters.CustomResourceDefinitionLister) http.Handler {
-	config := genericapiserver.DefaultOpenAPIConfig(withProviderDefinitions(tc.providers),
-		openapinamer.NewDefinitionNamer(tc.scheme, apiextensionsapiserver.Scheme, aggregatorscheme.Scheme))
+// openAPIV2 serves /openapi/v2 from the routes of tiers (front to back)
+// and the established CRDs, built when first asked for
+// (internal/openapi.V2).
+func openAPIV2(sh *shared, tiers []*genericapiserver.GenericAPIServer, crds apiextensionslisters.CustomResourceDefinitionLister) http.Handler {
+	config := genericapiserver.DefaultOpenAPIConfig(withProviderDefinitions(sh.Providers),
+		openapinamer.NewDefinitionNamer(sh.scheme, apiextensionsapiserver.Scheme, aggregatorscheme.Scheme))
 	config.Info.Title, config.Info.Version = "Kubernetes", "v"+version.Kubernetes()
 	routes := func() []*restful.WebService {
 		// Each tier serves /version and the like: the first tier's wins.
 		var ws []*restful.WebService
 		seen := map[string]bool{}
-		for _, t := range c.tiers() {
+		for _, t := range tiers {
 			for _, w := range t.Handler.GoRestfulContainer.RegisteredWebServices() {
 				if !seen[w.RootPath()] {
 					seen[w.RootPath()] = true
@@ -38,5 +39,5 @@ func (c *chain) openAPIV2(tc *tierConfig, crds apiextensionslisters.CustomResour
 	}
 	return openapi.NewV2(config, routes, func() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		return crds.List(labels.Everything())
-	}, tc.openAPIKey)
+	}, sh.OpenAPIKey)
 }

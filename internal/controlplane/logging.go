@@ -1,4 +1,4 @@
-package apiserver
+package controlplane
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// withLogger makes log the contextual logger of ctx, which the Kubernetes
+// WithLogger makes log the contextual logger of ctx, which the Kubernetes
 // libraries use in preference to klog's global logger.
-func withLogger(ctx context.Context, log *zap.Logger) context.Context {
+func WithLogger(ctx context.Context, log *zap.Logger) context.Context {
 	return klog.NewContext(ctx, zapr.NewLogger(log))
 }

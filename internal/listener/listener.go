@@ -1,4 +1,8 @@
-package apiserver
+// Package listener is the server's listener: it remembers the connections
+// it accepted and counts the requests in flight (watches apart), so that
+// Close can wait for requests to end and then close the connections itself
+// instead of waiting out HTTP/2's one-second graceful GOAWAY.
+package listener
 
 import (
 	"net"
@@ -7,10 +11,9 @@ import (
 	"time"
 )
 
-// trackingListener remembers the connections it accepted and counts requests
-// in flight, so Close can wait for requests and then close connections
-// itself instead of waiting out HTTP/2's one-second graceful GOAWAY.
-type trackingListener struct {
+// Tracking is a listener that remembers the connections it accepted and
+// counts the requests its handlers (Track) serve.
+type Tracking struct {
 	net.Listener
 
 	mu      sync.Mutex
@@ -22,7 +25,7 @@ type trackingListener struct {
 	requests, watches requestSet
 }
 
-// requestSet counts requests; guarded by trackingListener.mu.
+// requestSet counts requests; guarded by Tracking.mu.
 type requestSet struct {
 	idle    chan struct{} // closed when none is in flight; replaced when one starts
 	running map[*http.Request]struct{}
@@ -48,11 +51,12 @@ func (f *requestSet) done(r *http.Request) {
 	}
 }
 
-func newTrackingListener(ln net.Listener) *trackingListener {
-	return &trackingListener{Listener: ln, conns: map[net.Conn]struct{}{}, requests: newRequestSet(), watches: newRequestSet()}
+// New tracks the connections of ln.
+func New(ln net.Listener) *Tracking {
+	return &Tracking{Listener: ln, conns: map[net.Conn]struct{}{}, requests: newRequestSet(), watches: newRequestSet()}
 }
 
-func (l *trackingListener) Accept() (net.Conn, error) {
+func (l *Tracking) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
@@ -74,7 +78,7 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 
 type trackedConn struct {
 	net.Conn
-	l    *trackingListener
+	l    *Tracking
 	once sync.Once
 }
 
@@ -87,8 +91,8 @@ func (c *trackedConn) Close() error {
 	return c.Conn.Close()
 }
 
-// closeConns closes every open connection, and every one accepted from now on.
-func (l *trackingListener) closeConns() {
+// CloseConns closes every open connection, and every one accepted from now on.
+func (l *Tracking) CloseConns() {
 	l.mu.Lock()
 	l.closing = true
 	conns := make([]net.Conn, 0, len(l.conns))
@@ -101,8 +105,8 @@ func (l *trackingListener) closeConns() {
 	}
 }
 
-// track counts the requests of h, watches apart.
-func (l *trackingListener) track(h http.Handler) http.Handler {
+// Track counts the requests h serves, watches apart.
+func (l *Tracking) Track(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f := &l.requests
 		if isWatch(r) {
@@ -125,17 +129,19 @@ func isWatch(r *http.Request) bool {
 	return q == "true" || q == "1"
 }
 
-// waitIdle waits until no request other than watches is in flight.
-func (l *trackingListener) waitIdle(timeout time.Duration) bool {
+// WaitIdle waits up to timeout until no request other than watches is in
+// flight, and reports whether none is.
+func (l *Tracking) WaitIdle(timeout time.Duration) bool {
 	return l.wait(&l.requests, timeout)
 }
 
-// waitWatches waits until no watch is in flight.
-func (l *trackingListener) waitWatches(timeout time.Duration) bool {
+// WaitWatches waits up to timeout until no watch is in flight, and reports
+// whether none is.
+func (l *Tracking) WaitWatches(timeout time.Duration) bool {
 	return l.wait(&l.watches, timeout)
 }
 
-func (l *trackingListener) wait(f *requestSet, timeout time.Duration) bool {
+func (l *Tracking) wait(f *requestSet, timeout time.Duration) bool {
 	l.mu.Lock()
 	idle := f.idle
 	l.mu.Unlock()
@@ -147,9 +153,9 @@ func (l *trackingListener) wait(f *requestSet, timeout time.Duration) bool {
 	}
 }
 
-// inFlight returns the method and URL of the requests in flight, watches
+// InFlight returns the method and URL of the requests in flight, watches
 // included.
-func (l *trackingListener) inFlight() []string {
+func (l *Tracking) InFlight() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []string

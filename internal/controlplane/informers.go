@@ -1,4 +1,4 @@
-package apiserver
+package controlplane
 
 import (
 	"context"
@@ -49,8 +49,6 @@ type informerSet struct {
 	// (which own their informers: see controller.Monitors).
 	metadata metadata.Interface
 	all      []informerFactory
-	// synced are the informers readiness needs.
-	synced []cache.InformerSynced
 }
 
 func newInformerSet(loopback *rest.Config, log *zap.Logger) (*informerSet, error) {
@@ -67,7 +65,7 @@ func newInformerSet(loopback *rest.Config, log *zap.Logger) (*informerSet, error
 		return nil, err
 	}
 	// The libraries log through the context informers start with.
-	ctx, cancel := context.WithCancel(withLogger(context.Background(), log))
+	ctx, cancel := context.WithCancel(WithLogger(context.Background(), log))
 	i := &informerSet{
 		ctx: ctx, cancel: cancel,
 		kube:    informers.NewSharedInformerFactory(kubeClient, 0),
@@ -79,15 +77,11 @@ func newInformerSet(loopback *rest.Config, log *zap.Logger) (*informerSet, error
 	return i, nil
 }
 
-// add makes the set own f, and readiness wait for synced.
-func (i *informerSet) add(f informerFactory, synced ...cache.InformerSynced) {
-	i.all = append(i.all, f)
-	i.need(synced...)
-}
-
-// need makes readiness wait for synced.
-func (i *informerSet) need(synced ...cache.InformerSynced) {
-	i.synced = append(i.synced, synced...)
+// with makes the set own the factories of the other tiers too (they create
+// their own).
+func (i *informerSet) with(factories ...informerFactory) *informerSet {
+	i.all = append(i.all, factories...)
+	return i
 }
 
 // done is closed when the set shuts down.
@@ -99,11 +93,6 @@ func (i *informerSet) start() {
 	for _, f := range i.all {
 		f.StartWithContext(i.ctx)
 	}
-}
-
-// waitForSync waits until the informers readiness needs have synced.
-func (i *informerSet) waitForSync(ctx context.Context) error {
-	return waitSynced(ctx, i.synced...)
 }
 
 // waitSynced waits until every informer has synced, checking every

@@ -1,4 +1,4 @@
-package apiserver
+package controlplane
 
 // The storage seam as the tiers see it: each resource's generic.RESTOptions
 // (codec, key prefix) with its store from the server's storage.Backend.

@@ -1,4 +1,4 @@
-package apiserver
+package controlplane
 
 import (
 	"fmt"
@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/cache"
 	basecompatibility "k8s.io/component-base/compatibility"
 	"k8s.io/utils/clock"
 
@@ -39,21 +40,22 @@ import (
 // then validating admission policies and webhooks, and resource quota last.
 // Webhooks are called at their URL, or at an endpoint of their Service
 // (services: serviceResolver). The plugins use the informers of inf, and the
-// policy plugins run controllers until inf shuts down.
+// policy plugins run controllers until inf shuts down; it also returns the
+// informers the plugins need synced before they admit anything.
 func newAdmission(loopback *rest.Config, inf *informerSet, authz authorizer.Authorizer, version basecompatibility.EffectiveVersion,
-	services webhook.ServiceResolver, serviceAccount bool) (admission.Interface, error) {
+	services webhook.ServiceResolver, serviceAccount bool) (admission.Interface, []cache.InformerSynced, error) {
 	client, dyn := inf.client, inf.dynClient
 	nsLifecycle, err := lifecycle.NewLifecycle(sets.New(metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	mutatingHooks, err := mutatingwebhook.NewMutatingWebhook(nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	validatingHooks, err := validatingwebhook.NewValidatingAdmissionWebhook(nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Policies find the kinds of their parameters through discovery, which
 	// is reset as CRDs come and go.
@@ -66,18 +68,26 @@ func newAdmission(loopback *rest.Config, inf *informerSet, authz authorizer.Auth
 	}
 	quotas, err := resourcequota.NewResourceQuota(nil, 5)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	inits = append(inits, quotaInitializer{kubequota.Configuration(nil, clock.RealClock{})})
-	inf.need(inf.kube.Core().V1().ResourceQuotas().Informer().HasSynced)
 	for _, p := range []admission.Interface{nsLifecycle, mutatingHooks, validatingHooks, quotas} {
 		if err := initialize(inits, p); err != nil {
-			return nil, fmt.Errorf("admission plugin %T: %w", p, err)
+			return nil, nil, fmt.Errorf("admission plugin %T: %w", p, err)
 		}
 	}
 	mutatingPolicies, validatingPolicies := policyPlugins(inits, inf)
+	// The webhook and policy plugins refuse requests until their
+	// configurations' informers have synced, namespace lifecycle and quota
+	// need theirs.
+	v1 := inf.kube.Admissionregistration().V1()
+	synced := []cache.InformerSynced{
+		v1.MutatingWebhookConfigurations().Informer().HasSynced, v1.ValidatingWebhookConfigurations().Informer().HasSynced,
+		v1.ValidatingAdmissionPolicies().Informer().HasSynced, v1.MutatingAdmissionPolicies().Informer().HasSynced,
+		inf.kube.Core().V1().Namespaces().Informer().HasSynced, inf.kube.Core().V1().ResourceQuotas().Informer().HasSynced,
+	}
 	return admission.NewChainHandler(nsLifecycle, kubeadmission.NewLimitRanger(client), kubeadmission.NewPods(client, serviceAccount),
-		mutatingPolicies, mutatingHooks, validatingPolicies, validatingHooks, quotas), nil
+		mutatingPolicies, mutatingHooks, validatingPolicies, validatingHooks, quotas), synced, nil
 }
 
 // quotaInitializer gives the ResourceQuota plugin the core evaluators, as
@@ -99,16 +109,9 @@ func initialize(inits admission.PluginInitializers, p admission.Interface) error
 // policyPlugins returns the mutating and validating admission policy
 // plugins, each built when the first policy of its kind exists
 // (internal/admission.WhenAny): building them starts controllers and
-// informers every request would otherwise pay for at start-up. The
-// webhook and policy plugins refuse requests until their configurations'
-// informers have synced, so readiness waits for those.
+// informers every request would otherwise pay for at start-up.
 func policyPlugins(inits admission.PluginInitializers, inf *informerSet) (mutating, validating admission.Interface) {
 	v1 := inf.kube.Admissionregistration().V1()
-	inf.need(v1.MutatingWebhookConfigurations().Informer().HasSynced,
-		v1.ValidatingWebhookConfigurations().Informer().HasSynced,
-		v1.ValidatingAdmissionPolicies().Informer().HasSynced,
-		v1.MutatingAdmissionPolicies().Informer().HasSynced,
-		inf.kube.Core().V1().Namespaces().Informer().HasSynced) // namespace lifecycle's
 	lazily := func(newPlugin func() (admission.Interface, error), lister func() (int, error)) admission.Interface {
 		return kubeadmission.WhenAny(func() (admission.Interface, error) {
 			p, err := newPlugin()

@@ -1,4 +1,4 @@
-package apiserver
+package controlplane
 
 import (
 	"context"
@@ -127,7 +127,9 @@ func registerAPIServices(agg *aggregatorapiserver.APIAggregator, delegate *gener
 	}); err != nil {
 		return err
 	}
-	return agg.GenericAPIServer.AddReadyzChecks(healthz.NamedCheck("autoregister-completion", func(*http.Request) error {
+	// Of all three listings, as kube-apiserver adds it (a boot sequence
+	// check: /livez passes it until its grace period, which is 0 here).
+	return agg.GenericAPIServer.AddBootSequenceHealthChecks(healthz.NamedCheck("autoregister-completion", func(*http.Request) error {
 		var missing []string
 		for _, name := range builtin {
 			svc, err := apiServices.Lister().Get(name)

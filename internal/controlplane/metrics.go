@@ -1,4 +1,4 @@
-package apiserver
+package controlplane
 
 // /metrics of one server: kube-apiserver's names and labels, in a registry
 // of the server's own (k8s.io/apiserver's metrics live in a process-wide
@@ -17,15 +17,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/endpoints/metrics"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/kubeembed/apiserver/internal/capture"
-	"github.com/kubeembed/apiserver/internal/controller"
 	"github.com/kubeembed/apiserver/storage"
 )
 
@@ -37,12 +34,16 @@ type serverMetrics struct {
 	registry *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	// objects counts what backend stores.
+	objects *objectCounts
 	// queues are the work queue metrics of the server's controllers.
 	queues queueMetrics
 }
 
-func newServerMetrics(objects *storedResources) *serverMetrics {
+// newServerMetrics returns the metrics of a server storing in backend.
+func newServerMetrics(backend storage.Backend) *serverMetrics {
 	m := &serverMetrics{
+		objects:  &objectCounts{backend: backend, prefixes: map[string]string{}},
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "apiserver_request_total",
 			Help: "[STABLE] Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code."},
@@ -53,7 +54,7 @@ func newServerMetrics(objects *storedResources) *serverMetrics {
 			requestLabels),
 	}
 	m.queues = newQueueMetrics()
-	m.registry.MustRegister(m.requests, m.latency, objects)
+	m.registry.MustRegister(m.requests, m.latency, m.objects)
 	m.queues.register(m.registry)
 	return m
 }
@@ -159,63 +160,31 @@ func dryRun(r *http.Request) string {
 	return ""
 }
 
-// storedResources is every resource stored through the backend, for
-// apiserver_storage_objects: a Backend that notes each store it makes.
-// Each store notes its writes' revisions in writes, for WaitIdle.
-type storedResources struct {
-	storage.Backend
-	writes   *controller.Writes
+// objectCounts is apiserver_storage_objects: the number of objects of each
+// resource stored through the backends count wraps, read from the backend
+// when scraped.
+type objectCounts struct {
+	backend  storage.Backend
 	mu       sync.Mutex
 	prefixes map[string]string // resource label -> key prefix
 }
 
-func newStoredResources(b storage.Backend, writes *controller.Writes) *storedResources {
-	return &storedResources{Backend: b, writes: writes, prefixes: map[string]string{}}
+// count returns b noting the key prefix of each store it makes.
+func (o *objectCounts) count(b storage.Backend) storage.Backend {
+	return countedBackend{Backend: b, counts: o}
+}
+
+type countedBackend struct {
+	storage.Backend
+	counts *objectCounts
 }
 
 // Store implements storage.Backend.
-func (s *storedResources) Store(cfg storage.ResourceConfig) (k8sstorage.Interface, error) {
-	s.mu.Lock()
-	s.prefixes[cfg.GroupResource.String()] = path.Join("/", cfg.Prefix, cfg.ResourcePrefix) + "/"
-	s.mu.Unlock()
-	st, err := s.Backend.Store(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return writeNoting{Interface: st, resource: cfg.GroupResource, writes: s.writes}, nil
-}
-
-// writeNoting notes the revision of each write of a store.
-type writeNoting struct {
-	k8sstorage.Interface
-	resource schema.GroupResource
-	writes   *controller.Writes
-}
-
-func (w writeNoting) Create(ctx context.Context, key string, obj, out runtime.Object, ttl uint64) error {
-	err := w.Interface.Create(ctx, key, obj, out, ttl)
-	if err == nil {
-		w.writes.Wrote(w.resource, out)
-	}
-	return err
-}
-
-func (w writeNoting) Delete(ctx context.Context, key string, out runtime.Object, pre *k8sstorage.Preconditions,
-	validate k8sstorage.ValidateObjectFunc, cached runtime.Object, opts k8sstorage.DeleteOptions) error {
-	err := w.Interface.Delete(ctx, key, out, pre, validate, cached, opts)
-	if err == nil {
-		w.writes.Wrote(w.resource, out)
-	}
-	return err
-}
-
-func (w writeNoting) GuaranteedUpdate(ctx context.Context, key string, dest runtime.Object, ignoreNotFound bool,
-	pre *k8sstorage.Preconditions, tryUpdate k8sstorage.UpdateFunc, cached runtime.Object) error {
-	err := w.Interface.GuaranteedUpdate(ctx, key, dest, ignoreNotFound, pre, tryUpdate, cached)
-	if err == nil {
-		w.writes.Wrote(w.resource, dest)
-	}
-	return err
+func (c countedBackend) Store(cfg storage.ResourceConfig) (k8sstorage.Interface, error) {
+	c.counts.mu.Lock()
+	c.counts.prefixes[cfg.GroupResource.String()] = path.Join("/", cfg.Prefix, cfg.ResourcePrefix) + "/"
+	c.counts.mu.Unlock()
+	return c.Backend.Store(cfg)
 }
 
 var storageObjectsDesc = prometheus.NewDesc("apiserver_storage_objects",
@@ -223,15 +192,15 @@ var storageObjectsDesc = prometheus.NewDesc("apiserver_storage_objects",
 	[]string{"resource"}, nil)
 
 // Describe implements prometheus.Collector.
-func (s *storedResources) Describe(ch chan<- *prometheus.Desc) { ch <- storageObjectsDesc }
+func (o *objectCounts) Describe(ch chan<- *prometheus.Desc) { ch <- storageObjectsDesc }
 
 // Collect implements prometheus.Collector: counts read when scraped, -1
 // where the backend cannot count.
-func (s *storedResources) Collect(ch chan<- prometheus.Metric) {
-	s.mu.Lock()
-	prefixes := maps.Clone(s.prefixes)
-	s.mu.Unlock()
-	counter, canCount := s.Backend.(storage.Counter)
+func (o *objectCounts) Collect(ch chan<- prometheus.Metric) {
+	o.mu.Lock()
+	prefixes := maps.Clone(o.prefixes)
+	o.mu.Unlock()
+	counter, canCount := o.backend.(storage.Counter)
 	for _, name := range slices.Sorted(maps.Keys(prefixes)) {
 		n := int64(-1)
 		if canCount {

@@ -1,4 +1,4 @@
-package apiserver
+package controlplane
 
 // Authentication of the server (authz.go authorizes).
 
@@ -22,22 +22,23 @@ import (
 	"github.com/kubeembed/apiserver/internal/satoken"
 )
 
-// tokenAuthenticator authenticates bearer tokens only: the requests' and
-// TokenReview's.
-func (s *Server) tokenAuthenticator() authenticator.Request {
+// AdminUser is the user name of the admin token's identity.
+const AdminUser = "kubeembed-admin"
+
+// tokenAuthenticator authenticates bearer tokens only, the requests' and
+// TokenReview's: the admin token, and the service account tokens of
+// issuer, whose bound objects it looks up through inf.
+func tokenAuthenticator(adminToken string, issuer *satoken.Issuer, inf *informerSet) authenticator.Request {
 	admin := tokenfile.New(map[string]*user.DefaultInfo{
-		s.opts.token: {Name: AdminUser, UID: AdminUser, Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}},
+		adminToken: {Name: AdminUser, UID: AdminUser, Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}},
 	})
+	// Service accounts from the shared informer's cache, then live (a token
+	// issued for an account created a moment ago); pods, secrets and nodes
+	// live.
+	bound := boundObjects{accounts: inf.kube.Core().V1().ServiceAccounts().Lister(), client: inf.client}
 	// Everyone authenticated is in system:authenticated, as kube-apiserver's
 	// authenticators are wrapped (TokenReview's answers show it).
-	return group.NewAuthenticatedGroupAdder(bearertoken.New(tokenunion.New(admin, s.tokens.Authenticator(s.boundObjects()))))
-}
-
-// boundObjects looks up what service account tokens name: service accounts
-// in the shared informer's cache, then live (a token issued for an account
-// created a moment ago); pods, secrets and nodes live.
-func (s *Server) boundObjects() satoken.Getter {
-	return boundObjects{accounts: s.informers.kube.Core().V1().ServiceAccounts().Lister(), client: s.informers.client}
+	return group.NewAuthenticatedGroupAdder(bearertoken.New(tokenunion.New(admin, issuer.Authenticator(bound))))
 }
 
 type boundObjects struct {
@@ -64,17 +65,17 @@ func (b boundObjects) Node(ctx context.Context, name string) (*corev1.Node, erro
 	return b.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 }
 
-// authenticator authenticates client certificates the server's CA signed
+// requestAuthenticator authenticates client certificates the server's CA signed
 // (common name the user, organizations the groups), then bearer tokens, and
 // everyone else as system:anonymous, then denied by authorization, as
 // kube-apiserver does by default. A request with credentials that fail is
 // rejected (401), not downgraded to anonymous: a certificate of another
 // server's CA too.
-func (s *Server) authenticator() authenticator.Request {
+func requestAuthenticator(keys Keys, tokens authenticator.Request) authenticator.Request {
 	opts := x509request.DefaultVerifyOptions()
-	opts.Roots = s.ca.Pool()
+	opts.Roots = keys.CA.Pool()
 	// The front proxy's headers first, as kube-apiserver: a certificate
 	// either of them verifies is enough.
-	certs := group.NewAuthenticatedGroupAdder(union.New(s.frontProxy.authenticator(), x509request.New(opts, x509request.CommonNameUserConversion)))
-	return union.NewFailOnError(certs, s.tokenAuthenticator(), anonymous.NewAuthenticator(nil))
+	certs := group.NewAuthenticatedGroupAdder(union.New(keys.FrontProxy.authenticator(), x509request.New(opts, x509request.CommonNameUserConversion)))
+	return union.NewFailOnError(certs, tokens, anonymous.NewAuthenticator(nil))
 }

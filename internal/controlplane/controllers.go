@@ -1,0 +1,213 @@
+package controlplane
+
+// The controllers the server runs (controllers/...), as
+// kube-controller-manager runs them beside kube-apiserver: built with the
+// chain, started by post-start hooks named start-<controller>, and what
+// WaitIdle asks.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/controllers/clusterroleaggregation"
+	"github.com/kubeembed/apiserver/controllers/garbagecollector"
+	"github.com/kubeembed/apiserver/controllers/namespace"
+	"github.com/kubeembed/apiserver/controllers/resourcequota"
+	"github.com/kubeembed/apiserver/controllers/rootcacert"
+	"github.com/kubeembed/apiserver/controllers/serviceaccounttoken"
+	"github.com/kubeembed/apiserver/internal/controller"
+	"github.com/kubeembed/apiserver/internal/version"
+	"github.com/kubeembed/apiserver/internal/writes"
+)
+
+// newController builds each controller that has a loop (ServiceAccount's
+// work is done by the core group's storage: providers.Config).
+var newController = map[controllers.Name]func(controllers.Config) (controllers.Controller, error){
+	controllers.GarbageCollector: func(c controllers.Config) (controllers.Controller, error) { return garbagecollector.New(c) },
+	controllers.Namespace:        func(c controllers.Config) (controllers.Controller, error) { return namespace.New(c) },
+	controllers.RootCACertPublisher: func(c controllers.Config) (controllers.Controller, error) {
+		return rootcacert.New(c)
+	},
+	controllers.ServiceAccountToken: func(c controllers.Config) (controllers.Controller, error) {
+		return serviceaccounttoken.New(c)
+	},
+	controllers.ResourceQuota: func(c controllers.Config) (controllers.Controller, error) { return resourcequota.New(c) },
+	controllers.ClusterRoleAggregation: func(c controllers.Config) (controllers.Controller, error) {
+		return clusterroleaggregation.New(c)
+	},
+}
+
+// loops are the enabled controllers that have a loop, in start order.
+func loops(enabled []controllers.Name) []controllers.Name {
+	return slices.DeleteFunc(slices.Clone(enabled), func(n controllers.Name) bool { return newController[n] == nil })
+}
+
+// controllerBase is what the controllers are built from before the tiers
+// exist: their clients, the server's informers, and the ClusterRole
+// aggregation controller, which the authorizer waits for (a denied request
+// waits until roles written before it are aggregated: freshRBAC) and so is
+// built first.
+type controllerBase struct {
+	enabled     []controllers.Name
+	config      controllers.Config
+	ready       chan struct{}
+	aggregation controllers.Controller // nil when it does not run
+}
+
+// newControllerBase readies the enabled controllers to be built from cfg
+// (Ready is set here).
+func newControllerBase(enabled []controllers.Name, cfg controllers.Config) (controllerBase, error) {
+	b := controllerBase{enabled: enabled, config: cfg, ready: make(chan struct{})}
+	b.config.Ready = b.ready
+	if slices.Contains(enabled, controllers.ClusterRoleAggregation) {
+		var err error
+		if b.aggregation, err = newController[controllers.ClusterRoleAggregation](b.config); err != nil {
+			return b, fmt.Errorf("controller %s: %w", controllers.ClusterRoleAggregation, err)
+		}
+	}
+	return b, nil
+}
+
+// controllerConfig gives the controllers clients of their own over
+// loopback, named as kube-controller-manager's (their writes' field manager
+// is "kube-controller-manager", as on a cluster), and the server's
+// informers, its write log, queue metrics and keys.
+func controllerConfig(loopback *rest.Config, inf informers.SharedInformerFactory, log *writes.Log,
+	queues workqueue.MetricsProvider, keys Keys) (controllers.Config, error) {
+	cc := rest.CopyConfig(loopback)
+	cc.UserAgent = "kube-controller-manager/v" + version.Kubernetes()
+	client, err := kubernetes.NewForConfig(cc)
+	if err != nil {
+		return controllers.Config{}, err
+	}
+	meta, err := metadata.NewForConfig(cc)
+	if err != nil {
+		return controllers.Config{}, err
+	}
+	d, err := discovery.NewDiscoveryClientForConfig(cc)
+	if err != nil {
+		return controllers.Config{}, err
+	}
+	return controllers.Config{
+		Client: client, Metadata: meta, Discovery: d, Informers: inf, Revisions: log,
+		QueueMetrics: queues, RootCA: keys.CA.CertPEM, LegacyTokens: keys.Issuer,
+	}, nil
+}
+
+// controllerSet is the server's controllers and what WaitIdle asks.
+type controllerSet struct {
+	monitors *controller.Monitors
+	running  []namedController
+	wg       sync.WaitGroup
+	// ready is closed when the server is ready (controllers.Config.Ready).
+	ready chan struct{}
+}
+
+type namedController struct {
+	name controllers.Name
+	controllers.Controller
+}
+
+// newControllerSet builds the enabled controllers of b, with resource
+// monitors that list and watch with meta, rediscovering as crds (a CRD
+// informer) changes.
+func newControllerSet(b controllerBase, meta metadata.Interface, crds cache.SharedIndexInformer) (*controllerSet, error) {
+	set := &controllerSet{ready: b.ready}
+	names := loops(b.enabled)
+	if len(names) == 0 {
+		return set, nil
+	}
+	cfg := b.config
+	var err error
+	if set.monitors, err = controller.NewMonitors(meta, cfg.Discovery, crds, cfg.Revisions); err != nil {
+		return nil, err
+	}
+	cfg.Monitors = set.monitors
+	for _, name := range names {
+		c := b.aggregation
+		if name != controllers.ClusterRoleAggregation {
+			if c, err = newController[name](cfg); err != nil {
+				return nil, fmt.Errorf("controller %s: %w", name, err)
+			}
+		}
+		set.running = append(set.running, namedController{name, c})
+	}
+	return set, nil
+}
+
+// register adds the post-start hooks that start each controller until
+// ctx, the informers' context, ends.
+func (c *controllerSet) register(tier *genericapiserver.GenericAPIServer, ctx context.Context) error {
+	for _, r := range c.running {
+		if err := tier.AddPostStartHook("start-"+string(r.name), func(genericapiserver.PostStartHookContext) error {
+			c.wg.Go(func() { r.Run(ctx) })
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// markReady closes Ready and starts the resource monitors until ctx ends.
+func (c *controllerSet) markReady(ctx context.Context) {
+	close(c.ready)
+	if m := c.monitors; m != nil {
+		c.wg.Go(func() { m.Run(ctx) })
+	}
+}
+
+// wait waits for the controllers' goroutines, which end with the
+// informers' context.
+func (c *controllerSet) wait() { c.wg.Wait() }
+
+// waitIdle returns once every controller has nothing left to do: it has
+// seen every write made before the call and every write the controllers
+// made in reaction since, and its queues are empty (Server.WaitIdle).
+func (c *controllerSet) waitIdle(ctx context.Context, log *writes.Log) error {
+	for {
+		before, written := c.finished(), log.Snapshot()
+		if err := controller.Wait(ctx, func() error { return c.idle(written) }); err != nil {
+			return err
+		}
+		if c.finished() == before {
+			return nil
+		}
+	}
+}
+
+func (c *controllerSet) finished() uint64 {
+	var n uint64
+	for _, r := range c.running {
+		n += r.Finished()
+	}
+	return n
+}
+
+func (c *controllerSet) idle(written map[schema.GroupResource]uint64) error {
+	if c.monitors == nil {
+		return nil
+	}
+	if err := c.monitors.Idle(written); err != nil {
+		return err
+	}
+	for _, r := range c.running {
+		if err := r.Idle(written); err != nil {
+			return err
+		}
+	}
+	return nil
+}

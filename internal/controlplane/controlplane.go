@@ -1,0 +1,161 @@
+// Package controlplane builds a kubeembed server's chain as kube-apiserver
+// builds its own: cmd/kube-apiserver/app's config.go makes every tier's
+// configuration as a value from the completed options (Config ->
+// newShared -> the three tier configurations), and server.go's
+// CreateServerChain is New: three Complete().New(delegate) calls, back to
+// front. The core tier's construction wires the server's own post-start
+// hooks and its controllers; the aggregator's (createAggregator, the role of
+// upstream's CreateAggregatorServer) adds APIService autoregistration, its
+// readiness checks and the routes only it serves. Nothing here writes back
+// into the caller: New returns a ControlPlane, which the root package's
+// Server drives (start, wait, close).
+package controlplane
+
+import (
+	"context"
+	"fmt"
+
+	apiextensionslisters "k8s.io/apiextensions-apiserver/pkg/client/listers/apiextensions/v1"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
+
+	"github.com/kubeembed/apiserver/internal/inproc"
+	"github.com/kubeembed/apiserver/internal/writes"
+)
+
+// ControlPlane is the built chain and what runs beside it: informers,
+// controllers, the in-process loopback.
+type ControlPlane struct {
+	aggregator *aggregatorapiserver.APIAggregator
+	// publishOpenAPI shares the core tier's OpenAPI v3 service with later
+	// servers once it is prepared (when it built its own).
+	publishOpenAPI func()
+	informers      *informerSet
+	// synced are the informers readiness needs, declared by what needs
+	// them.
+	synced      []cache.InformerSynced
+	loopback    *inproc.Transport
+	controllers *controllerSet
+	writes      *writes.Log
+	crds        apiextensionslisters.CustomResourceDefinitionLister
+	// restorers repair what providers keep beside storage after a
+	// restore.
+	restorers []func(context.Context) error
+}
+
+// New builds the three delegating tiers back to front, as kube-apiserver's
+// CreateServerChain: apiextensions -> core -> aggregator, each
+// Complete().New(delegate), and serves the aggregator on the loopback.
+func New(c Config) (_ *ControlPlane, err error) {
+	sh, err := newShared(c)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			sh.abort()
+		}
+	}()
+	ext, err := newExtensionsConfig(sh).Complete().New(genericapiserver.NewEmptyDelegate())
+	if err != nil {
+		return nil, fmt.Errorf("apiextensions tier: %w", err)
+	}
+	crds := extensionsReady(ext)
+	coreConfig, err := newCoreConfig(sh, crds.Informer())
+	if err != nil {
+		return nil, fmt.Errorf("core tier: %w", err)
+	}
+	core, err := coreConfig.Complete().New(ext.GenericAPIServer)
+	if err != nil {
+		return nil, fmt.Errorf("core tier: %w", err)
+	}
+	agg, err := createAggregator(sh, core, ext)
+	if err != nil {
+		return nil, fmt.Errorf("aggregator tier: %w", err)
+	}
+	sh.transport.SetHandler(agg.GenericAPIServer.Handler)
+	apiServices := agg.APIRegistrationInformers.Apiregistration().V1().APIServices().Informer()
+	return &ControlPlane{
+		aggregator: agg, publishOpenAPI: core.publishOpenAPI,
+		informers: sh.informers.with(ext.Informers, agg.APIRegistrationInformers),
+		synced:    append(sh.synced, crds.Informer().HasSynced, apiServices.HasSynced),
+		loopback:  sh.transport, controllers: core.controllers, writes: sh.writes,
+		crds: crds.Lister(), restorers: core.restorers,
+	}, nil
+}
+
+// Runner runs a prepared chain until its context ends.
+type Runner interface {
+	Run(ctx context.Context) error
+}
+
+// Prepare readies the chain to run, as PrepareRun does.
+func (cp *ControlPlane) Prepare() (Runner, error) {
+	p, err := cp.aggregator.PrepareRun()
+	if err != nil {
+		return nil, err
+	}
+	cp.publishOpenAPI()
+	return p, nil
+}
+
+// StartInformers starts every shared informer and waits until those
+// readiness needs have synced; see informerSet for why before the chain
+// runs (the loopback is in process, so they sync before the listener is
+// up).
+func (cp *ControlPlane) StartInformers(ctx context.Context) error {
+	cp.informers.start()
+	return waitSynced(ctx, cp.synced...)
+}
+
+// MarkReady tells the controllers the server is ready and starts the
+// resource monitors, as kube-controller-manager starts once kube-apiserver
+// is: a metadata informer per resource is ~25 ms of work on two cores
+// (BENCHMARKS.md) that Start need not wait for; WaitIdle does.
+func (cp *ControlPlane) MarkReady() { cp.controllers.markReady(cp.informers.ctx) }
+
+// WaitIdle waits until the controllers have nothing left to do (see
+// Server.WaitIdle).
+func (cp *ControlPlane) WaitIdle(ctx context.Context) error {
+	return cp.controllers.waitIdle(ctx, cp.writes)
+}
+
+// Restored repairs what providers keep beside storage after the storage
+// was restored to a snapshot.
+func (cp *ControlPlane) Restored(ctx context.Context) error {
+	for _, f := range cp.restorers {
+		if err := f(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// KubeInformers is the shared typed informer factory of the core tier.
+func (cp *ControlPlane) KubeInformers() informers.SharedInformerFactory { return cp.informers.kube }
+
+// DynamicInformers is the shared dynamic informer factory.
+func (cp *ControlPlane) DynamicInformers() dynamicinformer.DynamicSharedInformerFactory {
+	return cp.informers.dynamic
+}
+
+// Loopback is the transport of the server's own clients (see inproc for
+// Drain, Abandon and Close).
+func (cp *ControlPlane) Loopback() *inproc.Transport { return cp.loopback }
+
+// StopInformers stops every informer, and with them the controllers, without
+// waiting.
+func (cp *ControlPlane) StopInformers() { cp.informers.cancel() }
+
+// Shutdown stops the informers and waits for their goroutines and the
+// controllers', then closes the loopback: no more requests of the server's
+// own. The post-start hooks' controllers (API Priority and Fairness' among
+// them) end with the server loop, unwaited.
+func (cp *ControlPlane) Shutdown() {
+	cp.informers.shutdown()
+	cp.controllers.wait()
+	cp.loopback.Close()
+}
