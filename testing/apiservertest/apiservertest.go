@@ -37,19 +37,23 @@ type Option func(*apiserver.Options)
 
 // WithOptions sets the fields of opts that are not zero, whatever options
 // come before or after it: list fields (CRDs, CRDPaths, Providers) are
-// appended to what others set, other fields replace it. A Logger in opts
-// replaces the test logger.
+// appended to what others set, other fields replace it. An empty list that
+// is not nil counts: Controllers: []controllers.Name{} runs no controller,
+// as it does in apiserver.Options. A Logger in opts replaces the test
+// logger.
 func WithOptions(opts apiserver.Options) Option {
 	return func(o *apiserver.Options) {
 		dst, src := reflect.ValueOf(o).Elem(), reflect.ValueOf(opts)
 		for i := range src.NumField() {
-			f := src.Field(i)
+			f, to := src.Field(i), dst.Field(i)
 			switch {
-			case f.IsZero():
+			case f.IsZero(): // a nil list too
+			case f.Kind() == reflect.Slice && to.IsNil():
+				to.Set(reflect.AppendSlice(reflect.MakeSlice(f.Type(), 0, f.Len()), f))
 			case f.Kind() == reflect.Slice:
-				dst.Field(i).Set(reflect.AppendSlice(dst.Field(i), f))
+				to.Set(reflect.AppendSlice(to, f))
 			default:
-				dst.Field(i).Set(f)
+				to.Set(f)
 			}
 		}
 	}

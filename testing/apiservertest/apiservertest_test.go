@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/controllers"
 )
 
 func TestOptionsCompose(t *testing.T) {
@@ -47,6 +48,48 @@ func TestOptionsCompose(t *testing.T) {
 			assert.Same(t, tc.log, o.Logger)
 		})
 	}
+}
+
+// An empty list is a value (Options.Controllers: {} runs none), not
+// "unset": it survives WithOptions, and an option before or after it.
+func TestOptionsKeepAnEmptyList(t *testing.T) {
+	t.Parallel()
+	none := apiserver.Options{Controllers: []controllers.Name{}}
+	for name, opts := range map[string][]Option{
+		"alone":              {WithOptions(none)},
+		"after other option": {WithCRDPaths("a"), WithOptions(none)},
+		"before a nil list":  {WithOptions(none), WithOptions(apiserver.Options{AdminToken: "t"})},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := options(zap.NewNop(), opts)
+			assert.NotNil(t, o.Controllers)
+			assert.Empty(t, o.Controllers)
+		})
+	}
+	o := options(zap.NewNop(), []Option{WithOptions(none), WithOptions(apiserver.Options{Controllers: []controllers.Name{"namespace"}})})
+	assert.Equal(t, []controllers.Name{"namespace"}, o.Controllers, "a list after it is appended")
+}
+
+// A server started with no controllers runs none: a deleted namespace
+// stays Terminating (its content is never deleted), as on envtest.
+func TestStartWithNoControllersRunsNone(t *testing.T) {
+	t.Parallel()
+	srv := Start(t, WithOptions(apiserver.Options{Controllers: []controllers.Name{}}))
+	client, err := srv.Clientset()
+	require.NoError(t, err)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kept"}}
+	_, err = client.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = client.CoreV1().ConfigMaps("kept").Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, client.CoreV1().Namespaces().Delete(t.Context(), "kept", metav1.DeleteOptions{}))
+	WaitIdle(t, srv) // returns at once: nothing runs
+
+	got, err := client.CoreV1().Namespaces().Get(t.Context(), "kept", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, corev1.NamespaceTerminating, got.Status.Phase)
+	_, err = client.CoreV1().ConfigMaps("kept").Get(t.Context(), "c", metav1.GetOptions{})
+	assert.NoError(t, err, "no namespace controller deleted the content")
 }
 
 // fakeTB records what Start does with its TB.
