@@ -21,9 +21,11 @@
 //     logs, and the libraries' that log through a context, go to
 //     Options.Logger.
 //   - Feature gates: kube-apiserver's defaults, read and never written.
-//   - The certificate authority that signs the servers' serving
-//     certificates (Server.CACert), and caches of OpenAPI documents keyed by
-//     the API groups a server serves.
+//   - Caches of OpenAPI documents keyed by the API groups a server serves,
+//     and the decoded RBAC bootstrap policy: written once, then only read.
 //
-// Nothing else is shared: two servers never see each other's objects.
+// Nothing else is shared: each server has its own certificate authority
+// (Server.CACert; a client certificate of one server is no credential for
+// another), storage, informers, metrics (/metrics) and port, and two
+// servers never see each other's objects.
 package apiserver

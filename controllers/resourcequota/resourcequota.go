@@ -31,8 +31,9 @@ import (
 
 	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/internal/controller"
-	"github.com/kubeembed/apiserver/internal/writes"
 	kubequota "github.com/kubeembed/apiserver/internal/quota"
+	"github.com/kubeembed/apiserver/internal/retry"
+	"github.com/kubeembed/apiserver/internal/writes"
 )
 
 // workers is kube-controller-manager's --concurrent-resource-quota-syncs;
@@ -122,24 +123,17 @@ func (c *Controller) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { c.primary.Run(ctx, workers, c.sync) })
 	wg.Go(func() { c.priority.Run(ctx, workers, c.sync) })
-	wg.Go(func() { c.resyncEvery(ctx, resync) })
+	wg.Go(func() { retry.Every(ctx, resync, c.queueAll) })
 	wg.Wait()
 }
 
-func (c *Controller) resyncEvery(ctx context.Context, period time.Duration) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			all, _ := c.quotas.List(labels.Everything())
-			for _, q := range all {
-				c.primary.Add(key(q))
-			}
-		}
+// queueAll queues every quota for recalculation.
+func (c *Controller) queueAll(context.Context) error {
+	all, err := c.quotas.List(labels.Everything())
+	for _, q := range all {
+		c.primary.Add(key(q))
 	}
+	return err
 }
 
 // addQuota queues a quota, on the priority queue when a limit has no usage

@@ -12,7 +12,8 @@
 //     kubeembed's own code reads them through Features, the one place that
 //     names the process-wide gate.
 //   - the legacy metrics registry: every server would report into the same
-//     counters, so servers do not serve /metrics.
+//     counters, so servers do not use it; each serves /metrics from a
+//     registry of its own (internal/controlplane/metrics.go).
 //   - the effective version: one immutable value shared by every server.
 //   - the schemes of apiextensions-apiserver and kube-aggregator: package
 //     variables filled in at init and only read afterwards.

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
@@ -31,29 +32,25 @@ var group = registry.Group{
 
 func defaultFailurePolicy(p **admissionv1.FailurePolicyType) {
 	if *p == nil {
-		fail := admissionv1.Fail
-		*p = &fail
+		*p = ptr.To(admissionv1.Fail)
 	}
 }
 
 func defaultRules(rules []admissionv1.RuleWithOperations) {
 	for i := range rules {
 		if rules[i].Scope == nil {
-			all := admissionv1.AllScopes
-			rules[i].Scope = &all
+			rules[i].Scope = ptr.To(admissionv1.AllScopes)
 		}
 	}
 }
 
 func defaultWebhook(cc *admissionv1.WebhookClientConfig, fp **admissionv1.FailurePolicyType, mp **admissionv1.MatchPolicyType, ns, objs **metav1.LabelSelector, timeout **int32, rules []admissionv1.RuleWithOperations) {
 	if cc.Service != nil && cc.Service.Port == nil {
-		port := int32(443)
-		cc.Service.Port = &port
+		cc.Service.Port = ptr.To[int32](443)
 	}
 	defaultFailurePolicy(fp)
 	if *mp == nil {
-		eq := admissionv1.Equivalent
-		*mp = &eq
+		*mp = ptr.To(admissionv1.Equivalent)
 	}
 	if *ns == nil {
 		*ns = &metav1.LabelSelector{}
@@ -62,8 +59,7 @@ func defaultWebhook(cc *admissionv1.WebhookClientConfig, fp **admissionv1.Failur
 		*objs = &metav1.LabelSelector{}
 	}
 	if *timeout == nil {
-		ten := int32(10)
-		*timeout = &ten
+		*timeout = ptr.To[int32](10)
 	}
 	defaultRules(rules)
 }
@@ -73,8 +69,7 @@ func defaultMatchResources(m *admissionv1.MatchResources) {
 		return
 	}
 	if m.MatchPolicy == nil {
-		eq := admissionv1.Equivalent
-		m.MatchPolicy = &eq
+		m.MatchPolicy = ptr.To(admissionv1.Equivalent)
 	}
 	if m.NamespaceSelector == nil {
 		m.NamespaceSelector = &metav1.LabelSelector{}
@@ -85,8 +80,7 @@ func defaultMatchResources(m *admissionv1.MatchResources) {
 	for _, list := range [][]admissionv1.NamedRuleWithOperations{m.ResourceRules, m.ExcludeResourceRules} {
 		for i := range list {
 			if list[i].Scope == nil {
-				all := admissionv1.AllScopes
-				list[i].Scope = &all
+				list[i].Scope = ptr.To(admissionv1.AllScopes)
 			}
 		}
 	}
@@ -169,8 +163,7 @@ var mutatingWebhooks = webhookConfigurations("mutatingwebhookconfigurations",
 			w := &c.Webhooks[i]
 			defaultWebhook(&w.ClientConfig, &w.FailurePolicy, &w.MatchPolicy, &w.NamespaceSelector, &w.ObjectSelector, &w.TimeoutSeconds, w.Rules)
 			if w.ReinvocationPolicy == nil {
-				never := admissionv1.NeverReinvocationPolicy
-				w.ReinvocationPolicy = &never
+				w.ReinvocationPolicy = ptr.To(admissionv1.NeverReinvocationPolicy)
 			}
 		}
 	})

@@ -13,9 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/internal/podspec"
+	"github.com/kubeembed/apiserver/providers/internal/validation"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -35,8 +37,7 @@ var group = registry.Group{
 
 func defaultDeployment(d *appsv1.Deployment) {
 	if d.Spec.Replicas == nil {
-		one := int32(1)
-		d.Spec.Replicas = &one
+		d.Spec.Replicas = ptr.To[int32](1)
 	}
 	s := &d.Spec.Strategy
 	if s.Type == "" {
@@ -48,21 +49,17 @@ func defaultDeployment(d *appsv1.Deployment) {
 		}
 		quarter := intstr.FromString("25%")
 		if s.RollingUpdate.MaxUnavailable == nil {
-			v := quarter
-			s.RollingUpdate.MaxUnavailable = &v
+			s.RollingUpdate.MaxUnavailable = ptr.To(quarter)
 		}
 		if s.RollingUpdate.MaxSurge == nil {
-			v := quarter
-			s.RollingUpdate.MaxSurge = &v
+			s.RollingUpdate.MaxSurge = ptr.To(quarter)
 		}
 	}
 	if d.Spec.RevisionHistoryLimit == nil {
-		ten := int32(10)
-		d.Spec.RevisionHistoryLimit = &ten
+		d.Spec.RevisionHistoryLimit = ptr.To[int32](10)
 	}
 	if d.Spec.ProgressDeadlineSeconds == nil {
-		v := int32(600)
-		d.Spec.ProgressDeadlineSeconds = &v
+		d.Spec.ProgressDeadlineSeconds = ptr.To[int32](600)
 	}
 	podspec.DefaultTemplate(&d.Spec.Template)
 }
@@ -85,11 +82,11 @@ var deployments = registry.Kind[*appsv1.Deployment]{
 	},
 	ValidateStatus: func(d, _ *appsv1.Deployment) field.ErrorList {
 		s := d.Status
-		return registry.NonNegative(field.NewPath("status"), registry.N("replicas", s.Replicas), registry.N("updatedReplicas", s.UpdatedReplicas), registry.N("readyReplicas", s.ReadyReplicas), registry.N("availableReplicas", s.AvailableReplicas), registry.N("unavailableReplicas", s.UnavailableReplicas))
+		return validation.NonNegative(field.NewPath("status"), validation.N("replicas", s.Replicas), validation.N("updatedReplicas", s.UpdatedReplicas), validation.N("readyReplicas", s.ReadyReplicas), validation.N("availableReplicas", s.AvailableReplicas), validation.N("unavailableReplicas", s.UnavailableReplicas))
 	},
 	Columns: append([]registry.Column{
 		registry.ColumnOf("Ready", "string", "Number of the pod with ready state", 0, func(d *appsv1.Deployment) any {
-			return fmt.Sprintf("%d/%d", d.Status.ReadyReplicas, ptrOr(d.Spec.Replicas, 0))
+			return fmt.Sprintf("%d/%d", d.Status.ReadyReplicas, ptr.Deref(d.Spec.Replicas, 0))
 		}),
 		registry.ColumnOf("Up-to-date", "string", appsv1.DeploymentStatus{}.SwaggerDoc()["updatedReplicas"], 0,
 			func(d *appsv1.Deployment) any { return int64(d.Status.UpdatedReplicas) }),
@@ -99,7 +96,7 @@ var deployments = registry.Kind[*appsv1.Deployment]{
 	}, append(registry.TemplateColumns(1, func(d *appsv1.Deployment) *corev1.PodTemplateSpec { return &d.Spec.Template }),
 		registry.SelectorColumn(appsv1.DeploymentSpec{}.SwaggerDoc()["selector"], func(d *appsv1.Deployment) *metav1.LabelSelector { return d.Spec.Selector }))...),
 	Scale: &registry.ScaleAccess{
-		Replicas:       func(o runtime.Object) int32 { return ptrOr(o.(*appsv1.Deployment).Spec.Replicas, 0) },
+		Replicas:       func(o runtime.Object) int32 { return ptr.Deref(o.(*appsv1.Deployment).Spec.Replicas, 0) },
 		SetReplicas:    func(o runtime.Object, n int32) { o.(*appsv1.Deployment).Spec.Replicas = &n },
 		StatusReplicas: func(o runtime.Object) int32 { return o.(*appsv1.Deployment).Status.Replicas },
 		Selector:       func(o runtime.Object) *metav1.LabelSelector { return o.(*appsv1.Deployment).Spec.Selector },

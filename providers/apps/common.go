@@ -38,10 +38,3 @@ func validateSelectorAndTemplate(selector *metav1.LabelSelector, template *corev
 	}
 	return errs
 }
-
-func ptrOr(p *int32, def int32) int32 {
-	if p == nil {
-		return def
-	}
-	return *p
-}

@@ -13,8 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/providers/internal/podspec"
+	"github.com/kubeembed/apiserver/providers/internal/validation"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -41,17 +43,14 @@ func defaultDaemonSet(d *appsv1.DaemonSet) {
 			u.RollingUpdate = &appsv1.RollingUpdateDaemonSet{}
 		}
 		if u.RollingUpdate.MaxUnavailable == nil {
-			one := intstr.FromInt32(1)
-			u.RollingUpdate.MaxUnavailable = &one
+			u.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(1))
 		}
 		if u.RollingUpdate.MaxSurge == nil {
-			zero := intstr.FromInt32(0)
-			u.RollingUpdate.MaxSurge = &zero
+			u.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(0))
 		}
 	}
 	if d.Spec.RevisionHistoryLimit == nil {
-		ten := int32(10)
-		d.Spec.RevisionHistoryLimit = &ten
+		d.Spec.RevisionHistoryLimit = ptr.To[int32](10)
 	}
 	podspec.DefaultTemplate(&d.Spec.Template)
 }
@@ -82,7 +81,7 @@ var daemonSets = registry.Kind[*appsv1.DaemonSet]{
 	},
 	Validate: func(d *appsv1.DaemonSet) field.ErrorList {
 		p := field.NewPath("spec")
-		errs := registry.NonNegative(p, registry.N("minReadySeconds", d.Spec.MinReadySeconds))
+		errs := validation.NonNegative(p, validation.N("minReadySeconds", d.Spec.MinReadySeconds))
 		switch d.Spec.UpdateStrategy.Type {
 		case appsv1.RollingUpdateDaemonSetStrategyType:
 			if ru := d.Spec.UpdateStrategy.RollingUpdate; ru != nil && isZero(ru.MaxUnavailable) && isZero(ru.MaxSurge) {
@@ -100,7 +99,7 @@ var daemonSets = registry.Kind[*appsv1.DaemonSet]{
 	},
 	ValidateStatus: func(d, _ *appsv1.DaemonSet) field.ErrorList {
 		s := d.Status
-		return registry.NonNegative(field.NewPath("status"), registry.N("currentNumberScheduled", s.CurrentNumberScheduled), registry.N("numberMisscheduled", s.NumberMisscheduled), registry.N("desiredNumberScheduled", s.DesiredNumberScheduled), registry.N("numberReady", s.NumberReady), registry.N("updatedNumberScheduled", s.UpdatedNumberScheduled), registry.N("numberAvailable", s.NumberAvailable), registry.N("numberUnavailable", s.NumberUnavailable))
+		return validation.NonNegative(field.NewPath("status"), validation.N("currentNumberScheduled", s.CurrentNumberScheduled), validation.N("numberMisscheduled", s.NumberMisscheduled), validation.N("desiredNumberScheduled", s.DesiredNumberScheduled), validation.N("numberReady", s.NumberReady), validation.N("updatedNumberScheduled", s.UpdatedNumberScheduled), validation.N("numberAvailable", s.NumberAvailable), validation.N("numberUnavailable", s.NumberUnavailable))
 	},
 	Columns: append([]registry.Column{
 		registry.ColumnOf("Desired", "integer", appsv1.DaemonSetStatus{}.SwaggerDoc()["desiredNumberScheduled"], 0, func(d *appsv1.DaemonSet) any { return int64(d.Status.DesiredNumberScheduled) }),

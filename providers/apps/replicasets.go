@@ -7,15 +7,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/providers/internal/podspec"
+	"github.com/kubeembed/apiserver/providers/internal/validation"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
 func defaultReplicaSet(rs *appsv1.ReplicaSet) {
 	if rs.Spec.Replicas == nil {
-		one := int32(1)
-		rs.Spec.Replicas = &one
+		rs.Spec.Replicas = ptr.To[int32](1)
 	}
 	podspec.DefaultTemplate(&rs.Spec.Template)
 }
@@ -30,7 +31,7 @@ var replicaSets = registry.Kind[*appsv1.ReplicaSet]{
 	GenerationOf: func(rs *appsv1.ReplicaSet) any { return rs.Spec },
 	Validate: func(rs *appsv1.ReplicaSet) field.ErrorList {
 		p := field.NewPath("spec")
-		errs := registry.NonNegative(p, registry.N("replicas", ptrOr(rs.Spec.Replicas, 0)), registry.N("minReadySeconds", rs.Spec.MinReadySeconds))
+		errs := validation.NonNegative(p, validation.N("replicas", ptr.Deref(rs.Spec.Replicas, 0)), validation.N("minReadySeconds", rs.Spec.MinReadySeconds))
 		return append(errs, validateSelectorAndTemplate(rs.Spec.Selector, &rs.Spec.Template, "deployment", p)...)
 	},
 	ValidateUpdate: func(rs, old *appsv1.ReplicaSet) field.ErrorList {
@@ -39,10 +40,10 @@ var replicaSets = registry.Kind[*appsv1.ReplicaSet]{
 	ValidateStatus: func(rs, _ *appsv1.ReplicaSet) field.ErrorList {
 		s := rs.Status
 		p := field.NewPath("status")
-		errs := registry.NonNegative(p, registry.N("replicas", s.Replicas), registry.N("fullyLabeledReplicas", s.FullyLabeledReplicas),
-			registry.N("readyReplicas", s.ReadyReplicas), registry.N("availableReplicas", s.AvailableReplicas), registry.N("observedGeneration", int32(min(s.ObservedGeneration, 1<<31-1))))
+		errs := validation.NonNegative(p, validation.N("replicas", s.Replicas), validation.N("fullyLabeledReplicas", s.FullyLabeledReplicas),
+			validation.N("readyReplicas", s.ReadyReplicas), validation.N("availableReplicas", s.AvailableReplicas), validation.N("observedGeneration", int32(min(s.ObservedGeneration, 1<<31-1))))
 		const msg = "cannot be greater than status.replicas"
-		for _, c := range []registry.Count{registry.N("fullyLabeledReplicas", s.FullyLabeledReplicas), registry.N("readyReplicas", s.ReadyReplicas), registry.N("availableReplicas", s.AvailableReplicas)} {
+		for _, c := range []validation.Count{validation.N("fullyLabeledReplicas", s.FullyLabeledReplicas), validation.N("readyReplicas", s.ReadyReplicas), validation.N("availableReplicas", s.AvailableReplicas)} {
 			if c.Value > s.Replicas {
 				errs = append(errs, field.Invalid(p.Child(c.Name), c.Value, msg))
 			}
@@ -53,14 +54,14 @@ var replicaSets = registry.Kind[*appsv1.ReplicaSet]{
 		return errs
 	},
 	Columns: append([]registry.Column{
-		registry.ColumnOf("Desired", "integer", appsv1.ReplicaSetSpec{}.SwaggerDoc()["replicas"], 0, func(rs *appsv1.ReplicaSet) any { return int64(ptrOr(rs.Spec.Replicas, 0)) }),
+		registry.ColumnOf("Desired", "integer", appsv1.ReplicaSetSpec{}.SwaggerDoc()["replicas"], 0, func(rs *appsv1.ReplicaSet) any { return int64(ptr.Deref(rs.Spec.Replicas, 0)) }),
 		registry.ColumnOf("Current", "integer", appsv1.ReplicaSetStatus{}.SwaggerDoc()["replicas"], 0, func(rs *appsv1.ReplicaSet) any { return int64(rs.Status.Replicas) }),
 		registry.ColumnOf("Ready", "integer", appsv1.ReplicaSetStatus{}.SwaggerDoc()["readyReplicas"], 0, func(rs *appsv1.ReplicaSet) any { return int64(rs.Status.ReadyReplicas) }),
 		registry.AgeColumn(),
 	}, append(registry.TemplateColumns(1, func(rs *appsv1.ReplicaSet) *corev1.PodTemplateSpec { return &rs.Spec.Template }),
 		registry.SelectorColumn(appsv1.ReplicaSetSpec{}.SwaggerDoc()["selector"], func(rs *appsv1.ReplicaSet) *metav1.LabelSelector { return rs.Spec.Selector }))...),
 	Scale: &registry.ScaleAccess{
-		Replicas:       func(o runtime.Object) int32 { return ptrOr(o.(*appsv1.ReplicaSet).Spec.Replicas, 0) },
+		Replicas:       func(o runtime.Object) int32 { return ptr.Deref(o.(*appsv1.ReplicaSet).Spec.Replicas, 0) },
 		SetReplicas:    func(o runtime.Object, n int32) { o.(*appsv1.ReplicaSet).Spec.Replicas = &n },
 		StatusReplicas: func(o runtime.Object) int32 { return o.(*appsv1.ReplicaSet).Status.Replicas },
 		Selector:       func(o runtime.Object) *metav1.LabelSelector { return o.(*appsv1.ReplicaSet).Spec.Selector },

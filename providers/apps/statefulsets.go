@@ -10,8 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/providers/internal/podspec"
+	"github.com/kubeembed/apiserver/providers/internal/validation"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -35,12 +37,10 @@ func defaultStatefulSet(s *appsv1.StatefulSet) {
 			s.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{}
 		}
 		if s.Spec.UpdateStrategy.RollingUpdate.Partition == nil {
-			zero := int32(0)
-			s.Spec.UpdateStrategy.RollingUpdate.Partition = &zero
+			s.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To[int32](0)
 		}
 		if s.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable == nil {
-			one := intstr.FromInt32(1)
-			s.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = &one
+			s.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(1))
 		}
 	}
 	if s.Spec.PersistentVolumeClaimRetentionPolicy == nil {
@@ -55,19 +55,16 @@ func defaultStatefulSet(s *appsv1.StatefulSet) {
 		}
 	}
 	if s.Spec.Replicas == nil {
-		one := int32(1)
-		s.Spec.Replicas = &one
+		s.Spec.Replicas = ptr.To[int32](1)
 	}
 	if s.Spec.RevisionHistoryLimit == nil {
-		ten := int32(10)
-		s.Spec.RevisionHistoryLimit = &ten
+		s.Spec.RevisionHistoryLimit = ptr.To[int32](10)
 	}
 	// Claim templates are PersistentVolumeClaims and get their defaults.
 	for i := range s.Spec.VolumeClaimTemplates {
 		pvc := &s.Spec.VolumeClaimTemplates[i]
 		if pvc.Spec.VolumeMode == nil {
-			fs := corev1.PersistentVolumeFilesystem
-			pvc.Spec.VolumeMode = &fs
+			pvc.Spec.VolumeMode = ptr.To(corev1.PersistentVolumeFilesystem)
 		}
 		if pvc.Status.Phase == "" {
 			pvc.Status.Phase = corev1.ClaimPending
@@ -88,7 +85,7 @@ var statefulSets = registry.Kind[*appsv1.StatefulSet]{
 	GenerationOf: func(s *appsv1.StatefulSet) any { return s.Spec },
 	Validate: func(s *appsv1.StatefulSet) field.ErrorList {
 		p := field.NewPath("spec")
-		errs := registry.NonNegative(p, registry.N("replicas", ptrOr(s.Spec.Replicas, 0)), registry.N("minReadySeconds", s.Spec.MinReadySeconds))
+		errs := validation.NonNegative(p, validation.N("replicas", ptr.Deref(s.Spec.Replicas, 0)), validation.N("minReadySeconds", s.Spec.MinReadySeconds))
 		switch s.Spec.PodManagementPolicy {
 		case appsv1.OrderedReadyPodManagement, appsv1.ParallelPodManagement:
 		default:
@@ -118,16 +115,16 @@ var statefulSets = registry.Kind[*appsv1.StatefulSet]{
 	},
 	ValidateStatus: func(s, _ *appsv1.StatefulSet) field.ErrorList {
 		st := s.Status
-		return registry.NonNegative(field.NewPath("status"), registry.N("replicas", st.Replicas), registry.N("readyReplicas", st.ReadyReplicas), registry.N("currentReplicas", st.CurrentReplicas), registry.N("updatedReplicas", st.UpdatedReplicas), registry.N("availableReplicas", st.AvailableReplicas))
+		return validation.NonNegative(field.NewPath("status"), validation.N("replicas", st.Replicas), validation.N("readyReplicas", st.ReadyReplicas), validation.N("currentReplicas", st.CurrentReplicas), validation.N("updatedReplicas", st.UpdatedReplicas), validation.N("availableReplicas", st.AvailableReplicas))
 	},
 	Columns: append([]registry.Column{
 		registry.ColumnOf("Ready", "string", "Number of the pod with ready state", 0, func(s *appsv1.StatefulSet) any {
-			return fmt.Sprintf("%d/%d", s.Status.ReadyReplicas, ptrOr(s.Spec.Replicas, 0))
+			return fmt.Sprintf("%d/%d", s.Status.ReadyReplicas, ptr.Deref(s.Spec.Replicas, 0))
 		}),
 		registry.AgeColumn(),
 	}, registry.TemplateColumns(1, func(s *appsv1.StatefulSet) *corev1.PodTemplateSpec { return &s.Spec.Template })...),
 	Scale: &registry.ScaleAccess{
-		Replicas:       func(o runtime.Object) int32 { return ptrOr(o.(*appsv1.StatefulSet).Spec.Replicas, 0) },
+		Replicas:       func(o runtime.Object) int32 { return ptr.Deref(o.(*appsv1.StatefulSet).Spec.Replicas, 0) },
 		SetReplicas:    func(o runtime.Object, n int32) { o.(*appsv1.StatefulSet).Spec.Replicas = &n },
 		StatusReplicas: func(o runtime.Object) int32 { return o.(*appsv1.StatefulSet).Status.Replicas },
 		Selector:       func(o runtime.Object) *metav1.LabelSelector { return o.(*appsv1.StatefulSet).Spec.Selector },

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
@@ -29,14 +30,12 @@ var group = registry.Group{
 	Served: []registry.Served{registry.Kind[*autoscalingv2.HorizontalPodAutoscaler]{
 		Default: func(h *autoscalingv2.HorizontalPodAutoscaler) {
 			if h.Spec.MinReplicas == nil {
-				one := int32(1)
-				h.Spec.MinReplicas = &one
+				h.Spec.MinReplicas = ptr.To[int32](1)
 			}
 			if len(h.Spec.Metrics) == 0 {
-				eighty := int32(80)
 				h.Spec.Metrics = []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType,
 					Resource: &autoscalingv2.ResourceMetricSource{Name: corev1.ResourceCPU,
-						Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: &eighty}}}}
+						Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To[int32](80)}}}}
 			}
 		},
 

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/providers/registry"
 )
@@ -33,8 +34,7 @@ func installV1(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(gv, &autoscalingv1.HorizontalPodAutoscaler{}, &autoscalingv1.HorizontalPodAutoscalerList{})
 	scheme.AddTypeDefaultingFunc(&autoscalingv1.HorizontalPodAutoscaler{}, func(obj any) {
 		if h := obj.(*autoscalingv1.HorizontalPodAutoscaler); h.Spec.MinReplicas == nil {
-			one := int32(1)
-			h.Spec.MinReplicas = &one
+			h.Spec.MinReplicas = ptr.To[int32](1)
 		}
 	})
 	for _, f := range []struct {
@@ -99,18 +99,16 @@ func v1ToV2(in *autoscalingv1.HorizontalPodAutoscaler, out *autoscalingv2.Horizo
 		MinReplicas:    in.Spec.MinReplicas, MaxReplicas: in.Spec.MaxReplicas,
 	}
 	if t := in.Spec.TargetCPUUtilizationPercentage; t != nil {
-		v := *t
 		out.Spec.Metrics = []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
-			Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: &v}}}}
+			Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To(*t)}}}}
 	}
 	out.Status = autoscalingv2.HorizontalPodAutoscalerStatus{
 		ObservedGeneration: in.Status.ObservedGeneration, LastScaleTime: in.Status.LastScaleTime,
 		CurrentReplicas: in.Status.CurrentReplicas, DesiredReplicas: in.Status.DesiredReplicas,
 	}
 	if c := in.Status.CurrentCPUUtilizationPercentage; c != nil {
-		v := *c
 		out.Status.CurrentMetrics = []autoscalingv2.MetricStatus{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricStatus{
-			Name: corev1.ResourceCPU, Current: autoscalingv2.MetricValueStatus{AverageUtilization: &v}}}}
+			Name: corev1.ResourceCPU, Current: autoscalingv2.MetricValueStatus{AverageUtilization: ptr.To(*c)}}}}
 	}
 	if enc, ok := in.Annotations[conditionsAnnotation]; ok {
 		var conds []autoscalingv2.HorizontalPodAutoscalerCondition
@@ -129,8 +127,7 @@ func v2ToV1(in *autoscalingv2.HorizontalPodAutoscaler, out *autoscalingv1.Horizo
 	}
 	for _, m := range in.Spec.Metrics {
 		if m.Type == autoscalingv2.ResourceMetricSourceType && m.Resource != nil && m.Resource.Name == corev1.ResourceCPU && m.Resource.Target.AverageUtilization != nil {
-			v := *m.Resource.Target.AverageUtilization
-			out.Spec.TargetCPUUtilizationPercentage = &v
+			out.Spec.TargetCPUUtilizationPercentage = ptr.To(*m.Resource.Target.AverageUtilization)
 		}
 	}
 	out.Status = autoscalingv1.HorizontalPodAutoscalerStatus{
@@ -139,8 +136,7 @@ func v2ToV1(in *autoscalingv2.HorizontalPodAutoscaler, out *autoscalingv1.Horizo
 	}
 	for _, m := range in.Status.CurrentMetrics {
 		if m.Type == autoscalingv2.ResourceMetricSourceType && m.Resource != nil && m.Resource.Name == corev1.ResourceCPU && m.Resource.Current.AverageUtilization != nil {
-			v := *m.Resource.Current.AverageUtilization
-			out.Status.CurrentCPUUtilizationPercentage = &v
+			out.Status.CurrentCPUUtilizationPercentage = ptr.To(*m.Resource.Current.AverageUtilization)
 		}
 	}
 	if len(in.Status.Conditions) > 0 {

@@ -19,9 +19,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/internal/podspec"
+	"github.com/kubeembed/apiserver/providers/internal/validation"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -36,8 +38,7 @@ var group = registry.Group{
 func defaultJob(j *batchv1.Job) {
 	defaultJobSpec(&j.Spec)
 	if j.Spec.ManualSelector == nil {
-		f := false
-		j.Spec.ManualSelector = &f
+		j.Spec.ManualSelector = ptr.To(false)
 	}
 	// A Job without labels takes its pod template's.
 	if len(j.Labels) == 0 && j.Spec.Template.Labels != nil {
@@ -46,13 +47,11 @@ func defaultJob(j *batchv1.Job) {
 }
 
 func defaultJobSpec(s *batchv1.JobSpec) {
-	one := int32(1)
 	if s.Completions == nil && s.Parallelism == nil {
-		s.Completions, s.Parallelism = &one, &one
+		s.Completions, s.Parallelism = ptr.To[int32](1), ptr.To[int32](1)
 	}
 	if s.Parallelism == nil {
-		p := one
-		s.Parallelism = &p
+		s.Parallelism = ptr.To[int32](1)
 	}
 	if s.BackoffLimit == nil {
 		limit := int32(6)
@@ -62,12 +61,10 @@ func defaultJobSpec(s *batchv1.JobSpec) {
 		s.BackoffLimit = &limit
 	}
 	if s.CompletionMode == nil {
-		m := batchv1.NonIndexedCompletion
-		s.CompletionMode = &m
+		s.CompletionMode = ptr.To(batchv1.NonIndexedCompletion)
 	}
 	if s.Suspend == nil {
-		f := false
-		s.Suspend = &f
+		s.Suspend = ptr.To(false)
 	}
 	if s.PodReplacementPolicy == nil {
 		p := batchv1.TerminatingOrFailed
@@ -93,16 +90,13 @@ func defaultCronJob(c *batchv1.CronJob) {
 		c.Spec.ConcurrencyPolicy = batchv1.AllowConcurrent
 	}
 	if c.Spec.Suspend == nil {
-		f := false
-		c.Spec.Suspend = &f
+		c.Spec.Suspend = ptr.To(false)
 	}
 	if c.Spec.SuccessfulJobsHistoryLimit == nil {
-		v := int32(3)
-		c.Spec.SuccessfulJobsHistoryLimit = &v
+		c.Spec.SuccessfulJobsHistoryLimit = ptr.To[int32](3)
 	}
 	if c.Spec.FailedJobsHistoryLimit == nil {
-		v := int32(1)
-		c.Spec.FailedJobsHistoryLimit = &v
+		c.Spec.FailedJobsHistoryLimit = ptr.To[int32](1)
 	}
 	// Only the pod template: kube-apiserver leaves the job spec inside a
 	// CronJob to be defaulted when the Job is created.
@@ -141,7 +135,7 @@ var jobs = registry.Kind[*batchv1.Job]{
 	},
 	ValidateStatus: func(j, _ *batchv1.Job) field.ErrorList {
 		s := j.Status
-		return registry.NonNegative(field.NewPath("status"), registry.N("active", s.Active), registry.N("succeeded", s.Succeeded), registry.N("failed", s.Failed))
+		return validation.NonNegative(field.NewPath("status"), validation.N("active", s.Active), validation.N("succeeded", s.Succeeded), validation.N("failed", s.Failed))
 	},
 	Columns: []registry.Column{
 		registry.ColumnOf("Status", "string", "Status of the job.", 0, jobStatus),

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/kubeembed/apiserver/providers/internal/printers"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -45,7 +46,7 @@ var cronJobs = registry.Kind[*batchv1.CronJob]{
 			if c.Status.LastScheduleTime == nil {
 				return "<none>"
 			}
-			return registry.Since(*c.Status.LastScheduleTime)
+			return printers.Since(*c.Status.LastScheduleTime)
 		}),
 		registry.AgeColumn(),
 		registry.TemplateColumns(1, cronJobTemplate)[0],

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/names"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
@@ -166,8 +167,7 @@ func (r *namespaceREST) Delete(ctx context.Context, name string, deleteValidatio
 		err = r.Storage.GuaranteedUpdate(ctx, key, out, false, &pre, storage.SimpleUpdate(func(existing runtime.Object) (runtime.Object, error) {
 			e := existing.(*corev1.Namespace)
 			if e.DeletionTimestamp.IsZero() {
-				now := metav1.Now()
-				e.DeletionTimestamp = &now
+				e.DeletionTimestamp = ptr.To(metav1.Now())
 			}
 			e.Status.Phase = corev1.NamespaceTerminating
 			return e, nil

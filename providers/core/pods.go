@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/internal/podqos"
 	"github.com/kubeembed/apiserver/providers"
@@ -45,8 +46,7 @@ func podFieldSet(p *corev1.Pod) fields.Set {
 func defaultPod(p *corev1.Pod) {
 	podspec.DefaultSpec(&p.Spec)
 	if p.Spec.EnableServiceLinks == nil {
-		v := corev1.DefaultEnableServiceLinks
-		p.Spec.EnableServiceLinks = &v
+		p.Spec.EnableServiceLinks = ptr.To(corev1.DefaultEnableServiceLinks)
 	}
 	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 		for i := range list {

@@ -6,8 +6,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/providers/internal/podspec"
+	"github.com/kubeembed/apiserver/providers/internal/validation"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -26,8 +28,7 @@ func defaultReplicationController(rc *corev1.ReplicationController) {
 		}
 	}
 	if rc.Spec.Replicas == nil {
-		one := int32(1)
-		rc.Spec.Replicas = &one
+		rc.Spec.Replicas = ptr.To[int32](1)
 	}
 }
 
@@ -44,7 +45,7 @@ var replicationControllers = registry.Kind[*corev1.ReplicationController]{
 	GenerationOf: func(rc *corev1.ReplicationController) any { return rc.Spec },
 	Validate: func(rc *corev1.ReplicationController) field.ErrorList {
 		p := field.NewPath("spec")
-		errs := registry.NonNegative(p, registry.N("replicas", ptrValue(rc.Spec.Replicas)), registry.N("minReadySeconds", rc.Spec.MinReadySeconds))
+		errs := validation.NonNegative(p, validation.N("replicas", ptr.Deref(rc.Spec.Replicas, 0)), validation.N("minReadySeconds", rc.Spec.MinReadySeconds))
 		if len(rc.Spec.Selector) == 0 {
 			errs = append(errs, field.Required(p.Child("selector"), ""))
 		}
@@ -60,7 +61,7 @@ var replicationControllers = registry.Kind[*corev1.ReplicationController]{
 		return append(errs, podspec.ValidateTemplate(rc.Spec.Template, p.Child("template"))...)
 	},
 	Columns: []registry.Column{
-		registry.ColumnOf("Desired", "integer", corev1.ReplicationControllerSpec{}.SwaggerDoc()["replicas"], 0, func(rc *corev1.ReplicationController) any { return int64(ptrValue(rc.Spec.Replicas)) }),
+		registry.ColumnOf("Desired", "integer", corev1.ReplicationControllerSpec{}.SwaggerDoc()["replicas"], 0, func(rc *corev1.ReplicationController) any { return int64(ptr.Deref(rc.Spec.Replicas, 0)) }),
 		registry.ColumnOf("Current", "integer", corev1.ReplicationControllerStatus{}.SwaggerDoc()["replicas"], 0, func(rc *corev1.ReplicationController) any { return int64(rc.Status.Replicas) }),
 		registry.ColumnOf("Ready", "integer", corev1.ReplicationControllerStatus{}.SwaggerDoc()["readyReplicas"], 0, func(rc *corev1.ReplicationController) any { return int64(rc.Status.ReadyReplicas) }),
 		registry.AgeColumn(),
@@ -71,20 +72,13 @@ var replicationControllers = registry.Kind[*corev1.ReplicationController]{
 		}),
 	},
 	Scale: &registry.ScaleAccess{
-		Replicas:       func(o runtime.Object) int32 { return ptrValue(o.(*corev1.ReplicationController).Spec.Replicas) },
+		Replicas:       func(o runtime.Object) int32 { return ptr.Deref(o.(*corev1.ReplicationController).Spec.Replicas, 0) },
 		SetReplicas:    func(o runtime.Object, n int32) { o.(*corev1.ReplicationController).Spec.Replicas = &n },
 		StatusReplicas: func(o runtime.Object) int32 { return o.(*corev1.ReplicationController).Status.Replicas },
 		Selector: func(o runtime.Object) *metav1.LabelSelector {
 			return &metav1.LabelSelector{MatchLabels: o.(*corev1.ReplicationController).Spec.Selector}
 		},
 	},
-}
-
-func ptrValue(p *int32) int32 {
-	if p == nil {
-		return 0
-	}
-	return *p
 }
 
 func rcTemplate(rc *corev1.ReplicationController) *corev1.PodTemplateSpec { return rc.Spec.Template }

@@ -23,6 +23,7 @@ import (
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/internal/podspec"
@@ -45,8 +46,7 @@ func defaultService(s *corev1.Service) {
 		s.Spec.SessionAffinity = corev1.ServiceAffinityNone
 	}
 	if s.Spec.SessionAffinity == corev1.ServiceAffinityClientIP && s.Spec.SessionAffinityConfig == nil {
-		timeout := corev1.DefaultClientIPServiceAffinitySeconds
-		s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: &timeout}}
+		s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To(corev1.DefaultClientIPServiceAffinitySeconds)}}
 	}
 	for i := range s.Spec.Ports {
 		p := &s.Spec.Ports[i]
@@ -63,12 +63,10 @@ func defaultService(s *corev1.Service) {
 		}
 	}
 	if s.Spec.Type == corev1.ServiceTypeLoadBalancer && s.Spec.AllocateLoadBalancerNodePorts == nil {
-		t := true
-		s.Spec.AllocateLoadBalancerNodePorts = &t
+		s.Spec.AllocateLoadBalancerNodePorts = ptr.To(true)
 	}
 	if s.Spec.Type != corev1.ServiceTypeExternalName && s.Spec.InternalTrafficPolicy == nil {
-		c := corev1.ServiceInternalTrafficPolicyCluster
-		s.Spec.InternalTrafficPolicy = &c
+		s.Spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyCluster)
 	}
 }
 
@@ -164,8 +162,7 @@ func (a *allocator) allocate(s *corev1.Service) error {
 			s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol}
 		}
 		if s.Spec.IPFamilyPolicy == nil {
-			p := corev1.IPFamilyPolicySingleStack
-			s.Spec.IPFamilyPolicy = &p
+			s.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicySingleStack)
 		}
 		switch {
 		case s.Spec.ClusterIP == corev1.ClusterIPNone:
@@ -508,12 +505,11 @@ func (a *ipAddresses) record(ctx context.Context, s *corev1.Service) {
 		if addr.Is6() {
 			family = "IPv6"
 		}
-		now := metav1.Now()
 		obj := &networkingv1.IPAddress{
 			ObjectMeta: metav1.ObjectMeta{Name: addr.String(), Labels: map[string]string{
 				"ipaddress.kubernetes.io/ip-family": family, "ipaddress.kubernetes.io/managed-by": "ipallocator.k8s.io"},
 				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: allocatorManager, Operation: metav1.ManagedFieldsOperationUpdate,
-					APIVersion: networkingv1.SchemeGroupVersion.String(), Time: &now, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: fields}}}},
+					APIVersion: networkingv1.SchemeGroupVersion.String(), Time: ptr.To(metav1.Now()), FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: fields}}}},
 			Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Resource: "services", Namespace: s.Namespace, Name: s.Name}},
 		}
 		// A failure leaves the service without its record, which nothing

@@ -9,14 +9,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
 func defaultPVC(c *corev1.PersistentVolumeClaim) {
 	if c.Spec.VolumeMode == nil {
-		fs := corev1.PersistentVolumeFilesystem
-		c.Spec.VolumeMode = &fs
+		c.Spec.VolumeMode = ptr.To(corev1.PersistentVolumeFilesystem)
 	}
 }
 
@@ -130,14 +130,12 @@ var persistentVolumes = registry.Kind[*corev1.PersistentVolume]{
 	NewObj:        func() runtime.Object { return &corev1.PersistentVolume{} },
 	NewList:       func() runtime.Object { return &corev1.PersistentVolumeList{} },
 	PrepareCreate: func(_ context.Context, p *corev1.PersistentVolume) {
-		now := metav1.Now()
-		p.Status = corev1.PersistentVolumeStatus{Phase: corev1.VolumePending, LastPhaseTransitionTime: &now}
+		p.Status = corev1.PersistentVolumeStatus{Phase: corev1.VolumePending, LastPhaseTransitionTime: ptr.To(metav1.Now())}
 		addFinalizer(&p.ObjectMeta, "kubernetes.io/pv-protection")
 	},
 	PrepareStatusUpdate: func(p, old *corev1.PersistentVolume) {
 		if p.Status.Phase != old.Status.Phase {
-			now := metav1.Now()
-			p.Status.LastPhaseTransitionTime = &now
+			p.Status.LastPhaseTransitionTime = ptr.To(metav1.Now())
 		}
 	},
 	Validate: func(p *corev1.PersistentVolume) field.ErrorList {
@@ -200,14 +198,12 @@ func defaultPV(p *corev1.PersistentVolume) {
 		p.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
 	}
 	if p.Spec.VolumeMode == nil {
-		fs := corev1.PersistentVolumeFilesystem
-		p.Spec.VolumeMode = &fs
+		p.Spec.VolumeMode = ptr.To(corev1.PersistentVolumeFilesystem)
 	}
 	if p.Status.Phase == "" {
 		p.Status.Phase = corev1.VolumePending
 	}
 	if h := p.Spec.HostPath; h != nil && h.Type == nil {
-		t := corev1.HostPathUnset
-		h.Type = &t
+		h.Type = ptr.To(corev1.HostPathUnset)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/internal/endpointip"
@@ -37,8 +38,7 @@ var group = registry.Group{
 					p.Name = new(string)
 				}
 				if p.Protocol == nil {
-					tcp := corev1.ProtocolTCP
-					p.Protocol = &tcp
+					p.Protocol = ptr.To(corev1.ProtocolTCP)
 				}
 			}
 		},

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
@@ -29,18 +30,17 @@ var group = registry.Group{
 // defaultNetworkPolicy applies networking/v1's defaults: port protocol TCP,
 // and policyTypes from which rules are present.
 func defaultNetworkPolicy(np *networkingv1.NetworkPolicy) {
-	tcp := corev1.ProtocolTCP
 	for i := range np.Spec.Ingress {
 		for j := range np.Spec.Ingress[i].Ports {
 			if np.Spec.Ingress[i].Ports[j].Protocol == nil {
-				np.Spec.Ingress[i].Ports[j].Protocol = &tcp
+				np.Spec.Ingress[i].Ports[j].Protocol = ptr.To(corev1.ProtocolTCP)
 			}
 		}
 	}
 	for i := range np.Spec.Egress {
 		for j := range np.Spec.Egress[i].Ports {
 			if np.Spec.Egress[i].Ports[j].Protocol == nil {
-				np.Spec.Egress[i].Ports[j].Protocol = &tcp
+				np.Spec.Egress[i].Ports[j].Protocol = ptr.To(corev1.ProtocolTCP)
 			}
 		}
 	}

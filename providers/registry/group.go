@@ -63,7 +63,8 @@ type Group struct {
 	Register func(*runtime.Scheme) error
 	Served   []Served
 	// AlsoServedAs are more versions served by the same storage, converted
-	// from GroupVersion's types (autoscaling/v1).
+	// from GroupVersion's types (autoscaling/v1); Register adds their types,
+	// conversions and field selectors (FieldLabelConversion).
 	AlsoServedAs []string
 	// Link connects the storage of the group's resources once all are
 	// built, by resource name (a namespace's default service account), and

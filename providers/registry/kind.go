@@ -35,7 +35,8 @@ type Kind[T runtime.Object] struct {
 	Categories         []string
 	Namespaced         bool
 	NewObj, NewList    func() runtime.Object
-	// NameValidation checks metadata.name; default DNS subdomain.
+	// NameValidation checks metadata.name; default DNS subdomain
+	// (PathSegmentName accepts any name a path segment can be).
 	NameValidation apivalidation.ValidateNameFunc
 	// Default applies the kind's defaults whenever an object is decoded, as
 	// kube-apiserver's generated defaulters do.
@@ -64,7 +65,8 @@ type Kind[T runtime.Object] struct {
 	// the object carried over), with their own preparation and validation,
 	// such as a CSR's /approval.
 	StatusLike map[string]StatusWrite[T]
-	// Scale serves /scale (autoscaling/v1 Scale); it needs Status.
+	// Scale serves /scale (autoscaling/v1 Scale); it needs Status, and the
+	// group's Register to call AddScale.
 	Scale *ScaleAccess
 
 	// PrepareCreate runs on create after the status reset; ctx carries the

@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
@@ -32,6 +31,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/internal/printers"
 )
 
 // Strategy is a declarative rest.RESTCreateStrategy, RESTUpdateStrategy and
@@ -229,26 +229,6 @@ func ColumnOf[T any](name, typ, desc string, priority int32, f func(T) any) Colu
 	}
 }
 
-// NonNegative checks that each named field under p is not negative, in name
-// order.
-func NonNegative(p *field.Path, counts ...Count) field.ErrorList {
-	var errs field.ErrorList
-	for _, c := range counts {
-		errs = append(errs, apivalidation.ValidateNonnegativeField(int64(c.Value), p.Child(c.Name))...)
-	}
-	return errs
-}
-
-// Count is a named count for NonNegative, checked in the order given (the
-// order of kube-apiserver's messages).
-type Count struct {
-	Name  string
-	Value int32
-}
-
-// N names a count.
-func N(name string, value int32) Count { return Count{Name: name, Value: value} }
-
 // NameColumn is the NAME column every kubectl table starts with.
 func NameColumn() Column {
 	return Column{
@@ -268,7 +248,7 @@ func AgeColumn() Column {
 			Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"]},
 		Value: func(obj runtime.Object) any {
 			m, _ := meta.Accessor(obj)
-			return Since(m.GetCreationTimestamp())
+			return printers.Since(m.GetCreationTimestamp())
 		},
 	}
 }
@@ -284,14 +264,6 @@ func CreatedAtColumn() Column {
 			return m.GetCreationTimestamp().UTC().Format(time.RFC3339)
 		},
 	}
-}
-
-// Since renders the time since t as kubectl does ("<unknown>" for zero).
-func Since(t metav1.Time) string {
-	if t.IsZero() {
-		return "<unknown>"
-	}
-	return duration.HumanDuration(time.Since(t.Time))
 }
 
 // table returns a rest.TableConvertor that prints objects with columns.

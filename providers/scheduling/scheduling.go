@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/internal/retry"
 	"github.com/kubeembed/apiserver/providers"
@@ -93,8 +94,7 @@ func validate(pc *schedulingv1.PriorityClass) field.ErrorList {
 var priorityClasses = registry.Kind[*schedulingv1.PriorityClass]{
 	Default: func(pc *schedulingv1.PriorityClass) {
 		if pc.PreemptionPolicy == nil {
-			p := corev1.PreemptLowerPriority
-			pc.PreemptionPolicy = &p
+			pc.PreemptionPolicy = ptr.To(corev1.PreemptLowerPriority)
 		}
 	},
 	GroupVersion: schedulingv1.SchemeGroupVersion, Resource: "priorityclasses", Singular: "priorityclass",

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
@@ -38,16 +39,14 @@ func defaultCSIDriver(s *storagev1.CSIDriverSpec) {
 		def bool
 	}{{&s.AttachRequired, t}, {&s.PodInfoOnMount, f}, {&s.StorageCapacity, f}, {&s.RequiresRepublish, f}, {&s.SELinuxMount, f}, {&s.PreventPodSchedulingIfMissing, f}} {
 		if *b.p == nil {
-			v := b.def
-			*b.p = &v
+			*b.p = ptr.To(b.def)
 		}
 	}
 	if len(s.VolumeLifecycleModes) == 0 {
 		s.VolumeLifecycleModes = []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}
 	}
 	if s.FSGroupPolicy == nil {
-		p := storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy
-		s.FSGroupPolicy = &p
+		s.FSGroupPolicy = ptr.To(storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy)
 	}
 }
 
@@ -73,22 +72,13 @@ func dnsSubdomain(p *field.Path, v string) field.ErrorList {
 	return errs
 }
 
-func boolPtr(b *bool) any {
-	if b == nil {
-		return false
-	}
-	return *b
-}
-
 var storageClasses = registry.Kind[*storagev1.StorageClass]{
 	Default: func(sc *storagev1.StorageClass) {
 		if sc.ReclaimPolicy == nil {
-			p := corev1.PersistentVolumeReclaimDelete
-			sc.ReclaimPolicy = &p
+			sc.ReclaimPolicy = ptr.To(corev1.PersistentVolumeReclaimDelete)
 		}
 		if sc.VolumeBindingMode == nil {
-			m := storagev1.VolumeBindingImmediate
-			sc.VolumeBindingMode = &m
+			sc.VolumeBindingMode = ptr.To(storagev1.VolumeBindingImmediate)
 		}
 	},
 	ReturnDeleted: true,
@@ -132,7 +122,7 @@ var storageClasses = registry.Kind[*storagev1.StorageClass]{
 			}
 			return string(*sc.VolumeBindingMode)
 		}),
-		registry.ColumnOf("AllowVolumeExpansion", "string", "allowVolumeExpansion shows whether the storage class allow volume expand.", 0, func(sc *storagev1.StorageClass) any { return boolPtr(sc.AllowVolumeExpansion) }),
+		registry.ColumnOf("AllowVolumeExpansion", "string", "allowVolumeExpansion shows whether the storage class allow volume expand.", 0, func(sc *storagev1.StorageClass) any { return ptr.Deref(sc.AllowVolumeExpansion, false) }),
 	},
 }
 
@@ -150,9 +140,9 @@ var csiDrivers = registry.Kind[*storagev1.CSIDriver]{
 		return append(errs, apivalidation.ValidateImmutableField(d.Spec.VolumeLifecycleModes, old.Spec.VolumeLifecycleModes, p.Child("volumeLifecycleModes"))...)
 	},
 	Columns: []registry.Column{
-		registry.ColumnOf("AttachRequired", "boolean", storagev1.CSIDriverSpec{}.SwaggerDoc()["attachRequired"], 0, func(d *storagev1.CSIDriver) any { return boolPtr(d.Spec.AttachRequired) }),
-		registry.ColumnOf("PodInfoOnMount", "boolean", storagev1.CSIDriverSpec{}.SwaggerDoc()["podInfoOnMount"], 0, func(d *storagev1.CSIDriver) any { return boolPtr(d.Spec.PodInfoOnMount) }),
-		registry.ColumnOf("StorageCapacity", "boolean", storagev1.CSIDriverSpec{}.SwaggerDoc()["storageCapacity"], 0, func(d *storagev1.CSIDriver) any { return boolPtr(d.Spec.StorageCapacity) }),
+		registry.ColumnOf("AttachRequired", "boolean", storagev1.CSIDriverSpec{}.SwaggerDoc()["attachRequired"], 0, func(d *storagev1.CSIDriver) any { return ptr.Deref(d.Spec.AttachRequired, false) }),
+		registry.ColumnOf("PodInfoOnMount", "boolean", storagev1.CSIDriverSpec{}.SwaggerDoc()["podInfoOnMount"], 0, func(d *storagev1.CSIDriver) any { return ptr.Deref(d.Spec.PodInfoOnMount, false) }),
+		registry.ColumnOf("StorageCapacity", "boolean", storagev1.CSIDriverSpec{}.SwaggerDoc()["storageCapacity"], 0, func(d *storagev1.CSIDriver) any { return ptr.Deref(d.Spec.StorageCapacity, false) }),
 		registry.ColumnOf("TokenRequests", "string", storagev1.CSIDriverSpec{}.SwaggerDoc()["tokenRequests"], 0, func(d *storagev1.CSIDriver) any {
 			if len(d.Spec.TokenRequests) == 0 {
 				return "<unset>"
@@ -163,7 +153,7 @@ var csiDrivers = registry.Kind[*storagev1.CSIDriver]{
 			}
 			return strings.Join(aud, ",")
 		}),
-		registry.ColumnOf("RequiresRepublish", "boolean", storagev1.CSIDriverSpec{}.SwaggerDoc()["requiresRepublish"], 0, func(d *storagev1.CSIDriver) any { return boolPtr(d.Spec.RequiresRepublish) }),
+		registry.ColumnOf("RequiresRepublish", "boolean", storagev1.CSIDriverSpec{}.SwaggerDoc()["requiresRepublish"], 0, func(d *storagev1.CSIDriver) any { return ptr.Deref(d.Spec.RequiresRepublish, false) }),
 		registry.ColumnOf("Modes", "string", storagev1.CSIDriverSpec{}.SwaggerDoc()["volumeLifecycleModes"], 0, func(d *storagev1.CSIDriver) any {
 			var m []string
 			for _, v := range d.Spec.VolumeLifecycleModes {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/kubeembed/apiserver/providers/internal/printers"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -82,7 +83,7 @@ func table() []registry.Column {
 		return registry.ColumnOf(name, typ, desc, priority, v)
 	}
 	return []registry.Column{
-		c("Last Seen", "string", corev1.Event{}.SwaggerDoc()["lastTimestamp"], 0, func(e *corev1.Event) any { return registry.Since(lastSeen(e)) }),
+		c("Last Seen", "string", corev1.Event{}.SwaggerDoc()["lastTimestamp"], 0, func(e *corev1.Event) any { return printers.Since(lastSeen(e)) }),
 		c("Type", "string", corev1.Event{}.SwaggerDoc()["type"], 0, func(e *corev1.Event) any { return e.Type }),
 		c("Reason", "string", corev1.Event{}.SwaggerDoc()["reason"], 0, func(e *corev1.Event) any { return e.Reason }),
 		c("Object", "string", corev1.Event{}.SwaggerDoc()["involvedObject"], 0, func(e *corev1.Event) any {
@@ -99,9 +100,9 @@ func table() []registry.Column {
 		c("Message", "string", "A human-readable description of the status of this operation.", 0, func(e *corev1.Event) any { return e.Message }),
 		c("First Seen", "string", corev1.Event{}.SwaggerDoc()["firstTimestamp"], 1, func(e *corev1.Event) any {
 			if e.FirstTimestamp.IsZero() && !e.EventTime.IsZero() {
-				return registry.Since(metav1.Time{Time: e.EventTime.Time})
+				return printers.Since(metav1.Time{Time: e.EventTime.Time})
 			}
-			return registry.Since(e.FirstTimestamp)
+			return printers.Since(e.FirstTimestamp)
 		}),
 		c("Count", "string", "The number of times this event has occurred.", 1, func(e *corev1.Event) any {
 			// A series counts itself; an event without a count happened once.

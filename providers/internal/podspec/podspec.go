@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 )
 
 // Defaults kube-apiserver applies to pod specs (k8s.io/api/core/v1 names
@@ -43,8 +44,7 @@ func DefaultSpec(s *corev1.PodSpec) {
 		s.SecurityContext = &corev1.PodSecurityContext{}
 	}
 	if s.TerminationGracePeriodSeconds == nil {
-		v := defaultTerminationGracePeriodSeconds
-		s.TerminationGracePeriodSeconds = &v
+		s.TerminationGracePeriodSeconds = ptr.To(defaultTerminationGracePeriodSeconds)
 	}
 	if s.SchedulerName == "" {
 		s.SchedulerName = defaultSchedulerName
@@ -139,8 +139,7 @@ func defaultProbe(p *corev1.Probe) {
 	}
 	defaultHTTPGet(p.HTTPGet)
 	if g := p.GRPC; g != nil && g.Service == nil {
-		empty := ""
-		g.Service = &empty
+		g.Service = ptr.To("")
 	}
 }
 
@@ -159,8 +158,7 @@ func defaultHTTPGet(h *corev1.HTTPGetAction) {
 func defaultVolume(v *corev1.Volume) {
 	mode := func(m **int32) {
 		if *m == nil {
-			d := defaultVolumeMode
-			*m = &d
+			*m = ptr.To(defaultVolumeMode)
 		}
 	}
 	src := &v.VolumeSource
@@ -175,14 +173,12 @@ func defaultVolume(v *corev1.Volume) {
 		mode(&src.Projected.DefaultMode)
 		for i := range src.Projected.Sources {
 			if t := src.Projected.Sources[i].ServiceAccountToken; t != nil && t.ExpirationSeconds == nil {
-				d := int64(3600)
-				t.ExpirationSeconds = &d
+				t.ExpirationSeconds = ptr.To[int64](3600)
 			}
 		}
 	case src.HostPath != nil:
 		if src.HostPath.Type == nil {
-			t := corev1.HostPathUnset
-			src.HostPath.Type = &t
+			src.HostPath.Type = ptr.To(corev1.HostPathUnset)
 		}
 	case *src == corev1.VolumeSource{}:
 		src.EmptyDir = &corev1.EmptyDirVolumeSource{}
@@ -210,6 +206,10 @@ var (
 // Protocols are the port protocols of containers and services.
 func Protocols() sets.Set[string] { return protocols.Clone() }
 
+// ValidateSpec validates a pod spec at p (a pod's, or a template's for
+// ValidateTemplate): volumes' names, init and regular containers, restart
+// and DNS policies and the termination grace period, a subset of
+// kube-apiserver's pod spec validation.
 func ValidateSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	volumes := sets.New[string]()
