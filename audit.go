@@ -28,23 +28,31 @@ type auditConfig struct {
 	file io.Closer
 }
 
+// auditOptions are the audit fields of Options.
+type auditOptions struct {
+	Policy     *auditv1.Policy
+	PolicyFile string
+	LogPath    string
+	Events     func(*auditv1.Event)
+}
+
 // newAudit reads the policy of o and opens its destinations. As
 // kube-apiserver, a server audits nothing without a policy.
-func (o Options) newAudit() (auditConfig, error) {
+func newAudit(o auditOptions) (auditConfig, error) {
 	var p *auditinternal.Policy
 	var err error
 	switch {
-	case o.AuditPolicy != nil && o.AuditPolicyFile != "":
+	case o.Policy != nil && o.PolicyFile != "":
 		return auditConfig{}, errors.New("options: AuditPolicy and AuditPolicyFile are exclusive")
-	case o.AuditPolicy != nil:
-		typed := o.AuditPolicy.DeepCopy()
+	case o.Policy != nil:
+		typed := o.Policy.DeepCopy()
 		typed.APIVersion, typed.Kind = auditv1.SchemeGroupVersion.String(), "Policy"
 		var data []byte
 		if data, err = yaml.Marshal(typed); err == nil {
 			p, err = policy.LoadPolicyFromBytes(data)
 		}
-	case o.AuditPolicyFile != "":
-		p, err = policy.LoadPolicyFromFile(o.AuditPolicyFile)
+	case o.PolicyFile != "":
+		p, err = policy.LoadPolicyFromFile(o.PolicyFile)
 	default:
 		return auditConfig{}, nil
 	}
@@ -53,10 +61,10 @@ func (o Options) newAudit() (auditConfig, error) {
 	}
 	c := auditConfig{Audit: controlplane.Audit{Evaluator: policy.NewPolicyRuleEvaluator(p)}}
 	var backends []audit.Backend
-	if o.AuditLogPath != "" {
+	if o.LogPath != "" {
 		var out io.Writer = os.Stdout
-		if o.AuditLogPath != "-" {
-			f, err := os.OpenFile(o.AuditLogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if o.LogPath != "-" {
+			f, err := os.OpenFile(o.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 			if err != nil {
 				return auditConfig{}, fmt.Errorf("options: AuditLogPath: %w", err)
 			}
@@ -64,8 +72,8 @@ func (o Options) newAudit() (auditConfig, error) {
 		}
 		backends = append(backends, pluginlog.NewBackend(out, pluginlog.FormatJson, auditv1.SchemeGroupVersion))
 	}
-	if o.AuditEvents != nil {
-		backends = append(backends, callbackBackend(o.AuditEvents))
+	if o.Events != nil {
+		backends = append(backends, callbackBackend(o.Events))
 	}
 	if len(backends) > 0 {
 		c.Backend = audit.Union(backends...)

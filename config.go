@@ -168,7 +168,7 @@ func (o Options) complete() (completedOptions, error) {
 	if err != nil {
 		return completedOptions{}, err
 	}
-	audit, err := o.newAudit()
+	audit, err := newAudit(auditOptions{Policy: o.AuditPolicy, PolicyFile: o.AuditPolicyFile, LogPath: o.AuditLogPath, Events: o.AuditEvents})
 	if err != nil {
 		return completedOptions{}, err
 	}
