@@ -106,7 +106,7 @@ func (s *Server) controlPlaneConfig() controlplane.Config {
 	return controlplane.Config{
 		Log: c.log, Listener: s.listener, Track: s.listener.Track, URL: s.url, Host: c.host,
 		Keys: s.keys, AdminToken: c.token, Storage: c.storage,
-		Providers: c.providers, OpenAPIKey: c.openAPIKey, Controllers: c.controllers,
+		Providers: c.providers, OpenAPIKey: c.openAPIKey, Controllers: c.controllers, Nodes: c.nodes, Clock: c.clock,
 		PriorityAndFairness: c.priorityAndFairness, ServiceAccountAdmission: c.serviceAccountAdmission,
 		Audit: c.audit.Audit, Faults: s.faults, Recorder: s.recorder,
 	}

@@ -9,7 +9,9 @@ import (
 	"go.uber.org/zap"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/internal/controlplane"
@@ -100,6 +102,26 @@ type Options struct {
 	// for a test's own finalizer logic; an empty list runs none.
 	Controllers []controllers.Name
 
+	// Nodes are the simulated nodes registered before Start returns: a
+	// Node object each (annotated controllers.SimulatedAnnotation), kept
+	// Ready with its Lease by the simulated kubelet (controllers.Kubelet),
+	// which runs the pods bound to it as a kubelet reports them, with no
+	// container runtime. Default (nil): the profile's: one node, "node-0",
+	// for ProfileCluster; none for ProfileEnvtest. An empty list registers
+	// none; controllers.Nodes(3) gives three of the defaults. Server.Nodes
+	// adds and changes nodes later.
+	Nodes []controllers.Node
+
+	// Clock is the clock of the server's controllers and simulated
+	// processes: the kubelet's restart back-off, probe delays and grace
+	// periods, the node lifecycle's grace period, evictions'
+	// tolerationSeconds. A test that must not wait for them passes a fake
+	// clock (k8s.io/utils/clock/testing) and steps it. It does not move the
+	// API machinery's own timestamps (creationTimestamp,
+	// deletionTimestamp, managed fields), which are the machine's. Default:
+	// the real clock.
+	Clock clock.WithTicker
+
 	// KeepKlogLogger leaves klog's process-wide logger alone. By default the
 	// first New of a process points it at a logger that prints only errors
 	// to stderr: the Kubernetes libraries log through klog where they have
@@ -158,6 +180,8 @@ type completedOptions struct {
 	// serviceAccountAdmission is the ServiceAccount admission plugin: on
 	// for ProfileCluster.
 	serviceAccountAdmission bool
+	nodes                   []controllers.Node
+	clock                   clock.WithTicker
 }
 
 // complete validates o, reporting every problem at once, and fills in its
@@ -187,6 +211,10 @@ func (o Options) complete() (completedOptions, error) {
 	}
 	c.controllers, _ = controllers.Enabled(o.controllers()) // validated
 	c.serviceAccountAdmission = o.Profile != ProfileEnvtest
+	c.nodes, c.clock = o.nodes(), o.Clock
+	if c.clock == nil {
+		c.clock = clock.RealClock{}
+	}
 	if c.log == nil {
 		c.log = zap.NewNop()
 	}
@@ -200,6 +228,18 @@ func (o Options) complete() (completedOptions, error) {
 		c.storage, c.ownsStorage = memory.NewBackend(memory.Options{}), true
 	}
 	return c, nil
+}
+
+// nodes is Options.Nodes, or the profile's default.
+func (o Options) nodes() []controllers.Node {
+	switch {
+	case o.Nodes != nil:
+		return slices.Clone(o.Nodes)
+	case o.Profile == ProfileEnvtest:
+		return nil
+	default:
+		return controllers.Nodes(1)
+	}
 }
 
 // controllers is Options.Controllers, or the profile's default.
@@ -246,8 +286,25 @@ func (o Options) validate() ([]*apiextensionsv1.CustomResourceDefinition, error)
 	if _, err := controllers.Enabled(o.controllers()); err != nil {
 		errs = append(errs, fmt.Errorf("options: Controllers: %w", err))
 	}
+	errs = append(errs, validateNodes(o.Nodes)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return crds, nil
+}
+
+// validateNodes reports every node without a valid, unique name.
+func validateNodes(nodes []controllers.Node) []error {
+	var errs []error
+	seen := map[string]bool{}
+	for i, n := range nodes {
+		for _, msg := range validation.IsDNS1123Subdomain(n.Name) {
+			errs = append(errs, fmt.Errorf("options: Nodes[%d]: name %q: %s", i, n.Name, msg))
+		}
+		if seen[n.Name] {
+			errs = append(errs, fmt.Errorf("options: Nodes[%d]: name %q is given more than once", i, n.Name))
+		}
+		seen[n.Name] = true
+	}
+	return errs
 }

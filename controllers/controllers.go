@@ -9,6 +9,8 @@ package controllers
 
 import (
 	"context"
+	"crypto"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"slices"
@@ -22,6 +24,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 )
 
 // Name is a controller's name, kube-controller-manager's --controllers name.
@@ -54,11 +57,64 @@ const (
 	// ClusterRoleAggregation gives ClusterRoles with an aggregationRule the
 	// rules of the ClusterRoles they select (admin, edit, view).
 	ClusterRoleAggregation Name = "clusterrole-aggregation"
+
+	// Kubelet is the simulated kubelet of every simulated node
+	// (Config.Nodes, and Node objects annotated SimulatedAnnotation): it
+	// registers the node, keeps its status and Lease, and runs the pods
+	// bound to it as a kubelet reports them, with no container runtime.
+	// Not one of kube-controller-manager's: a cluster's kubelets.
+	Kubelet Name = "kubelet"
+	// Scheduler binds pods that name no node to a fitting one, as
+	// kube-scheduler's default profile (default-scheduler). Not one of
+	// kube-controller-manager's: the cluster's kube-scheduler.
+	Scheduler Name = "scheduler"
+	// NodeLifecycle marks nodes whose kubelet stopped reporting as
+	// Unknown, taints not-ready and unreachable nodes, and marks their pods
+	// not Ready.
+	NodeLifecycle Name = "nodelifecycle"
+	// TaintEviction deletes pods from nodes with NoExecute taints they do
+	// not tolerate, after their tolerationSeconds.
+	TaintEviction Name = "taint-eviction-controller"
+	// PodGC deletes terminated pods over the threshold, and the pods of
+	// nodes that are gone.
+	PodGC Name = "podgc"
+	// Endpoint keeps each Service's Endpoints (the v1 API, deprecated
+	// but still kept by kube-controller-manager v1.37).
+	Endpoint Name = "endpoint"
+	// EndpointSlice keeps each Service's EndpointSlices: its ready,
+	// serving and terminating pods.
+	EndpointSlice Name = "endpointslice"
+	// EndpointSliceMirroring mirrors the Endpoints of Services without a
+	// selector into EndpointSlices.
+	EndpointSliceMirroring Name = "endpointslicemirroring"
+	// PersistentVolumeBinder binds claims to volumes and asks a
+	// provisioner for new ones (kube-controller-manager's PV controller).
+	PersistentVolumeBinder Name = "persistentvolume-binder"
+	// VolumeProvisioner is the simulated provisioner of the default
+	// StorageClass it creates ("standard"): it creates a volume for each
+	// claim of that class. Not one of kube-controller-manager's: a
+	// cluster's storage provisioner.
+	VolumeProvisioner Name = "volume-provisioner"
+	// PVCProtection removes the kubernetes.io/pvc-protection finalizer of
+	// a deleted claim once no pod uses it.
+	PVCProtection Name = "pvc-protection"
+	// PVProtection removes the kubernetes.io/pv-protection finalizer of a
+	// deleted volume once it is not bound.
+	PVProtection Name = "pv-protection"
+	// CSRSigning signs approved CertificateSigningRequests of the
+	// kubernetes.io signers with the server's CA.
+	CSRSigning Name = "csrsigning"
+	// CSRApproving approves kubelets' client certificate requests.
+	CSRApproving Name = "csrapproving"
+	// CSRCleaner deletes old CertificateSigningRequests.
+	CSRCleaner Name = "csrcleaner"
 )
 
 // All are every controller, in the order they start.
 func All() []Name {
-	return []Name{ServiceAccount, GarbageCollector, Namespace, RootCACertPublisher, ServiceAccountToken, ResourceQuota, ClusterRoleAggregation}
+	return []Name{ServiceAccount, GarbageCollector, Namespace, RootCACertPublisher, ServiceAccountToken, ResourceQuota, ClusterRoleAggregation,
+		Kubelet, Scheduler, NodeLifecycle, TaintEviction, PodGC, Endpoint, EndpointSlice, EndpointSliceMirroring,
+		PersistentVolumeBinder, VolumeProvisioner, PVCProtection, PVProtection, CSRSigning, CSRApproving, CSRCleaner}
 }
 
 // Enabled reads list as kube-controller-manager reads --controllers: "*"
@@ -137,6 +193,23 @@ type Config struct {
 	// controller that would otherwise redo its work for each bootstrap
 	// object waits for it.
 	Ready <-chan struct{}
+	// Clock is the server's clock: the simulated kubelet's restarts and
+	// grace periods, the node lifecycle's grace and the evictions'
+	// tolerationSeconds wait on it (a test may move a fake one). Nil: the
+	// real clock.
+	Clock clock.WithTicker
+	// Nodes are the simulated nodes the kubelet registers at start.
+	Nodes []Node
+	// Signer signs certificates with the server's CA, for approved
+	// CertificateSigningRequests; nil: none are signed.
+	Signer CertificateSigner
+}
+
+// CertificateSigner signs certificates with a cluster CA.
+type CertificateSigner interface {
+	// Sign issues a certificate of template for pub, signed by the CA,
+	// and returns it PEM-encoded with the CA's certificate.
+	Sign(template *x509.Certificate, pub crypto.PublicKey) (certPEM, caPEM []byte, err error)
 }
 
 // LegacyTokenIssuer signs a secret-based service account token, which the

@@ -5,6 +5,7 @@
 package certs
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -100,6 +101,22 @@ func (ca *CA) issue(tmpl *x509.Certificate) (Leaf, error) {
 		KeyPEM:   pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
 		NotAfter: tmpl.NotAfter,
 	}, nil
+}
+
+// Sign signs a certificate of template (its validity and serial as given;
+// a zero serial gets a random one) for pub, as a cluster signer signs an
+// approved CertificateSigningRequest, and returns it and the CA's
+// certificate PEM-encoded.
+func (ca *CA) Sign(template *x509.Certificate, pub crypto.PublicKey) (certPEM, caPEM []byte, err error) {
+	tmpl := *template
+	if tmpl.SerialNumber == nil {
+		tmpl.SerialNumber = serial()
+	}
+	der, err := x509.CreateCertificate(rand.Reader, &tmpl, ca.cert, pub, ca.key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sign certificate: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), ca.CertPEM, nil
 }
 
 // Client issues a client certificate for a user: the common name is the

@@ -50,7 +50,9 @@ func TestLocalAPIServicePriorities(t *testing.T) {
 
 // recordingRegistration is the autoregister controller's side of CRD
 // registration: what it was asked to keep.
-type recordingRegistration struct{ synced map[string]*apiregistrationv1.APIService }
+type recordingRegistration struct {
+	synced map[string]*apiregistrationv1.APIService
+}
 
 func (r *recordingRegistration) AddAPIServiceToSyncOnStart(in *apiregistrationv1.APIService) {
 	r.AddAPIServiceToSync(in)

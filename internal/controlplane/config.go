@@ -32,6 +32,7 @@ import (
 	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 	basecompatibility "k8s.io/component-base/compatibility"
 	aggregatorscheme "k8s.io/kube-aggregator/pkg/apiserver/scheme"
 	openapicommon "k8s.io/kube-openapi/pkg/common"
@@ -66,8 +67,11 @@ type Config struct {
 	// OpenAPIKey names them (see internal/openapi.Shared).
 	Providers  []providers.Provider
 	OpenAPIKey string
-	// Controllers are those to run, in start order.
+	// Controllers are those to run, in start order; Nodes the simulated
+	// nodes the kubelet registers; Clock the controllers' clock.
 	Controllers             []controllers.Name
+	Nodes                   []controllers.Node
+	Clock                   clock.WithTicker
 	PriorityAndFairness     bool
 	ServiceAccountAdmission bool
 	Audit                   Audit
@@ -189,6 +193,7 @@ func (sh *shared) buildControllerBase() error {
 	if err != nil {
 		return err
 	}
+	cfg.Clock, cfg.Nodes = sh.Clock, sh.Nodes
 	sh.controllerBase, err = newControllerBase(sh.Controllers, cfg)
 	return err
 }

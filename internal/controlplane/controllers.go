@@ -23,11 +23,26 @@ import (
 
 	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/controllers/clusterroleaggregation"
+	"github.com/kubeembed/apiserver/controllers/csrapproving"
+	"github.com/kubeembed/apiserver/controllers/csrcleaner"
+	"github.com/kubeembed/apiserver/controllers/csrsigning"
+	"github.com/kubeembed/apiserver/controllers/endpoint"
+	"github.com/kubeembed/apiserver/controllers/endpointslice"
+	"github.com/kubeembed/apiserver/controllers/endpointslicemirroring"
 	"github.com/kubeembed/apiserver/controllers/garbagecollector"
+	"github.com/kubeembed/apiserver/controllers/kubelet"
 	"github.com/kubeembed/apiserver/controllers/namespace"
+	"github.com/kubeembed/apiserver/controllers/nodelifecycle"
+	"github.com/kubeembed/apiserver/controllers/persistentvolume"
+	"github.com/kubeembed/apiserver/controllers/podgc"
+	"github.com/kubeembed/apiserver/controllers/provisioner"
+	"github.com/kubeembed/apiserver/controllers/pvcprotection"
+	"github.com/kubeembed/apiserver/controllers/pvprotection"
 	"github.com/kubeembed/apiserver/controllers/resourcequota"
 	"github.com/kubeembed/apiserver/controllers/rootcacert"
+	"github.com/kubeembed/apiserver/controllers/scheduler"
 	"github.com/kubeembed/apiserver/controllers/serviceaccounttoken"
+	"github.com/kubeembed/apiserver/controllers/tainteviction"
 	"github.com/kubeembed/apiserver/internal/controller"
 	"github.com/kubeembed/apiserver/internal/version"
 	"github.com/kubeembed/apiserver/internal/writes"
@@ -36,18 +51,32 @@ import (
 // newController builds each controller that has a loop (ServiceAccount's
 // work is done by the core group's storage: providers.Config).
 var newController = map[controllers.Name]func(controllers.Config) (controllers.Controller, error){
-	controllers.GarbageCollector: func(c controllers.Config) (controllers.Controller, error) { return garbagecollector.New(c) },
-	controllers.Namespace:        func(c controllers.Config) (controllers.Controller, error) { return namespace.New(c) },
-	controllers.RootCACertPublisher: func(c controllers.Config) (controllers.Controller, error) {
-		return rootcacert.New(c)
-	},
-	controllers.ServiceAccountToken: func(c controllers.Config) (controllers.Controller, error) {
-		return serviceaccounttoken.New(c)
-	},
-	controllers.ResourceQuota: func(c controllers.Config) (controllers.Controller, error) { return resourcequota.New(c) },
-	controllers.ClusterRoleAggregation: func(c controllers.Config) (controllers.Controller, error) {
-		return clusterroleaggregation.New(c)
-	},
+	controllers.GarbageCollector:       loop(garbagecollector.New),
+	controllers.Namespace:              loop(namespace.New),
+	controllers.RootCACertPublisher:    loop(rootcacert.New),
+	controllers.ServiceAccountToken:    loop(serviceaccounttoken.New),
+	controllers.ResourceQuota:          loop(resourcequota.New),
+	controllers.ClusterRoleAggregation: loop(clusterroleaggregation.New),
+	controllers.Kubelet:                loop(kubelet.New),
+	controllers.Scheduler:              loop(scheduler.New),
+	controllers.NodeLifecycle:          loop(nodelifecycle.New),
+	controllers.TaintEviction:          loop(tainteviction.New),
+	controllers.PodGC:                  loop(podgc.New),
+	controllers.Endpoint:               loop(endpoint.New),
+	controllers.EndpointSlice:          loop(endpointslice.New),
+	controllers.EndpointSliceMirroring: loop(endpointslicemirroring.New),
+	controllers.PersistentVolumeBinder: loop(persistentvolume.New),
+	controllers.VolumeProvisioner:      loop(provisioner.New),
+	controllers.PVCProtection:          loop(pvcprotection.New),
+	controllers.PVProtection:           loop(pvprotection.New),
+	controllers.CSRSigning:             loop(csrsigning.New),
+	controllers.CSRApproving:           loop(csrapproving.New),
+	controllers.CSRCleaner:             loop(csrcleaner.New),
+}
+
+// loop adapts a controller package's New to newController's type.
+func loop[C controllers.Controller](build func(controllers.Config) (C, error)) func(controllers.Config) (controllers.Controller, error) {
+	return func(cfg controllers.Config) (controllers.Controller, error) { return build(cfg) }
 }
 
 // loops are the enabled controllers that have a loop, in start order.
@@ -103,7 +132,7 @@ func controllerConfig(loopback *rest.Config, inf informers.SharedInformerFactory
 	}
 	return controllers.Config{
 		Client: client, Metadata: meta, Discovery: d, Informers: inf, Revisions: log,
-		QueueMetrics: queues, RootCA: keys.CA.CertPEM, LegacyTokens: keys.Issuer,
+		QueueMetrics: queues, RootCA: keys.CA.CertPEM, LegacyTokens: keys.Issuer, Signer: keys.CA,
 	}, nil
 }
 
