@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -170,9 +171,14 @@ type Controller interface {
 // Config is what controllers are built from: the server's loopback clients
 // and shared informers.
 type Config struct {
-	Client    kubernetes.Interface
-	Metadata  metadata.Interface
-	Discovery discovery.DiscoveryInterface
+	// RESTConfig is the configuration of Client, for clients of another
+	// kind or name (rest.CopyConfig it and set UserAgent: the field
+	// manager of a write is its client's user agent up to the first "/":
+	// "kubelet/v1.37.2" writes as kubelet, as on a cluster).
+	RESTConfig *rest.Config
+	Client     kubernetes.Interface
+	Metadata   metadata.Interface
+	Discovery  discovery.DiscoveryInterface
 	// Informers is the server's shared informer factory; the server starts
 	// it after the controllers are built.
 	Informers informers.SharedInformerFactory

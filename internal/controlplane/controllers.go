@@ -131,7 +131,7 @@ func controllerConfig(loopback *rest.Config, inf informers.SharedInformerFactory
 		return controllers.Config{}, err
 	}
 	return controllers.Config{
-		Client: client, Metadata: meta, Discovery: d, Informers: inf, Revisions: log,
+		RESTConfig: cc, Client: client, Metadata: meta, Discovery: d, Informers: inf, Revisions: log,
 		QueueMetrics: queues, RootCA: keys.CA.CertPEM, LegacyTokens: keys.Issuer, Signer: keys.CA,
 	}, nil
 }
