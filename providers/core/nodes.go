@@ -14,12 +14,13 @@ import (
 )
 
 // nodes are cluster-scoped, with /status (which may change labels, as the
-// kubelet does).
+// kubelet does); a node is created with its status, as the kubelet
+// registers it.
 var nodes = registry.Kind[*corev1.Node]{
 	GroupVersion: corev1.SchemeGroupVersion, Resource: "nodes", Singular: "node", ShortNames: []string{"no"},
 	NewObj:  func() runtime.Object { return &corev1.Node{} },
 	NewList: func() runtime.Object { return &corev1.NodeList{} },
-	Status:  true, StatusWritesLabels: true,
+	Status:  true, StatusWritesLabels: true, StatusOnCreate: true,
 	PrepareCreate: func(_ context.Context, n *corev1.Node) {
 		// The TaintNodesByCondition admission plugin: a new node is not
 		// ready until its kubelet says so.

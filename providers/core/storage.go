@@ -68,6 +68,9 @@ var persistentVolumeClaims = registry.Kind[*corev1.PersistentVolumeClaim]{
 		if b.VolumeName == "" {
 			a.VolumeName = ""
 		}
+		if classFromNil(c, old) {
+			a.StorageClassName = nil // the default class given afterwards (retroactively)
+		}
 		if !apiequality.Semantic.DeepEqual(a, b) {
 			return field.ErrorList{field.Forbidden(field.NewPath("spec"), "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims")}
 		}
@@ -105,6 +108,14 @@ var persistentVolumeClaims = registry.Kind[*corev1.PersistentVolumeClaim]{
 			return string(*c.Spec.VolumeMode)
 		}),
 	},
+}
+
+// classFromNil: a claim without a class gets one (the default class,
+// given by the PV controller), which kube-apiserver allows unless a beta
+// class annotation names another.
+func classFromNil(c, old *corev1.PersistentVolumeClaim) bool {
+	annotation, annotated := old.Annotations[corev1.BetaStorageClassAnnotation]
+	return c.Spec.StorageClassName != nil && old.Spec.StorageClassName == nil && (!annotated || *c.Spec.StorageClassName == annotation)
 }
 
 func accessModesString(modes []corev1.PersistentVolumeAccessMode) string {

@@ -53,6 +53,10 @@ type Kind[T runtime.Object] struct {
 
 	// Status serves /status and keeps the main resource from writing it.
 	Status bool
+	// StatusOnCreate keeps the status an object is created with, as
+	// kube-apiserver's node strategy does (a kubelet posts its Node whole,
+	// status included); managed fields still leave status out.
+	StatusOnCreate bool
 	// StatusWritesLabels lets /status change labels, as the status
 	// strategies of pods, nodes, namespaces and services do; /status of
 	// other kinds keeps them.
@@ -219,7 +223,7 @@ func (k Kind[T]) strategy(typer runtime.ObjectTyper) *Strategy {
 }
 
 func (k Kind[T]) prepareCreate(ctx context.Context, obj T) {
-	if k.Status {
+	if k.Status && !k.StatusOnCreate {
 		setStatus(obj, nil)
 	}
 	if k.PrepareCreate != nil {
