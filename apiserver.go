@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/controllers/kubelet"
 	"github.com/kubeembed/apiserver/faults"
 	"github.com/kubeembed/apiserver/internal/controlplane"
 	"github.com/kubeembed/apiserver/internal/globals"
@@ -178,6 +180,9 @@ func (s *Server) start(ctx context.Context) error {
 		return err
 	}
 	s.cp.MarkReady()
+	if err := s.cp.WaitStarted(ctx); err != nil {
+		return err
+	}
 	// Start's own requests (readiness polls, CRDs) are not the clients'.
 	s.recorder.Reset()
 	s.log.Info("kube-apiserver ready", zap.String("url", s.url))
@@ -259,6 +264,15 @@ func (s *Server) DiscoveryClient() (discovery.DiscoveryInterface, error) {
 // APIExtensionsClientset returns a client for CustomResourceDefinitions.
 func (s *Server) APIExtensionsClientset() (apiextensionsclient.Interface, error) {
 	return apiextensionsclient.NewForConfig(s.RESTConfig())
+}
+
+// Kubelet returns the simulated kubelet of the server's simulated nodes
+// (Options.Nodes): add, remove, stop or make nodes NotReady, and say how
+// containers end and whether they are ready. Nil when Options.Controllers
+// turns controllers.Kubelet off (ProfileEnvtest does).
+func (s *Server) Kubelet() *kubelet.Kubelet {
+	k, _ := s.cp.Controller(controllers.Kubelet).(*kubelet.Kubelet)
+	return k
 }
 
 // Faults returns the server's fault injector: its rules apply to the

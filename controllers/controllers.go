@@ -168,6 +168,12 @@ type Controller interface {
 	Finished() uint64
 }
 
+// Starter is a controller that the server's Start waits for once it runs:
+// the simulated kubelet, until the initial nodes are registered and Ready.
+type Starter interface {
+	WaitStarted(ctx context.Context) error
+}
+
 // Config is what controllers are built from: the server's loopback clients
 // and shared informers.
 type Config struct {
@@ -203,7 +209,7 @@ type Config struct {
 	// grace periods, the node lifecycle's grace and the evictions'
 	// tolerationSeconds wait on it (a test may move a fake one). Nil: the
 	// real clock.
-	Clock clock.WithTicker
+	Clock clock.WithTickerAndDelayedExecution
 	// Nodes are the simulated nodes the kubelet registers at start.
 	Nodes []Node
 	// Signer signs certificates with the server's CA, for approved

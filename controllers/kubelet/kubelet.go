@@ -1,25 +1,176 @@
-// Package kubelet is the simulated kubelet.
+// Package kubelet is the simulated kubelet of a kubeembed server's
+// simulated nodes, kwok-style: no container runtime runs anything, but the
+// API sees what a kubelet v1.37 writes. For each simulated node it
+// registers the Node (labels, capacity, addresses, nodeInfo, the four
+// conditions as the kubelet's status setters make them) and keeps its
+// Lease in kube-node-lease; for each pod bound to such a node it writes the
+// status a kubelet reports as the pod's containers are created, start, run,
+// exit and restart: phases, the five conditions, container statuses with
+// IDs and image IDs, pod and host IPs, and the kubelet's events.
 //
-// Not written yet: this is the seam the server wires (a controller that
-// does nothing until its package is written).
+// A node is simulated when the server registered it (controllers.Config
+// Nodes, or AddNode) or when its Node object carries
+// controllers.SimulatedAnnotation. What happens to containers is the
+// test's to decide, through the API of this package (Exit, Complete,
+// SetReady, AddRule): by default init containers complete at once and
+// other containers run until the pod is deleted, and probes pass once
+// their initialDelaySeconds are over.
+//
+// It is a client of the API only (its own clients, user agent
+// kubelet/v1.37.2, so its writes' field manager is "kubelet"), so it runs
+// against any API server. Time (restart back-off, probe delays, heartbeats)
+// is the controllers.Config clock.
 package kubelet
 
 import (
 	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 
 	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/internal/controller"
+	"github.com/kubeembed/apiserver/internal/version"
 )
 
-// Controller is the controller.
-type Controller struct{ controller.Parts }
+// UserAgent is the simulated kubelet's: its writes' field manager is
+// "kubelet", as a kubelet's are.
+var UserAgent = "kubelet/v" + version.Kubernetes() + " (linux/amd64) kubernetes/kubeembed"
 
-// New returns the controller of cfg's server.
-func New(cfg controllers.Config) (*Controller, error) {
-	c := &Controller{}
-	c.Name, c.Observer = string(controllers.Kubelet), controller.NewObserver(cfg.Revisions)
-	return c, nil
+// Kubelet runs the simulated nodes of a server.
+type Kubelet struct {
+	controller.Parts
+	client kubernetes.Interface
+	clock  clock.WithTickerAndDelayedExecution
+	nodes  corev1listers.NodeLister
+	pods   corev1listers.PodLister
+	// nodeQueue syncs nodes by name, podQueue pods by namespace/name.
+	nodeQueue, podQueue *controller.Queue
+	events              record.EventBroadcaster
+	initial             []controllers.Node
+
+	mu sync.Mutex
+	// simulated are the nodes this kubelet runs, by name.
+	simulated map[string]*node
+	// running are the pods' simulated runtimes, by UID; keys their UIDs by
+	// namespace/name; timers the pending requeues by namespace/name.
+	running map[types.UID]*podRuntime
+	keys    map[string]types.UID
+	timers  map[string]clock.Timer
+	// outcomes are what the test decided for containers.
+	outcomes outcomes
+	// registered is closed once the initial nodes are registered.
+	registered chan struct{}
+	// nextBeat is the heartbeat's timer; reported when the nodes' status
+	// was last reported.
+	nextBeat clock.Timer
+	reported time.Time
 }
 
-// Run runs the controller until ctx ends.
-func (c *Controller) Run(ctx context.Context) { <-ctx.Done() }
+// New returns the simulated kubelet of cfg's server, which registers
+// cfg.Nodes when it runs.
+func New(cfg controllers.Config) (*Kubelet, error) {
+	client, err := newClient(cfg.RESTConfig)
+	if err != nil {
+		return nil, err
+	}
+	k := &Kubelet{
+		client: client, clock: cfg.Clock, initial: cfg.Nodes,
+		nodes: cfg.Informers.Core().V1().Nodes().Lister(), pods: cfg.Informers.Core().V1().Pods().Lister(),
+		nodeQueue: controller.NewQueue("kubelet_node", cfg.QueueMetrics), podQueue: controller.NewQueue("kubelet_pod", cfg.QueueMetrics),
+		simulated: map[string]*node{}, running: map[types.UID]*podRuntime{}, keys: map[string]types.UID{},
+		timers: map[string]clock.Timer{}, registered: make(chan struct{}),
+	}
+	if k.clock == nil {
+		k.clock = clock.RealClock{}
+	}
+	k.Name, k.Observer, k.Queues = string(controllers.Kubelet), controller.NewObserver(cfg.Revisions), []*controller.Queue{k.nodeQueue, k.podQueue}
+	if err := k.watch(cfg); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// newClient is a client of cfg named as a kubelet.
+func newClient(cfg *rest.Config) (kubernetes.Interface, error) {
+	if cfg == nil {
+		return nil, fmt.Errorf("kubelet: controllers.Config.RESTConfig is required")
+	}
+	cc := rest.CopyConfig(cfg)
+	cc.UserAgent = UserAgent
+	return kubernetes.NewForConfig(cc)
+}
+
+// watch queues the nodes and pods the kubelet may have to act on.
+func (k *Kubelet) watch(cfg controllers.Config) error {
+	node := func(obj any) {
+		if n, ok := deleted(obj).(*corev1.Node); ok {
+			k.nodeQueue.Add(n.Name)
+		}
+	}
+	if err := k.Observer.Watch(corev1.Resource("nodes"), cfg.Informers.Core().V1().Nodes().Informer(),
+		cache.ResourceEventHandlerFuncs{AddFunc: node, UpdateFunc: func(_, o any) { node(o) }, DeleteFunc: node}); err != nil {
+		return err
+	}
+	pod := func(obj any) {
+		if p, ok := deleted(obj).(*corev1.Pod); ok && p.Spec.NodeName != "" {
+			k.podQueue.Add(p.Namespace + "/" + p.Name)
+		}
+	}
+	return k.Observer.Watch(corev1.Resource("pods"), cfg.Informers.Core().V1().Pods().Informer(),
+		cache.ResourceEventHandlerFuncs{AddFunc: pod, UpdateFunc: func(_, o any) { pod(o) }, DeleteFunc: pod})
+}
+
+func deleted(obj any) any {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return d.Obj
+	}
+	return obj
+}
+
+// Run registers the initial nodes, then keeps nodes and runs pods until ctx
+// ends.
+func (k *Kubelet) Run(ctx context.Context) {
+	defer k.ShutDown()
+	defer k.stopTimers()
+	// Not ctx: events written as Run ends must not fail on its cancellation.
+	k.events = record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
+	k.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: k.client.CoreV1().Events("")})
+	defer k.events.Shutdown()
+	go k.registerInitial(ctx)
+	k.mu.Lock()
+	k.reported = k.clock.Now()
+	k.nextBeat = k.clock.AfterFunc(leaseRenewInterval, k.beat)
+	k.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Go(func() { k.nodeQueue.Run(ctx, 2, k.syncNode) })
+	wg.Go(func() { k.podQueue.Run(ctx, 4, k.syncPod) })
+	wg.Wait()
+}
+
+// WaitStarted waits until the initial nodes are registered and Ready: the
+// server's Start returns with its nodes there.
+func (k *Kubelet) WaitStarted(ctx context.Context) error {
+	select {
+	case <-k.registered:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("kubelet: register nodes: %w", ctx.Err())
+	}
+}
+
+// recorder records events as the kubelet of nodeName.
+func (k *Kubelet) recorder(nodeName string) record.EventRecorder {
+	return k.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: nodeName})
+}

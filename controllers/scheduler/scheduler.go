@@ -1,25 +1,350 @@
-// Package scheduler is the simulated kube-scheduler.
+// Package scheduler is a kubeembed server's kube-scheduler: the default
+// profile (default-scheduler) for the pods that name it, written here from
+// kube-scheduler v1.37.2's behaviour. It filters nodes as its default
+// plugins do (NodeUnschedulable, TaintToleration, NodeAffinity, NodePorts,
+// NodeResourcesFit, VolumeBinding, PodTopologySpread, InterPodAffinity),
+// scores the ones that fit with the default weights, binds through
+// pods/binding and records Scheduled; a pod that fits nowhere gets the
+// PodScheduled condition Unschedulable and a FailedScheduling event with
+// kube-scheduler's message ("0/3 nodes are available: 3 Insufficient
+// cpu. preemption: ..."), and is tried again when the cluster changes.
 //
-// Not written yet: this is the seam the server wires (a controller that
-// does nothing until its package is written).
+// What it does not do: preemption (no pod is evicted for a higher
+// priority one; the message says what kube-scheduler would say when it
+// finds no victim), extenders, scheduling gates' own logic (gated pods are
+// left alone, as upstream), DRA, CSI volume limits and storage capacity.
+// Pending pods are taken in priority order, then by age.
+//
+// It is a client of the API only (user agent kube-scheduler/v1.37.2, field
+// manager kube-scheduler; events through events.k8s.io as
+// default-scheduler), so it runs against any API server.
 package scheduler
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	storagev1listers "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/component-helpers/resource"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
 	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/internal/controller"
+	"github.com/kubeembed/apiserver/internal/version"
 )
 
-// Controller is the controller.
-type Controller struct{ controller.Parts }
+// Name is the profile's, the pods' spec.schedulerName and the events'
+// reporting controller.
+const Name = corev1.DefaultSchedulerName
 
-// New returns the controller of cfg's server.
-func New(cfg controllers.Config) (*Controller, error) {
-	c := &Controller{}
-	c.Name, c.Observer = string(controllers.Scheduler), controller.NewObserver(cfg.Revisions)
-	return c, nil
+// pending is the one key of the queue: a cycle schedules every pending pod.
+const pending = "pending"
+
+// Scheduler is the default scheduler.
+type Scheduler struct {
+	controller.Parts
+	client     kubernetes.Interface
+	pods       corev1listers.PodLister
+	nodes      corev1listers.NodeLister
+	namespaces corev1listers.NamespaceLister
+	pvcs       corev1listers.PersistentVolumeClaimLister
+	pvs        corev1listers.PersistentVolumeLister
+	classes    storagev1listers.StorageClassLister
+	queue      *controller.Queue
+	recorder   events.EventRecorderLogger
+	broadcast  events.EventBroadcaster
+
+	mu sync.Mutex
+	// assumed are pods bound whose binding the informer has not shown yet;
+	// waiting the pods whose claims are provisioned for a node.
+	assumed map[types.UID]*corev1.Pod
+	waiting map[types.UID]string
 }
 
-// Run runs the controller until ctx ends.
-func (c *Controller) Run(ctx context.Context) { <-ctx.Done() }
+// New returns the scheduler of cfg's server.
+func New(cfg controllers.Config) (*Scheduler, error) {
+	if cfg.RESTConfig == nil {
+		return nil, fmt.Errorf("scheduler: controllers.Config.RESTConfig is required")
+	}
+	rc := rest.CopyConfig(cfg.RESTConfig)
+	rc.UserAgent = "kube-scheduler/v" + version.Kubernetes() + " (linux/amd64) kubernetes/kubeembed/scheduler"
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	inf := cfg.Informers
+	s := &Scheduler{client: client, pods: inf.Core().V1().Pods().Lister(), nodes: inf.Core().V1().Nodes().Lister(),
+		namespaces: inf.Core().V1().Namespaces().Lister(), pvcs: inf.Core().V1().PersistentVolumeClaims().Lister(),
+		pvs: inf.Core().V1().PersistentVolumes().Lister(), classes: inf.Storage().V1().StorageClasses().Lister(),
+		queue: controller.NewQueue("scheduler", cfg.QueueMetrics), assumed: map[types.UID]*corev1.Pod{}, waiting: map[types.UID]string{}}
+	s.Name, s.Observer, s.Queues = string(controllers.Scheduler), controller.NewObserver(cfg.Revisions), []*controller.Queue{s.queue}
+	return s, s.watch(cfg)
+}
+
+// watch runs a cycle whenever something a pending pod may wait for
+// changes: a pod (not only its status), a node, a claim, a volume, a class.
+func (s *Scheduler) watch(cfg controllers.Config) error {
+	changed := func(any) { s.queue.Add(pending) }
+	anyUpdate := cache.ResourceEventHandlerFuncs{AddFunc: changed, UpdateFunc: func(_, o any) { changed(o) }, DeleteFunc: changed}
+	inf := cfg.Informers
+	for gr, informer := range map[string]cache.SharedIndexInformer{
+		"nodes": inf.Core().V1().Nodes().Informer(), "persistentvolumeclaims": inf.Core().V1().PersistentVolumeClaims().Informer(),
+		"persistentvolumes": inf.Core().V1().PersistentVolumes().Informer(),
+	} {
+		if err := s.Observer.Watch(corev1.Resource(gr), informer, anyUpdate); err != nil {
+			return err
+		}
+	}
+	if err := s.Observer.Watch(storagev1.Resource("storageclasses"), inf.Storage().V1().StorageClasses().Informer(), anyUpdate); err != nil {
+		return err
+	}
+	if err := s.Observer.Watch(corev1.Resource("namespaces"), inf.Core().V1().Namespaces().Informer(), cache.ResourceEventHandlerFuncs{}); err != nil {
+		return err
+	}
+	return s.Observer.Watch(corev1.Resource("pods"), inf.Core().V1().Pods().Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc:    changed,
+		UpdateFunc: func(o, n any) { s.podChanged(o.(*corev1.Pod), n.(*corev1.Pod)) },
+		DeleteFunc: func(o any) { s.forget(o); changed(o) },
+	})
+}
+
+// podChanged runs a cycle when the change can matter to scheduling: a
+// pending pod, a pod placed, ended or relabelled (not a status write of a
+// running pod).
+func (s *Scheduler) podChanged(old, cur *corev1.Pod) {
+	if cur.Spec.NodeName != "" {
+		s.mu.Lock()
+		delete(s.assumed, cur.UID)
+		s.mu.Unlock()
+	}
+	ended := func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	}
+	if cur.Spec.NodeName == "" || old.Spec.NodeName != cur.Spec.NodeName || ended(old) != ended(cur) ||
+		!maps(old.Labels, cur.Labels) || (old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) {
+		s.queue.Add(pending)
+	}
+}
+
+func maps(a, b map[string]string) bool { return labels.Equals(a, b) }
+
+func (s *Scheduler) forget(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if p, ok := obj.(*corev1.Pod); ok {
+		s.mu.Lock()
+		delete(s.assumed, p.UID)
+		delete(s.waiting, p.UID)
+		s.mu.Unlock()
+	}
+}
+
+// Run schedules until ctx ends.
+func (s *Scheduler) Run(ctx context.Context) {
+	defer s.ShutDown()
+	s.broadcast = events.NewBroadcaster(&events.EventSinkImpl{Interface: s.client.EventsV1()})
+	// The broadcaster names the reporting instance <controller>-<hostname>.
+	s.recorder = s.broadcast.NewRecorder(eventScheme(), Name)
+	s.broadcast.StartRecordingToSink(ctx.Done())
+	defer s.broadcast.Shutdown()
+	s.queue.Add(pending)
+	s.queue.Run(ctx, 1, s.schedulePending)
+}
+
+// schedulePending is one scheduling cycle: every pending pod, the highest
+// priority and oldest first, against one snapshot updated as pods are
+// placed.
+func (s *Scheduler) schedulePending(ctx context.Context, _ string) error {
+	all, err := s.pods.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	var queue, placed []*corev1.Pod
+	s.mu.Lock()
+	for _, p := range all {
+		switch {
+		case p.Spec.NodeName != "":
+			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				placed = append(placed, p)
+			}
+		case s.assumed[p.UID] != nil:
+		case p.Spec.SchedulerName == Name && p.DeletionTimestamp == nil && len(p.Spec.SchedulingGates) == 0:
+			queue = append(queue, p)
+		}
+	}
+	for _, p := range s.assumed {
+		placed = append(placed, p)
+	}
+	s.mu.Unlock()
+	snap, err := s.snapshot(placed)
+	if err != nil {
+		return err
+	}
+	slices.SortStableFunc(queue, byPriority)
+	var errs []error
+	for _, p := range queue {
+		if err := s.scheduleOne(ctx, p, snap); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("schedule: %v", errs)
+	}
+	return nil
+}
+
+func byPriority(a, b *corev1.Pod) int {
+	if pa, pb := corev1helpers.PodPriority(a), corev1helpers.PodPriority(b); pa != pb {
+		return int(pb) - int(pa)
+	}
+	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+}
+
+// snapshot is the nodes with the pods placed on them.
+func (s *Scheduler) snapshot(placed []*corev1.Pod) (*snapshot, error) {
+	nodes, err := s.nodes.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	namespaces := map[string]map[string]string{}
+	nsList, _ := s.namespaces.List(labels.Everything())
+	for _, ns := range nsList {
+		namespaces[ns.Name] = ns.Labels
+	}
+	return newSnapshot(nodes, placed, namespaces), nil
+}
+
+// cycle is one pod's scheduling attempt.
+type cycle struct {
+	s        *Scheduler
+	pod      *corev1.Pod
+	snap     *snapshot
+	requests corev1.ResourceList
+	claims   claims
+	spread   []spreadConstraint
+	// affinity and antiAffinity are the pod's required terms; refused
+	// the domains placed pods' anti-affinity refuses it.
+	affinity, antiAffinity []affinityTerm
+	refused                map[string]map[string]bool
+}
+
+func (s *Scheduler) newCycle(pod *corev1.Pod, snap *snapshot) *cycle {
+	c := &cycle{s: s, pod: pod, snap: snap, requests: resource.PodRequests(pod, resource.PodResourcesOptions{}),
+		spread: spreadConstraints(pod, snap), refused: refusedDomains(pod, snap)}
+	if a := pod.Spec.Affinity; a != nil && a.PodAffinity != nil {
+		c.affinity = terms(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, pod.Namespace, snap.namespaces)
+	}
+	if a := pod.Spec.Affinity; a != nil && a.PodAntiAffinity != nil {
+		c.antiAffinity = terms(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, pod.Namespace, snap.namespaces)
+	}
+	return c
+}
+
+// scheduleOne places one pod, or records why it cannot be placed.
+func (s *Scheduler) scheduleOne(ctx context.Context, pod *corev1.Pod, snap *snapshot) error {
+	s.mu.Lock()
+	node, waiting := s.waiting[pod.UID]
+	s.mu.Unlock()
+	if waiting {
+		return s.bindWhenVolumesBound(ctx, pod, node, snap)
+	}
+	if len(snap.nodes) == 0 {
+		return s.fail(ctx, pod, "no nodes available to schedule pods")
+	}
+	c := s.newCycle(pod, snap)
+	var msg string
+	if c.claims, msg = s.prefilterVolumes(pod); msg != "" {
+		// As v1.37.2: the dynamic resources plugin's PostFilter finds no
+		// state of its PreFilter, which did not run, and says so.
+		return s.fail(ctx, pod, fmt.Sprintf("0/%d nodes are available: %s. not found", len(snap.nodes), msg))
+	}
+	var feasible []*nodeInfo
+	statuses := map[string]*status{}
+	for _, ni := range snap.nodes {
+		if st := c.filter(ni); st != nil {
+			statuses[ni.node.Name] = st
+		} else {
+			feasible = append(feasible, ni)
+		}
+	}
+	if len(feasible) == 0 {
+		return s.fail(ctx, pod, fitMessage(pod, snap, statuses))
+	}
+	chosen := c.best(feasible)
+	if len(c.claims.delayed) > 0 {
+		return s.provisionFor(ctx, pod, c.claims.delayed, chosen.node.Name)
+	}
+	return s.bind(ctx, pod, chosen, snap)
+}
+
+// provisionFor names node on the pod's delayed claims and waits for them.
+func (s *Scheduler) provisionFor(ctx context.Context, pod *corev1.Pod, delayed []*corev1.PersistentVolumeClaim, node string) error {
+	if err := s.selectNode(ctx, pod, delayed, node); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.waiting[pod.UID] = node
+	s.mu.Unlock()
+	return nil
+}
+
+// bindWhenVolumesBound binds a pod waiting for its claims once they are
+// bound, or gives the node up when their provisioning failed.
+func (s *Scheduler) bindWhenVolumesBound(ctx context.Context, pod *corev1.Pod, node string, snap *snapshot) error {
+	bound, err := s.volumesBound(pod, node)
+	if err != nil {
+		s.mu.Lock()
+		delete(s.waiting, pod.UID)
+		s.mu.Unlock()
+		return s.failWith(ctx, pod, "SchedulerError", fmt.Sprintf("running PreBind plugin \"VolumeBinding\": binding volumes: %v", err))
+	}
+	ni := snap.byName[node]
+	if !bound || ni == nil {
+		return nil // the claims' changes start another cycle
+	}
+	s.mu.Lock()
+	delete(s.waiting, pod.UID)
+	s.mu.Unlock()
+	return s.bind(ctx, pod, ni, snap)
+}
+
+// bind binds the pod as the default binder does, and counts it on the
+// node for the rest of the cycle.
+func (s *Scheduler) bind(ctx context.Context, pod *corev1.Pod, ni *nodeInfo, snap *snapshot) error {
+	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		Target: corev1.ObjectReference{Kind: "Node", Name: ni.node.Name}}
+	err := s.client.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // deleted, recreated or bound meanwhile: the next cycle sees it
+	}
+	if err != nil {
+		return s.failWith(ctx, pod, "SchedulerError", fmt.Sprintf("running Bind plugin \"DefaultBinder\": %v", err))
+	}
+	assumed := pod.DeepCopy()
+	assumed.Spec.NodeName = ni.node.Name
+	s.mu.Lock()
+	s.assumed[pod.UID] = assumed
+	s.mu.Unlock()
+	ni.add(assumed)
+	s.recorder.Eventf(pod, nil, corev1.EventTypeNormal, "Scheduled", "Binding", "Successfully assigned %s/%s to %s", pod.Namespace, pod.Name, ni.node.Name)
+	return nil
+}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
 
+	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/internal/inproc"
 	"github.com/kubeembed/apiserver/internal/writes"
 )
@@ -116,6 +117,30 @@ func (cp *ControlPlane) StartInformers(ctx context.Context) error {
 // is: a metadata informer per resource is ~25 ms of work on two cores
 // (BENCHMARKS.md) that Start need not wait for; WaitIdle does.
 func (cp *ControlPlane) MarkReady() { cp.controllers.markReady(cp.informers.ctx) }
+
+// WaitStarted waits for the controllers that Start waits for
+// (controllers.Starter): the simulated kubelet's initial nodes.
+func (cp *ControlPlane) WaitStarted(ctx context.Context) error {
+	for _, r := range cp.controllers.running {
+		if s, ok := r.Controller.(controllers.Starter); ok {
+			if err := s.WaitStarted(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Controller is the running controller of that name, nil when it does not
+// run.
+func (cp *ControlPlane) Controller(name controllers.Name) controllers.Controller {
+	for _, r := range cp.controllers.running {
+		if r.name == name {
+			return r.Controller
+		}
+	}
+	return nil
+}
 
 // WaitIdle waits until the controllers have nothing left to do (see
 // Server.WaitIdle).

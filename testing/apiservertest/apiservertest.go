@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/kubernetes"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/faults"
@@ -196,4 +197,20 @@ func ClientsetForServiceAccount(t TB, srv *apiserver.Server, namespace, name str
 		t.Fatalf("client for service account %s/%s: %v", namespace, name, err)
 	}
 	return c
+}
+
+// StepClock moves the server's fake clock (Options.Clock) on by d, a
+// second at a time, waiting for the server's controllers to be idle after
+// each: the simulated kubelets renew their Leases and the node lifecycle
+// controller sees it, as when time passes on a cluster. One Step of more
+// than a kubelet's 10 s heartbeat would be a clock that jumped: nodes may
+// be found Unknown.
+func StepClock(t TB, srv *apiserver.Server, clock *clocktesting.FakeClock, d time.Duration) {
+	t.Helper()
+	for d > 0 {
+		step := min(d, time.Second)
+		clock.Step(step)
+		d -= step
+		WaitIdle(t, srv)
+	}
 }

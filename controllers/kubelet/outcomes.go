@@ -1,0 +1,207 @@
+package kubelet
+
+// What happens to containers is the test's to say: rules for containers as
+// they start (a Job's pods succeed after a second), and calls for
+// containers that run (this one exits 3 now, that one is not ready).
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Rule says what the containers of matching pods do: how each of their
+// instances ends (Exit), how long they take to stop (StopAfter). Without a
+// rule a container runs until its pod is deleted and then stops at once,
+// and an init container completes (exit 0) at once.
+type Rule struct {
+	// Namespace, Selector and OwnerKind select the pods (all three when
+	// set): a namespace, a label selector, the kind of the pod's
+	// controller (its ownerReference with controller: true, such as
+	// "Job").
+	Namespace string
+	Selector  labels.Selector
+	OwnerKind string
+	// Container, when set, is the one container of the pod the rule is
+	// for; otherwise every regular (not init) container.
+	Container string
+	// Exit, when set, ends each instance of the containers (a restarted
+	// container exits again).
+	Exit *Exit
+	// StopAfter is how long the containers take to stop once the pod is
+	// deleted (a process slow to handle SIGTERM), at most the pod's
+	// terminationGracePeriodSeconds. Default 0: at once, so a deleted pod
+	// is gone within milliseconds, Terminating only briefly.
+	StopAfter time.Duration
+}
+
+// Exit is how a container's instance ends: with Code, After it started.
+type Exit struct {
+	Code  int32
+	After time.Duration
+}
+
+// matches: the rule is for pod's container c.
+func (r *Rule) matches(pod *corev1.Pod, c *container) bool {
+	if r.Container != "" {
+		return r.Container == c.spec.Name && r.matchesPod(pod)
+	}
+	return !c.init && r.matchesPod(pod)
+}
+
+// matchesPod: the rule selects pod.
+func (r *Rule) matchesPod(pod *corev1.Pod) bool {
+	return (r.Namespace == "" || r.Namespace == pod.Namespace) &&
+		(r.Selector == nil || r.Selector.Matches(labels.Set(pod.Labels))) &&
+		(r.OwnerKind == "" || ownedBy(pod, r.OwnerKind))
+}
+
+func ownedBy(pod *corev1.Pod, kind string) bool {
+	for _, o := range pod.OwnerReferences {
+		if o.Controller != nil && *o.Controller && o.Kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// outcomes are the rules, the latest first.
+type outcomes struct {
+	mu    sync.Mutex
+	rules []*Rule
+}
+
+type plan struct {
+	after time.Duration
+	code  int32
+}
+
+type planner interface {
+	plan(pod *corev1.Pod, c *container) (plan, bool)
+}
+
+// plan is how the container's instance that starts now ends: by the
+// latest matching rule; a regular init container completes at once.
+func (o *outcomes) plan(pod *corev1.Pod, c *container) (plan, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, r := range o.rules {
+		if r.Exit != nil && r.matches(pod, c) {
+			return plan{after: r.Exit.After, code: r.Exit.Code}, true
+		}
+	}
+	if c.init && !c.sidecar {
+		return plan{}, true
+	}
+	return plan{}, false
+}
+
+// stopDelay is how long a deleted pod's containers take to stop.
+func (o *outcomes) stopDelay(pod *corev1.Pod) time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	grace := 30 * time.Second
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		grace = time.Duration(*g) * time.Second
+	}
+	if g := pod.DeletionGracePeriodSeconds; g != nil {
+		grace = min(grace, time.Duration(*g)*time.Second)
+	}
+	for _, r := range o.rules {
+		if r.StopAfter > 0 && r.matchesPod(pod) {
+			return min(r.StopAfter, grace)
+		}
+	}
+	return 0
+}
+
+// AddRule adds a rule for containers that start from now on (the latest
+// added wins where several match) and returns what removes it.
+func (k *Kubelet) AddRule(r Rule) (remove func()) {
+	rule := &r
+	k.outcomes.mu.Lock()
+	k.outcomes.rules = slices.Insert(k.outcomes.rules, 0, rule)
+	k.outcomes.mu.Unlock()
+	return func() {
+		k.outcomes.mu.Lock()
+		defer k.outcomes.mu.Unlock()
+		k.outcomes.rules = slices.DeleteFunc(k.outcomes.rules, func(x *Rule) bool { return x == rule })
+	}
+}
+
+// Exit makes the named container of the pod exit with code now, as its
+// process ending: the pod's restartPolicy (or the container's) decides
+// whether it restarts. An empty container name is every running container
+// of the pod (Complete and Fail use it).
+func (k *Kubelet) Exit(ctx context.Context, namespace, pod, containerName string, code int32) error {
+	return k.act(namespace, pod, func(r *podRuntime, now time.Time) error {
+		var hit bool
+		for _, c := range append(append([]*container{}, r.init...), r.main...) {
+			if (containerName == "" || c.spec.Name == containerName) && c.instance.running() {
+				c.exitAt, c.exitCode, hit = now, code, true
+			}
+		}
+		if !hit {
+			return fmt.Errorf("exit: no running container %q in pod %s/%s", containerName, namespace, pod)
+		}
+		return nil
+	})
+}
+
+// Complete makes every running container of the pod exit 0: a Job's pod
+// that succeeds.
+func (k *Kubelet) Complete(ctx context.Context, namespace, pod string) error {
+	return k.Exit(ctx, namespace, pod, "", 0)
+}
+
+// Fail makes every running container of the pod exit with code, which
+// must not be 0.
+func (k *Kubelet) Fail(ctx context.Context, namespace, pod string, code int32) error {
+	if code == 0 {
+		return fmt.Errorf("fail pod %s/%s: exit code 0 is success (Complete)", namespace, pod)
+	}
+	return k.Exit(ctx, namespace, pod, "", code)
+}
+
+// SetReady sets the container's readiness probe result from now on, for
+// its running and later instances: not ready, the pod is not Ready and
+// leaves its Services' ready endpoints; ready again, it comes back. A
+// container without a readiness probe is ready while it runs, unless set
+// here.
+func (k *Kubelet) SetReady(ctx context.Context, namespace, pod, containerName string, ready bool) error {
+	return k.act(namespace, pod, func(r *podRuntime, _ time.Time) error {
+		for _, c := range append(append([]*container{}, r.init...), r.main...) {
+			if c.spec.Name == containerName {
+				c.ready = &ready
+				if !ready && c.instance.running() {
+					c.events = append(c.events, event{corev1.EventTypeWarning, "Unhealthy", "Readiness probe failed: "})
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("set ready: no container %q in pod %s/%s", containerName, namespace, pod)
+	})
+}
+
+// act changes the runtime of a pod the kubelet runs, then syncs it.
+func (k *Kubelet) act(namespace, name string, change func(*podRuntime, time.Time) error) error {
+	key := namespace + "/" + name
+	k.mu.Lock()
+	uid, ok := k.keys[key]
+	r := k.running[uid]
+	if !ok || r == nil {
+		k.mu.Unlock()
+		return fmt.Errorf("pod %s is not running on a simulated node (yet)", key)
+	}
+	err := change(r, k.clock.Now())
+	k.mu.Unlock()
+	if err == nil {
+		k.podQueue.Add(key)
+	}
+	return err
+}

@@ -1,0 +1,180 @@
+package kubelet_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubeembed/apiserver/controllers/kubelet"
+	"github.com/kubeembed/apiserver/testing/apiservertest"
+)
+
+func intstrFrom(port int) intstr.IntOrString { return intstr.FromInt32(int32(port)) }
+
+// A container that exits is restarted as the kubelet does: the first time
+// at once, then after 10 s, 20 s... of back-off (CrashLoopBackOff), on the
+// server's clock.
+func TestCrashedContainerRestartsWithBackOff(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	p := e.waitPod(t, e.createPod(t, simplePod("crash")), ready)
+	first := status(p, "app").ContainerID
+
+	require.NoError(t, e.k.Exit(t.Context(), "default", "crash", "app", 2))
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return status(p, "app").RestartCount == 1 && ready(p) })
+	s := status(p, "app")
+	assert.NotEqual(t, first, s.ContainerID, "a new container")
+	require.NotNil(t, s.LastTerminationState.Terminated)
+	assert.Equal(t, int32(2), s.LastTerminationState.Terminated.ExitCode)
+	assert.Equal(t, "Error", s.LastTerminationState.Terminated.Reason)
+	assert.Equal(t, first, s.LastTerminationState.Terminated.ContainerID)
+
+	require.NoError(t, e.k.Exit(t.Context(), "default", "crash", "app", 2))
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return status(p, "app").State.Waiting != nil })
+	waiting := status(p, "app").State.Waiting
+	assert.Equal(t, "CrashLoopBackOff", waiting.Reason)
+	assert.Equal(t, "back-off 10s restarting failed container=app pod=crash_default("+string(p.UID)+")", waiting.Message)
+	assert.Equal(t, corev1.PodRunning, p.Status.Phase, "Running: the container will restart")
+	assert.Equal(t, "ContainersNotReady", condition(p, corev1.PodReady).Reason)
+	e.events(t, "default", "crash", "BackOff")
+
+	e.clock.Step(10 * time.Second)
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return status(p, "app").RestartCount == 2 && ready(p) })
+	require.NoError(t, e.k.Exit(t.Context(), "default", "crash", "app", 2))
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return status(p, "app").State.Waiting != nil })
+	assert.Contains(t, status(p, "app").State.Waiting.Message, "back-off 20s ", "doubled")
+}
+
+// With restartPolicy Never or OnFailure, containers that end end the
+// pod: Succeeded when all exited 0, Failed otherwise, with the kubelet's
+// terminal conditions.
+func TestPodsEndByRestartPolicy(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	for _, tc := range []struct {
+		name   string
+		policy corev1.RestartPolicy
+		code   int32
+		phase  corev1.PodPhase
+		reason string
+	}{
+		{"never-ok", corev1.RestartPolicyNever, 0, corev1.PodSucceeded, "PodCompleted"},
+		{"never-fail", corev1.RestartPolicyNever, 3, corev1.PodFailed, "PodFailed"},
+		{"onfailure-ok", corev1.RestartPolicyOnFailure, 0, corev1.PodSucceeded, "PodCompleted"},
+	} {
+		pod := simplePod(tc.name)
+		pod.Spec.RestartPolicy = tc.policy
+		p := e.waitPod(t, e.createPod(t, pod), ready)
+		if tc.code == 0 {
+			require.NoError(t, e.k.Complete(t.Context(), "default", tc.name))
+		} else {
+			require.NoError(t, e.k.Fail(t.Context(), "default", tc.name, tc.code))
+		}
+		p = e.waitPod(t, p, func(p *corev1.Pod) bool { return p.Status.Phase == tc.phase })
+		assert.Equal(t, tc.code, status(p, "app").State.Terminated.ExitCode, tc.name)
+		assert.Equal(t, tc.reason, condition(p, corev1.PodReady).Reason, tc.name)
+		assert.Equal(t, tc.reason, condition(p, corev1.ContainersReady).Reason, tc.name)
+		assert.Equal(t, "pod sandbox is not ready", condition(p, corev1.PodReadyToStartContainers).Message, tc.name)
+	}
+	assert.Error(t, e.k.Fail(t.Context(), "default", "never-ok", 0), "exit 0 is not a failure")
+	assert.ErrorContains(t, e.k.Exit(t.Context(), "default", "never-ok", "app", 1), "no running container")
+	assert.ErrorContains(t, e.k.Exit(t.Context(), "default", "nope", "app", 1), "not running on a simulated node")
+}
+
+// A rule decides how the containers of matching pods end, each instance:
+// a Job's pods succeed a second after they start.
+func TestRuleEndsMatchingPods(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	remove := e.k.AddRule(kubelet.Rule{OwnerKind: "Job", Exit: &kubelet.Exit{Code: 0, After: time.Second}})
+	e.k.AddRule(kubelet.Rule{Selector: labels.SelectorFromSet(labels.Set{"app": "flaky"}), Container: "app", Exit: &kubelet.Exit{Code: 1, After: time.Minute}})
+
+	job := simplePod("job-pod")
+	job.Spec.RestartPolicy = corev1.RestartPolicyNever
+	job.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: "u", Controller: ptr.To(true)}}
+	jp := e.waitPod(t, e.createPod(t, job), ready)
+	other := e.waitPod(t, e.createPod(t, simplePod("other")), ready)
+	flaky := simplePod("flaky")
+	flaky.Labels = map[string]string{"app": "flaky"}
+	fp := e.waitPod(t, e.createPod(t, flaky), ready)
+
+	e.clock.Step(time.Second)
+	jp = e.waitPod(t, jp, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	e.clock.Step(time.Minute)
+	e.waitPod(t, fp, func(p *corev1.Pod) bool { return status(p, "app").RestartCount == 1 })
+	remove()
+	got, err := e.client.CoreV1().Pods("default").Get(t.Context(), "other", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, status(other, "app").ContainerID, status(got, "app").ContainerID, "no rule: runs on")
+	assert.Equal(t, jp.Status.ContainerStatuses[0].State.Terminated.Reason, "Completed")
+}
+
+// Readiness: a readiness probe passes once its initialDelaySeconds are
+// over; a test sets a container unready and ready again; readiness gates
+// hold the pod's Ready condition.
+func TestReadiness(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	pod := simplePod("probed")
+	pod.Spec.Containers[0].ReadinessProbe = &corev1.Probe{InitialDelaySeconds: 5,
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstrFrom(80)}}}
+	p := e.waitPod(t, e.createPod(t, pod), running)
+	assert.False(t, status(p, "app").Ready)
+	e.clock.Step(5 * time.Second)
+	p = e.waitPod(t, p, ready)
+
+	require.NoError(t, e.k.SetReady(t.Context(), "default", "probed", "app", false))
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return !ready(p) })
+	assert.Equal(t, "containers with unready status: [app]", condition(p, corev1.PodReady).Message)
+	e.events(t, "default", "probed", "Unhealthy")
+	require.NoError(t, e.k.SetReady(t.Context(), "default", "probed", "app", true))
+	e.waitPod(t, p, ready)
+
+	gated := simplePod("gated")
+	gated.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: "example.com/lb"}}
+	g := e.waitPod(t, e.createPod(t, gated), func(p *corev1.Pod) bool {
+		return condition(p, corev1.ContainersReady).Status == corev1.ConditionTrue
+	})
+	assert.Equal(t, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ReadinessGatesNotReady",
+		Message: `corresponding condition of pod readiness gate "example.com/lb" does not exist.`, ObservedGeneration: 1,
+		LastTransitionTime: condition(g, corev1.PodReady).LastTransitionTime}, condition(g, corev1.PodReady))
+	g.Status.Conditions = append(g.Status.Conditions, corev1.PodCondition{Type: "example.com/lb", Status: corev1.ConditionTrue})
+	g, err := e.client.CoreV1().Pods("default").UpdateStatus(t.Context(), g, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	g = e.waitPod(t, g, ready)
+	assert.Equal(t, corev1.PodConditionType("example.com/lb"), g.Status.Conditions[0].Type, "others' conditions first")
+}
+
+// A deleted pod's containers stop (Killing), its final status is
+// written, and the kubelet deletes it with grace period 0.
+func TestDeletedPodStopsAndGoes(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	p := e.waitPod(t, e.createPod(t, simplePod("doomed")), ready)
+	require.NoError(t, e.client.CoreV1().Pods("default").Delete(t.Context(), "doomed", metav1.DeleteOptions{}))
+	final := e.waitPod(t, p, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	assert.NotNil(t, final.DeletionTimestamp)
+	assert.Equal(t, "Completed", status(final, "app").State.Terminated.Reason)
+	e.waitGone(t, final)
+	e.events(t, "default", "doomed", "Killing")
+
+	slow := simplePod("slow")
+	slow.Spec.TerminationGracePeriodSeconds = ptr.To[int64](30)
+	e.k.AddRule(kubelet.Rule{Selector: labels.Everything(), Namespace: "default", StopAfter: time.Minute})
+	sp := e.waitPod(t, e.createPod(t, slow), ready)
+	require.NoError(t, e.client.CoreV1().Pods("default").Delete(t.Context(), "slow", metav1.DeleteOptions{}))
+	sp = e.waitPod(t, sp, func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil })
+	apiservertest.WaitIdle(t, e.srv)
+	got, err := e.client.CoreV1().Pods("default").Get(t.Context(), "slow", metav1.GetOptions{})
+	require.NoError(t, err, "terminating until its containers stop")
+	assert.NotNil(t, status(got, "app").State.Running)
+	e.clock.Step(30 * time.Second) // StopAfter is capped by the grace period
+	e.waitGone(t, sp)
+}

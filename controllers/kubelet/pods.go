@@ -1,0 +1,260 @@
+package kubelet
+
+// Pods as a kubelet runs them: admitted with a sandbox and an IP, their
+// containers run by the simulated runtime, their status reported as a
+// strategic merge patch of pods/status (conditioned on the pod's UID, as
+// the kubelet's status manager writes it), and, once deleted, stopped and
+// deleted with grace period 0.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/utils/ptr"
+)
+
+// podWork is what a sync of one pod found to do, computed under the lock
+// and carried out after it.
+type podWork struct {
+	status corev1.PodStatus
+	events []containerEvent
+	// remove: the pod is stopped and deleted; delete it from the API.
+	remove bool
+	next   time.Time
+}
+
+type containerEvent struct {
+	container *container
+	event
+}
+
+// syncPod runs the pod key if it is bound to a simulated node whose
+// kubelet runs.
+func (k *Kubelet) syncPod(ctx context.Context, key string) error {
+	ns, name, _ := strings.Cut(key, "/")
+	pod, err := k.pods.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		k.forget(key)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	k.mu.Lock()
+	n, ok := k.simulated[pod.Spec.NodeName]
+	if !ok || n.stopped || n.uid == "" || n.notReady != "" {
+		k.mu.Unlock()
+		return nil // no kubelet, or its runtime is down (SetNodeReady): the pod is left as it is
+	}
+	work, ok := k.work(key, pod, n)
+	k.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	k.record(pod, n, work.events)
+	if err := k.patchStatus(ctx, pod, work.status); err != nil {
+		return fmt.Errorf("report status of pod %s: %w", key, err)
+	}
+	if work.remove {
+		return k.deletePod(ctx, pod)
+	}
+	if !work.next.IsZero() {
+		k.requeueAt(key, work.next)
+	}
+	return nil
+}
+
+// work advances the pod's runtime to now and computes its status; false
+// when there is nothing to report (the pod was deleted by the kubelet, or
+// finished before this kubelet knew it). Called with k.mu held.
+func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
+	r := k.running[pod.UID]
+	if r == nil {
+		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			return podWork{}, false
+		}
+		k.forgetLocked(key, pod.UID) // a pod of the same name before it
+		r = newRuntime(pod, n.spec.Name, k.podIP(pod, n), k.clock.Now())
+		k.running[pod.UID] = r
+		k.keys[key] = pod.UID
+	}
+	if r.deleted {
+		return podWork{}, false
+	}
+	now := k.clock.Now()
+	if r.admitted {
+		r.sandbox = true // the admission status is written: the sandbox starts
+	}
+	r.admitted = true
+	if pod.DeletionTimestamp != nil && r.stopping.IsZero() {
+		r.stopping, r.stopAt = now, now.Add(k.outcomes.stopDelay(pod))
+	}
+	r.advance(pod, now, &k.outcomes)
+	w := podWork{status: podStatus(pod, r, n.internalIP(), now), events: r.takeEvents(), next: r.next(now)}
+	if !r.sandbox {
+		w.next = now // the sandbox and containers start at the next sync
+	}
+	terminal := w.status.Phase == corev1.PodSucceeded || w.status.Phase == corev1.PodFailed
+	if terminal && r.stopped() && r.ip != "" && !pod.Spec.HostNetwork {
+		n.ipam.release(r.ip) // the sandbox is gone; the status keeps the address
+	}
+	if !r.stopping.IsZero() && r.stopped() {
+		r.deleted, w.remove = true, true
+	}
+	return w, true
+}
+
+// podIP is a new address for pod's sandbox: the node's for host network
+// pods.
+func (k *Kubelet) podIP(pod *corev1.Pod, n *node) string {
+	if pod.Spec.HostNetwork {
+		return n.internalIP()
+	}
+	return n.ipam.allocate()
+}
+
+// takeEvents returns the events the containers recorded since last asked.
+func (r *podRuntime) takeEvents() []containerEvent {
+	var out []containerEvent
+	for _, c := range append(append([]*container{}, r.init...), r.main...) {
+		for _, e := range c.events {
+			out = append(out, containerEvent{c, e})
+		}
+		c.events = nil
+	}
+	return out
+}
+
+// forget drops the runtime of the pod at key: it is gone.
+func (k *Kubelet) forget(key string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.forgetLocked(key, "")
+}
+
+// forgetLocked drops the runtime of the pod at key unless it is keep's,
+// with k.mu held.
+func (k *Kubelet) forgetLocked(key string, keep types.UID) {
+	uid, ok := k.keys[key]
+	if !ok || uid == keep {
+		return
+	}
+	if r := k.running[uid]; r != nil && r.ip != "" {
+		if n := k.simulated[r.node]; n != nil && r.ip != n.internalIP() {
+			n.ipam.release(r.ip)
+		}
+	}
+	delete(k.running, uid)
+	delete(k.keys, key)
+	if t := k.timers[key]; t != nil {
+		t.Stop()
+		delete(k.timers, key)
+	}
+}
+
+// patchStatus writes status as the kubelet's status manager does: a
+// strategic merge patch from the pod's status, with its UID as a
+// precondition; nothing when nothing changed.
+func (k *Kubelet) patchStatus(ctx context.Context, pod *corev1.Pod, status corev1.PodStatus) error {
+	old, err := json.Marshal(corev1.Pod{Status: pod.Status})
+	if err != nil {
+		return err
+	}
+	cur, err := json.Marshal(corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: pod.UID}, Status: status})
+	if err != nil {
+		return err
+	}
+	patch, err := strategicpatch.CreateTwoWayMergePatch(old, cur, corev1.Pod{})
+	if err != nil {
+		return err
+	}
+	if string(patch) == fmt.Sprintf(`{"metadata":{"uid":%q}}`, pod.UID) {
+		return nil
+	}
+	_, err = k.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // gone, or another pod of that name: its own sync follows
+	}
+	return err
+}
+
+// deletePod deletes a pod whose containers stopped, as the kubelet does
+// once its final status is written: grace period 0, the pod's UID a
+// precondition.
+func (k *Kubelet) deletePod(ctx context.Context, pod *corev1.Pod) error {
+	err := k.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+// record records the containers' events, as the kubelet of node n.
+func (k *Kubelet) record(pod *corev1.Pod, n *node, events []containerEvent) {
+	if len(events) == 0 {
+		return
+	}
+	rec := k.recorder(n.spec.Name)
+	for _, e := range events {
+		field := "spec.containers{" + e.container.spec.Name + "}"
+		if e.container.init {
+			field = "spec.initContainers{" + e.container.spec.Name + "}"
+		}
+		ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
+			UID: pod.UID, ResourceVersion: pod.ResourceVersion, FieldPath: field}
+		rec.Event(ref, e.kind, e.reason, e.message)
+	}
+}
+
+// requeueAt syncs key again at t on the kubelet's clock (a fake clock's
+// timers fire only when it is stepped: what is due now is queued now).
+func (k *Kubelet) requeueAt(key string, t time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if old := k.timers[key]; old != nil {
+		old.Stop()
+		delete(k.timers, key)
+	}
+	d := t.Sub(k.clock.Now())
+	if d <= 0 {
+		k.podQueue.Add(key)
+		return
+	}
+	k.timers[key] = k.clock.AfterFunc(d, func() { k.podQueue.Add(key) })
+}
+
+// requeuePods syncs every pod of the node again.
+func (k *Kubelet) requeuePods(nodeName string) {
+	pods, err := k.pods.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, p := range pods {
+		if p.Spec.NodeName == nodeName {
+			k.podQueue.Add(p.Namespace + "/" + p.Name)
+		}
+	}
+}
+
+// stopTimers stops every pending requeue and the heartbeat (Run ends).
+func (k *Kubelet) stopTimers() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.nextBeat != nil {
+		k.nextBeat.Stop()
+	}
+	for key, t := range k.timers {
+		t.Stop()
+		delete(k.timers, key)
+	}
+}

@@ -1,0 +1,166 @@
+package kubelet_test
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/testing/apiservertest"
+)
+
+// A pod bound to a simulated node is first reported Pending, its
+// containers being created, then Running and Ready with the IP of its
+// sandbox, as a kubelet v1.37 reports it.
+func TestPodStartsAsAKubeletReportsIt(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	created := e.createPod(t, simplePod("web", "nginx", "sidecar"))
+
+	pending := e.waitPod(t, created, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodPending && p.Status.HostIP != "" })
+	assert.Empty(t, pending.Status.PodIP, "no sandbox yet")
+	assert.Equal(t, corev1.ContainerStateWaiting{Reason: "ContainerCreating"}, *status(pending, "nginx").State.Waiting)
+	assert.Equal(t, "nginx:1.27", status(pending, "nginx").Image, "the spec's image until the runtime knows it")
+	ignoreTimes := cmpopts.IgnoreFields(corev1.PodCondition{}, "LastTransitionTime")
+	assert.Empty(t, cmp.Diff([]corev1.PodCondition{
+		{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse, Reason: "PodSandboxNotReady", Message: "no pod sandbox exists", ObservedGeneration: 1},
+		{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, ObservedGeneration: 1},
+		{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", Message: "containers with unready status: [nginx sidecar]", ObservedGeneration: 1},
+		{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", Message: "containers with unready status: [nginx sidecar]", ObservedGeneration: 1},
+		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, ObservedGeneration: 1},
+	}, pending.Status.Conditions, ignoreTimes))
+
+	p := e.waitPod(t, pending, ready)
+	assert.Equal(t, corev1.PodRunning, p.Status.Phase)
+	assert.True(t, netip.MustParsePrefix("10.244.0.0/24").Contains(netip.MustParseAddr(p.Status.PodIP)), p.Status.PodIP)
+	assert.Equal(t, []corev1.PodIP{{IP: p.Status.PodIP}}, p.Status.PodIPs)
+	assert.Equal(t, "172.18.0.2", p.Status.HostIP)
+	assert.Equal(t, corev1.PodQOSBestEffort, p.Status.QOSClass)
+	assert.NotNil(t, p.Status.StartTime)
+	s := status(p, "nginx")
+	assert.Equal(t, "docker.io/library/nginx:1.27", s.Image)
+	assert.Regexp(t, `^docker\.io/library/nginx@sha256:[0-9a-f]{64}$`, s.ImageID)
+	assert.Regexp(t, `^containerd://[0-9a-f]{64}$`, s.ContainerID)
+	assert.True(t, s.Ready)
+	assert.Equal(t, ptr.To(true), s.Started)
+	assert.NotNil(t, s.State.Running)
+	assert.Equal(t, []string{"nginx", "sidecar"}, []string{p.Status.ContainerStatuses[0].Name, p.Status.ContainerStatuses[1].Name})
+	for _, c := range p.Status.Conditions {
+		assert.Equal(t, corev1.ConditionTrue, c.Status, c.Type)
+	}
+	assert.Equal(t, "kubelet", statusManager(p), "the kubelet's field manager")
+}
+
+// The kubelet records the image manager's and runtime's events for each
+// container, as the kubelet of the pod's node.
+func TestPodEvents(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	pod := simplePod("web")
+	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "latest", Image: "busybox"}) // pulled: Always
+	e.waitPod(t, e.createPod(t, pod), ready)
+	events := e.events(t, "default", "web", "Pulled", "Pulling", "Created", "Started")
+	byMessage := map[string]corev1.Event{}
+	for _, ev := range events {
+		byMessage[ev.Reason+": "+ev.Message] = ev
+	}
+	present, ok := byMessage[`Pulled: Container image "nginx:1.27" already present on machine and can be accessed by the pod`]
+	require.True(t, ok, "events: %v", byMessage)
+	assert.Equal(t, "spec.containers{app}", present.InvolvedObject.FieldPath)
+	assert.Equal(t, corev1.EventSource{Component: "kubelet", Host: "node-0"}, present.Source)
+	assert.Equal(t, "kubelet", present.ReportingController)
+	assert.Equal(t, "node-0", present.ReportingInstance)
+	assert.Contains(t, byMessage, `Pulling: Pulling image "busybox"`)
+	assert.Contains(t, byMessage, "Created: Container created")
+	assert.Contains(t, byMessage, "Started: Container started")
+}
+
+// Init containers run to completion in order, then the others start; a
+// sidecar (restartPolicy Always) keeps running beside them.
+func TestInitContainersRunInOrder(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	pod := simplePod("init")
+	pod.Spec.InitContainers = []corev1.Container{{Name: "migrate", Image: "busybox:1"}, {Name: "proxy", Image: "envoy:1", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)},
+		{Name: "seed", Image: "busybox:1"}}
+	pending := e.waitPod(t, e.createPod(t, pod), func(p *corev1.Pod) bool { return p.Status.HostIP != "" })
+	assert.Equal(t, "PodInitializing", status(pending, "app").State.Waiting.Reason)
+	assert.Equal(t, "ContainersNotInitialized", condition(pending, corev1.PodInitialized).Reason)
+	assert.Equal(t, "containers with incomplete status: [migrate proxy seed]", condition(pending, corev1.PodInitialized).Message)
+
+	p := e.waitPod(t, pending, ready)
+	for _, name := range []string{"migrate", "seed"} {
+		s := status(p, name)
+		require.NotNil(t, s.State.Terminated, name)
+		assert.Equal(t, "Completed", s.State.Terminated.Reason)
+		assert.True(t, s.Ready, "a completed init container is ready")
+	}
+	assert.NotNil(t, status(p, "proxy").State.Running)
+	assert.Equal(t, []string{"migrate", "proxy", "seed"}, names(p.Status.InitContainerStatuses), "in spec order")
+	assert.Equal(t, corev1.ConditionTrue, condition(p, corev1.PodInitialized).Status)
+}
+
+// Pods get distinct addresses of their node's pod CIDR, reused once a
+// pod is gone; a host network pod has its node's.
+func TestPodIPs(t *testing.T) {
+	t.Parallel()
+	e := start(t, controllers.Nodes(2)...)
+	seen := map[string]string{}
+	for i, node := range []string{"node-0", "node-0", "node-1"} {
+		pod := simplePod(podName(i))
+		pod.Spec.NodeName = node
+		p := e.waitPod(t, e.createPod(t, pod), ready)
+		require.NotContains(t, seen, p.Status.PodIP)
+		seen[p.Status.PodIP] = node
+	}
+	for ip, node := range seen {
+		cidr := map[string]string{"node-0": "10.244.0.0/24", "node-1": "10.244.1.0/24"}[node]
+		assert.True(t, netip.MustParsePrefix(cidr).Contains(netip.MustParseAddr(ip)), "%s of %s", ip, node)
+	}
+	host := simplePod("host")
+	host.Spec.HostNetwork = true
+	assert.Equal(t, "172.18.0.2", e.waitPod(t, e.createPod(t, host), ready).Status.PodIP)
+}
+
+// A pod bound to a node the kubelet does not simulate is left alone.
+func TestPodOfAnotherNodeIsLeftAlone(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	_, err := e.client.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "real"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	pod := simplePod("elsewhere")
+	pod.Spec.NodeName = "real"
+	e.createPod(t, pod)
+	apiservertest.WaitIdle(t, e.srv)
+	got, err := e.client.CoreV1().Pods("default").Get(t.Context(), "elsewhere", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, got.Status.Conditions)
+	assert.Equal(t, corev1.PodPending, got.Status.Phase)
+}
+
+func podName(i int) string { return "pod-" + string(rune('a'+i)) }
+
+func names(statuses []corev1.ContainerStatus) []string {
+	var out []string
+	for _, s := range statuses {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// statusManager is the field manager of the pod's status.
+func statusManager(p *corev1.Pod) string {
+	for _, m := range p.ManagedFields {
+		if m.Subresource == "status" {
+			return m.Manager
+		}
+	}
+	return ""
+}

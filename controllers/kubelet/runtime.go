@@ -1,0 +1,343 @@
+package kubelet
+
+// The simulated container runtime: what runs in a pod, advanced to "now"
+// at each sync. Nothing here writes to the API; status.go turns it into a
+// pod status, pods.go writes it.
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// The kubelet's crash back-off: the first restart is at once, then 10 s,
+// doubling up to 5 minutes; a container that ran for 10 minutes starts
+// over (kubelet.go's backOffPeriod, MaxContainerBackOff).
+const (
+	backOffInitial = 10 * time.Second
+	backOffMax     = 300 * time.Second
+	backOffReset   = 2 * backOffMax
+)
+
+// podRuntime is a pod as the simulated runtime runs it.
+type podRuntime struct {
+	uid  types.UID
+	node string
+	ip   string
+	// admitted: its first status (admission: no sandbox yet) was
+	// computed; sandbox: its sandbox runs.
+	admitted, sandbox bool
+	startTime         time.Time
+	init              []*container
+	main              []*container
+	// initFailed: a regular init container failed and may not restart.
+	initFailed bool
+	// stopping is when the pod's deletion was seen; stopAt when its
+	// containers have stopped.
+	stopping, stopAt time.Time
+	// deleted: the kubelet deleted the pod (grace 0) after its final
+	// status.
+	deleted bool
+}
+
+// container is one container of a pod: its current instance and the
+// previous one.
+type container struct {
+	spec *corev1.Container
+	// init: an init container; sidecar: one with restartPolicy Always.
+	init, sidecar bool
+	// instance is the current run: zero before the first start.
+	instance run
+	last     *run
+	restarts int32
+	backOff  time.Duration
+	// restartAt, when not zero, is when a crashed container may start
+	// again (CrashLoopBackOff until then).
+	restartAt time.Time
+	// exitAt, exitCode: the current instance exits then (zero: runs on).
+	exitAt   time.Time
+	exitCode int32
+	// readyAt and startedAt are when its readiness and startup probes
+	// first pass; ready, when set, is the test's readiness result.
+	readyAt, startupAt time.Time
+	ready              *bool
+	// events are to be recorded by the writer of the next status.
+	events []event
+}
+
+// run is a container instance: running when finished is zero.
+type run struct {
+	id                string
+	started, finished time.Time
+	exitCode          int32
+	reason, message   string
+}
+
+func (r run) running() bool    { return !r.started.IsZero() && r.finished.IsZero() }
+func (r run) terminated() bool { return !r.finished.IsZero() }
+
+// event is a kubelet event about a container.
+type event struct {
+	kind, reason, message string
+}
+
+func newContainerID() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newRuntime is the runtime of pod, just admitted on node.
+func newRuntime(pod *corev1.Pod, node, ip string, now time.Time) *podRuntime {
+	r := &podRuntime{uid: pod.UID, node: node, ip: ip, startTime: now}
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		r.init = append(r.init, &container{spec: c, init: true, sidecar: c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways})
+	}
+	for i := range pod.Spec.Containers {
+		r.main = append(r.main, &container{spec: &pod.Spec.Containers[i]})
+	}
+	return r
+}
+
+// advance runs the pod's containers up to now: init containers in order,
+// then the others; exits, restarts and back-offs that are due happen.
+func (r *podRuntime) advance(pod *corev1.Pod, now time.Time, plans planner) {
+	if !r.sandbox {
+		return // admitted: the sandbox starts at the next sync
+	}
+	if !r.stopping.IsZero() {
+		r.stop(now)
+		return
+	}
+	for range 64 { // each round changes something or ends the loop
+		if !r.step(pod, now, plans) {
+			return
+		}
+	}
+}
+
+// step makes the first change due, and reports whether it made one.
+func (r *podRuntime) step(pod *corev1.Pod, now time.Time, plans planner) bool {
+	if r.initFailed {
+		return false
+	}
+	for _, c := range r.init {
+		if changed := c.advance(now, restartable(pod, c, c.instance.exitCode), plans, pod); changed {
+			if c.failedForGood(pod) {
+				r.initFailed = true
+			}
+			return true
+		}
+		if !c.sidecar && !c.succeeded() {
+			return false // the next init container waits for this one
+		}
+		if c.sidecar && !c.started(now) {
+			return false
+		}
+	}
+	for _, c := range r.main {
+		if c.advance(now, restartable(pod, c, c.instance.exitCode), plans, pod) {
+			return true
+		}
+	}
+	return false
+}
+
+// advance makes the container's next change if it is due: its first start,
+// its exit, its restart after back-off.
+func (c *container) advance(now time.Time, restart bool, plans planner, pod *corev1.Pod) bool {
+	switch {
+	case c.instance.started.IsZero():
+		c.start(now, plans, pod)
+		return true
+	case c.instance.running() && !c.exitAt.IsZero() && !now.Before(c.exitAt):
+		c.exit(c.exitAt, c.exitCode)
+		return true
+	case c.instance.terminated() && restart && c.restartAt.IsZero():
+		c.scheduleRestart(pod)
+		return true
+	case c.instance.terminated() && restart && !now.Before(c.restartAt):
+		previous := c.instance
+		c.last = &previous
+		c.restarts++
+		c.restartAt = time.Time{}
+		c.start(now, plans, pod)
+		return true
+	}
+	return false
+}
+
+// start starts a new instance of the container, with the kubelet's
+// events and the test's plan for it.
+func (c *container) start(now time.Time, plans planner, pod *corev1.Pod) {
+	c.instance = run{id: newContainerID(), started: now}
+	c.exitAt, c.exitCode = time.Time{}, 0
+	if plan, ok := plans.plan(pod, c); ok {
+		c.exitAt, c.exitCode = now.Add(plan.after), plan.code
+	}
+	c.readyAt, c.startupAt = now, now
+	if p := c.spec.ReadinessProbe; p != nil {
+		c.readyAt = now.Add(time.Duration(p.InitialDelaySeconds) * time.Second)
+	}
+	if p := c.spec.StartupProbe; p != nil {
+		c.startupAt = now.Add(time.Duration(p.InitialDelaySeconds) * time.Second)
+	}
+	c.events = append(c.events, pullEvents(c.spec)...)
+	c.events = append(c.events, event{corev1.EventTypeNormal, "Created", "Container created"},
+		event{corev1.EventTypeNormal, "Started", "Container started"})
+}
+
+// pullEvents are the image manager's events for a container's start: a
+// pull for policy Always, the image already present otherwise (the
+// simulated node has every image).
+func pullEvents(spec *corev1.Container) []event {
+	if spec.ImagePullPolicy != corev1.PullAlways {
+		return []event{{corev1.EventTypeNormal, "Pulled",
+			fmt.Sprintf("Container image %q already present on machine and can be accessed by the pod", spec.Image)}}
+	}
+	return []event{
+		{corev1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", spec.Image)},
+		{corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in 0s (0s including waiting). Image size: 0 bytes.", spec.Image)},
+	}
+}
+
+// exit ends the running instance with code at t, as the runtime reports:
+// Completed for 0, Error otherwise.
+func (c *container) exit(t time.Time, code int32) {
+	c.instance.finished, c.instance.exitCode, c.instance.reason = t, code, "Completed"
+	if code != 0 {
+		c.instance.reason = "Error"
+	}
+	c.exitAt = time.Time{}
+}
+
+// scheduleRestart sets when the crashed container starts again: at once
+// the first time, then after the kubelet's doubling back-off, counted from
+// its exit.
+func (c *container) scheduleRestart(pod *corev1.Pod) {
+	ran := c.instance.finished.Sub(c.instance.started)
+	if c.backOff == 0 || ran >= backOffReset {
+		c.backOff = backOffInitial
+		c.restartAt = c.instance.finished
+		return
+	}
+	c.restartAt = c.instance.finished.Add(c.backOff)
+	c.events = append(c.events, event{corev1.EventTypeWarning, "BackOff",
+		fmt.Sprintf("Back-off restarting failed container %s in pod %s", c.spec.Name, podDesc(pod))})
+	c.backOff = min(2*c.backOff, backOffMax)
+}
+
+// backOffWait is the wait the kubelet names in CrashLoopBackOff's message:
+// the back-off before it doubled.
+func (c *container) backOffWait() time.Duration {
+	if c.backOff <= backOffInitial {
+		return backOffInitial
+	}
+	return c.backOff / 2
+}
+
+// podDesc is a pod as the kubelet's messages name it: name_namespace(uid).
+func podDesc(pod *corev1.Pod) string {
+	return fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
+}
+
+// succeeded: the container's last instance exited 0 (an init container is
+// done).
+func (c *container) succeeded() bool {
+	return c.instance.terminated() && c.instance.exitCode == 0
+}
+
+// started: running and past its startup probe.
+func (c *container) started(now time.Time) bool {
+	return c.instance.running() && !now.Before(c.startupAt)
+}
+
+// isReady: running, started, and its readiness probe passes (or the test's
+// result says so).
+func (c *container) isReady(now time.Time) bool {
+	if !c.started(now) {
+		return false
+	}
+	if c.ready != nil {
+		return *c.ready
+	}
+	return !now.Before(c.readyAt)
+}
+
+// failedForGood: a regular init container failed and the pod does not
+// restart it.
+func (c *container) failedForGood(pod *corev1.Pod) bool {
+	return !c.sidecar && c.instance.terminated() && c.instance.exitCode != 0 && pod.Spec.RestartPolicy == corev1.RestartPolicyNever
+}
+
+// restartable: the container restarts after it exits with code, by its own
+// restart policy or the pod's (Always; OnFailure for a failure; regular
+// init containers follow OnFailure unless the pod's is Never).
+func restartable(pod *corev1.Pod, c *container, code int32) bool {
+	if c.spec.RestartPolicy != nil {
+		return *c.spec.RestartPolicy == corev1.ContainerRestartPolicyAlways
+	}
+	policy := pod.Spec.RestartPolicy
+	if c.init && !c.sidecar && policy == corev1.RestartPolicyAlways {
+		policy = corev1.RestartPolicyOnFailure
+	}
+	switch policy {
+	case corev1.RestartPolicyAlways:
+		return true
+	case corev1.RestartPolicyOnFailure:
+		return code != 0
+	}
+	return false
+}
+
+// stop stops every running container, as the kubelet kills a deleted
+// pod's: each asked to stop exits 0 (a process that handles SIGTERM) at
+// stopAt.
+func (r *podRuntime) stop(now time.Time) {
+	if now.Before(r.stopAt) {
+		return
+	}
+	for _, c := range append(append([]*container{}, r.init...), r.main...) {
+		if c.instance.running() {
+			c.events = append(c.events, event{corev1.EventTypeNormal, "Killing", "Stopping container " + c.spec.Name})
+			c.exit(r.stopAt, 0)
+		}
+		c.restartAt = time.Time{}
+	}
+}
+
+// stopped: nothing runs any more.
+func (r *podRuntime) stopped() bool {
+	for _, c := range append(append([]*container{}, r.init...), r.main...) {
+		if c.instance.running() {
+			return false
+		}
+	}
+	return true
+}
+
+// next is the earliest instant after now at which something is due: an
+// exit, a restart, a probe passing, the containers stopping.
+func (r *podRuntime) next(now time.Time) time.Time {
+	var next time.Time
+	consider := func(t time.Time) {
+		if t.After(now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	consider(r.stopAt)
+	for _, c := range append(append([]*container{}, r.init...), r.main...) {
+		consider(c.exitAt)
+		consider(c.restartAt)
+		if c.instance.running() {
+			consider(c.readyAt)
+			consider(c.startupAt)
+		}
+	}
+	return next
+}

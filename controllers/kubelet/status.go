@@ -1,0 +1,340 @@
+package kubelet
+
+// The pod status a kubelet reports for a runtime: generateAPIPodStatus,
+// getPhase and the status package's condition generators, read from
+// kubelet v1.37.2 and written here over the simulated runtime.
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-helpers/resource"
+
+	"github.com/kubeembed/apiserver/internal/podqos"
+)
+
+// kubeletConditions are the condition types the kubelet owns; others
+// (DisruptionTarget, readiness gates' conditions) are kept, before them.
+var kubeletConditions = []corev1.PodConditionType{corev1.PodReadyToStartContainers, corev1.PodInitialized,
+	corev1.PodReady, corev1.ContainersReady, corev1.PodScheduled, "PodResizeInProgress", "PodResizePending", "AllContainersRestarting"}
+
+// podStatus is the status the kubelet reports for pod running as r on a
+// node at hostIP, now.
+func podStatus(pod *corev1.Pod, r *podRuntime, hostIP string, now time.Time) corev1.PodStatus {
+	init, main := containerStatuses(pod, r, now)
+	s := corev1.PodStatus{
+		ObservedGeneration: pod.Generation,
+		HostIP:             hostIP, HostIPs: []corev1.HostIP{{IP: hostIP}},
+		StartTime:             ptrTime(r.startTime),
+		QOSClass:              podqos.Class(pod),
+		InitContainerStatuses: init, ContainerStatuses: main,
+		Resources:          &corev1.ResourceRequirements{},
+		AllocatedResources: nonEmpty(resource.PodRequests(pod, resource.PodResourcesOptions{})),
+	}
+	if r.sandbox && r.ip != "" {
+		s.PodIP, s.PodIPs = r.ip, []corev1.PodIP{{IP: r.ip}}
+	}
+	s.Phase = phase(pod, r, init, main)
+	if held := pod.Status.Phase; held == corev1.PodSucceeded || held == corev1.PodFailed {
+		s.Phase = held // once terminal, a pod's phase never changes
+	}
+	s.Conditions = conditions(pod, r, s, now)
+	return s
+}
+
+func ptrTime(t time.Time) *metav1.Time {
+	mt := metav1.NewTime(t.Truncate(time.Second))
+	return &mt
+}
+
+func nonEmpty(l corev1.ResourceList) corev1.ResourceList {
+	if len(l) == 0 {
+		return nil
+	}
+	return l
+}
+
+// containerStatuses are the init containers' statuses in spec order and
+// the others' sorted by name, as the kubelet lists them.
+func containerStatuses(pod *corev1.Pod, r *podRuntime, now time.Time) (init, main []corev1.ContainerStatus) {
+	waiting := "ContainerCreating"
+	if len(pod.Spec.InitContainers) > 0 {
+		waiting = "PodInitializing"
+	}
+	for _, c := range r.init {
+		init = append(init, containerStatus(pod, c, waiting, now))
+	}
+	for _, c := range r.main {
+		main = append(main, containerStatus(pod, c, waiting, now))
+	}
+	slices.SortFunc(main, func(a, b corev1.ContainerStatus) int { return strings.Compare(a.Name, b.Name) })
+	return init, main
+}
+
+// containerStatus is one container's status: waiting (with why), running
+// or terminated, its previous instance, readiness and identity.
+func containerStatus(pod *corev1.Pod, c *container, waiting string, now time.Time) corev1.ContainerStatus {
+	s := corev1.ContainerStatus{Name: c.spec.Name, Image: c.spec.Image, RestartCount: c.restarts,
+		Started: new(bool), VolumeMounts: mounts(c.spec), Resources: &corev1.ResourceRequirements{},
+		AllocatedResources: nonEmpty(c.spec.Resources.Requests)}
+	if c.last != nil {
+		s.LastTerminationState.Terminated = terminated(*c.last)
+	}
+	switch i := c.instance; {
+	case i.started.IsZero():
+		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: waiting}
+		return s
+	case i.running():
+		s.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(i.started.Truncate(time.Second))}
+		*s.Started = c.started(now)
+		s.Ready = c.isReady(now) && (!c.init || c.sidecar) // a regular init container is ready once it completed
+	case !c.restartAt.IsZero() && now.Before(c.restartAt):
+		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
+			Message: fmt.Sprintf("back-off %v restarting failed container=%s pod=%s", c.backOffWait(), c.spec.Name, podDesc(pod))}
+		s.LastTerminationState.Terminated = terminated(i)
+	default:
+		s.State.Terminated = terminated(i)
+		s.Ready = c.init && !c.sidecar && i.exitCode == 0
+	}
+	s.Image, s.ImageID = normalizeImage(c.spec.Image)
+	s.ContainerID = runtimeName + "://" + c.instance.id
+	s.User = &corev1.ContainerUser{Linux: &corev1.LinuxContainerUser{SupplementalGroups: []int64{0}}}
+	return s
+}
+
+func terminated(i run) *corev1.ContainerStateTerminated {
+	return &corev1.ContainerStateTerminated{ExitCode: i.exitCode, Reason: i.reason, Message: i.message,
+		StartedAt: metav1.NewTime(i.started.Truncate(time.Second)), FinishedAt: metav1.NewTime(i.finished.Truncate(time.Second)),
+		ContainerID: runtimeName + "://" + i.id}
+}
+
+// mounts are the container's volume mounts as the kubelet reports them.
+func mounts(spec *corev1.Container) []corev1.VolumeMountStatus {
+	var out []corev1.VolumeMountStatus
+	for _, m := range spec.VolumeMounts {
+		s := corev1.VolumeMountStatus{Name: m.Name, MountPath: m.MountPath, ReadOnly: m.ReadOnly}
+		if m.ReadOnly {
+			s.RecursiveReadOnly = new(corev1.RecursiveReadOnlyMode)
+			*s.RecursiveReadOnly = corev1.RecursiveReadOnlyDisabled
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// normalizeImage is the image as containerd names it once pulled
+// (docker.io/library/nginx:latest for nginx) and its image ID, a repo
+// digest: the image's own digest when it names one, else a digest derived
+// from its name (the simulated node has every image).
+func normalizeImage(image string) (name, id string) {
+	repo, digest, _ := strings.Cut(image, "@")
+	first, _, hasSlash := strings.Cut(repo, "/")
+	if !hasSlash || (!strings.ContainsAny(first, ".:") && first != "localhost") {
+		if !hasSlash {
+			repo = "library/" + repo
+		}
+		repo = "docker.io/" + repo
+	}
+	if i := strings.LastIndex(repo, ":"); i < 0 || strings.Contains(repo[i:], "/") {
+		if digest == "" {
+			repo += ":latest"
+		}
+	}
+	name = repo
+	if digest != "" {
+		name = repo + "@" + digest
+	}
+	if digest == "" {
+		sum := sha256.Sum256([]byte(repo))
+		digest = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	base := repo
+	if i := strings.LastIndex(repo, ":"); i > 0 && !strings.Contains(repo[i:], "/") {
+		base = repo[:i]
+	}
+	return name, base + "@" + digest
+}
+
+// phase is getPhase over the statuses: Pending until initialized and
+// every container has started once, Running while one runs or will
+// restart, then Succeeded or Failed by the exit codes (a deleted pod's
+// too, whatever its restart policy).
+func phase(pod *corev1.Pod, r *podRuntime, init, main []corev1.ContainerStatus) corev1.PodPhase {
+	if r.initFailed {
+		return corev1.PodFailed
+	}
+	for _, s := range init {
+		c := r.byName(s.Name)
+		if !c.sidecar && s.State.Terminated == nil && (s.LastTerminationState.Terminated == nil || s.LastTerminationState.Terminated.ExitCode == 0) {
+			return corev1.PodPending
+		}
+		if !c.sidecar && s.State.Terminated != nil && s.State.Terminated.ExitCode != 0 {
+			return corev1.PodPending
+		}
+	}
+	running, stopped, succeeded, restartableStopped := 0, 0, 0, 0
+	for _, s := range main {
+		switch term := s.State.Terminated; {
+		case s.State.Running != nil:
+			running++
+		case term != nil || s.LastTerminationState.Terminated != nil:
+			if term == nil {
+				term = s.LastTerminationState.Terminated
+			}
+			stopped++
+			if term.ExitCode == 0 {
+				succeeded++
+			}
+			if r.stopping.IsZero() && restartable(pod, r.byName(s.Name), term.ExitCode) {
+				restartableStopped++
+			}
+		default:
+			return corev1.PodPending // waiting for its first start
+		}
+	}
+	switch {
+	case running > 0:
+		return corev1.PodRunning
+	case stopped == 0:
+		return corev1.PodPending
+	case restartableStopped > 0:
+		return corev1.PodRunning
+	case stopped == succeeded:
+		return corev1.PodSucceeded
+	}
+	return corev1.PodFailed
+}
+
+func (r *podRuntime) byName(name string) *container {
+	for _, c := range append(append([]*container{}, r.init...), r.main...) {
+		if c.spec.Name == name {
+			return c
+		}
+	}
+	return &container{spec: &corev1.Container{Name: name}}
+}
+
+// conditions are the pod's: others' first, then the kubelet's in its order
+// (PodReadyToStartContainers, Initialized, Ready, ContainersReady,
+// PodScheduled); a condition keeps its lastTransitionTime while its status
+// stays.
+func conditions(pod *corev1.Pod, r *podRuntime, s corev1.PodStatus, now time.Time) []corev1.PodCondition {
+	var out []corev1.PodCondition
+	for _, c := range pod.Status.Conditions {
+		if !slices.Contains(kubeletConditions, c.Type) {
+			out = append(out, c)
+		}
+	}
+	containersReady := containersReadyCondition(pod, s)
+	mine := []corev1.PodCondition{
+		sandboxCondition(r, s.Phase), initializedCondition(pod, r, s),
+		readyCondition(pod, s, containersReady, out), containersReady,
+		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
+	}
+	t := metav1.NewTime(now.Truncate(time.Second))
+	for i := range mine {
+		mine[i].ObservedGeneration, mine[i].LastTransitionTime = pod.Generation, t
+		for _, old := range pod.Status.Conditions {
+			if old.Type == mine[i].Type && old.Status == mine[i].Status {
+				mine[i].LastTransitionTime = old.LastTransitionTime
+			}
+		}
+	}
+	return append(out, mine...)
+}
+
+func sandboxCondition(r *podRuntime, phase corev1.PodPhase) corev1.PodCondition {
+	switch {
+	case !r.sandbox:
+		return corev1.PodCondition{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse, Reason: "PodSandboxNotReady", Message: "no pod sandbox exists"}
+	case r.ip == "":
+		return corev1.PodCondition{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse, Reason: "PodSandboxNotReady", Message: "pod sandbox has no IP address"}
+	case phase == corev1.PodSucceeded || phase == corev1.PodFailed || (!r.stopping.IsZero() && r.stopped()):
+		return corev1.PodCondition{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse, Reason: "PodSandboxNotReady", Message: "pod sandbox is not ready"}
+	}
+	return corev1.PodCondition{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue}
+}
+
+func initializedCondition(pod *corev1.Pod, r *podRuntime, s corev1.PodStatus) corev1.PodCondition {
+	if s.Phase == corev1.PodSucceeded {
+		return corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, Reason: "PodCompleted"}
+	}
+	for _, c := range s.ContainerStatuses {
+		if c.State.Running != nil || c.State.Terminated != nil || c.LastTerminationState.Terminated != nil {
+			return corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionTrue}
+		}
+	}
+	var incomplete []string
+	for _, c := range s.InitContainerStatuses {
+		if r.byName(c.Name).sidecar && (c.Started == nil || !*c.Started) || !r.byName(c.Name).sidecar && !c.Ready {
+			incomplete = append(incomplete, c.Name)
+		}
+	}
+	if len(incomplete) > 0 {
+		return corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionFalse, Reason: "ContainersNotInitialized",
+			Message: fmt.Sprintf("containers with incomplete status: %s", incomplete)}
+	}
+	return corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionTrue}
+}
+
+func containersReadyCondition(pod *corev1.Pod, s corev1.PodStatus) corev1.PodCondition {
+	switch s.Phase {
+	case corev1.PodSucceeded:
+		return corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, Reason: "PodCompleted"}
+	case corev1.PodFailed:
+		return corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, Reason: "PodFailed"}
+	}
+	var unready []string
+	for _, c := range s.InitContainerStatuses {
+		if isSidecar(pod, c.Name) && !c.Ready {
+			unready = append(unready, c.Name)
+		}
+	}
+	for _, spec := range pod.Spec.Containers { // spec order, as upstream lists them
+		if i := slices.IndexFunc(s.ContainerStatuses, func(c corev1.ContainerStatus) bool { return c.Name == spec.Name }); i < 0 || !s.ContainerStatuses[i].Ready {
+			unready = append(unready, spec.Name)
+		}
+	}
+	if len(unready) > 0 {
+		return corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady",
+			Message: fmt.Sprintf("containers with unready status: %s", unready)}
+	}
+	return corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionTrue}
+}
+
+func isSidecar(pod *corev1.Pod, name string) bool {
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == name {
+			return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+		}
+	}
+	return false
+}
+
+// readyCondition follows ContainersReady, then the readiness gates'
+// conditions (others, of the pod's own conditions).
+func readyCondition(pod *corev1.Pod, s corev1.PodStatus, containersReady corev1.PodCondition, others []corev1.PodCondition) corev1.PodCondition {
+	if containersReady.Status != corev1.ConditionTrue {
+		return corev1.PodCondition{Type: corev1.PodReady, Status: containersReady.Status, Reason: containersReady.Reason, Message: containersReady.Message}
+	}
+	var msgs []string
+	for _, g := range pod.Spec.ReadinessGates {
+		i := slices.IndexFunc(others, func(c corev1.PodCondition) bool { return c.Type == g.ConditionType })
+		switch {
+		case i < 0:
+			msgs = append(msgs, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", string(g.ConditionType)))
+		case others[i].Status != corev1.ConditionTrue:
+			msgs = append(msgs, fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", string(g.ConditionType), others[i].Status))
+		}
+	}
+	if len(msgs) > 0 {
+		return corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ReadinessGatesNotReady", Message: strings.Join(msgs, ", ")}
+	}
+	return corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue}
+}

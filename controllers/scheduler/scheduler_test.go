@@ -1,0 +1,243 @@
+package scheduler_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/testing/apiservertest"
+)
+
+// start starts a server with nodes whose pods are scheduled and run.
+func start(t *testing.T, nodes ...controllers.Node) (*apiserver.Server, kubernetes.Interface) {
+	t.Helper()
+	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{Nodes: append([]controllers.Node{}, nodes...),
+		Controllers: []controllers.Name{controllers.ServiceAccount, controllers.Kubelet, controllers.Scheduler, controllers.NodeLifecycle}}))
+	client, err := srv.Clientset()
+	require.NoError(t, err)
+	return srv, client
+}
+
+func pod(name string, mutate ...func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx:1.27"}}}}
+	for _, m := range mutate {
+		m(p)
+	}
+	return p
+}
+
+func requests(cpu string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}
+	}
+}
+
+func create(t *testing.T, client kubernetes.Interface, p *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	created, err := client.CoreV1().Pods(p.Namespace).Create(t.Context(), p, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return created
+}
+
+// wait watches the pod from from until cond holds.
+func wait(t *testing.T, client kubernetes.Interface, from *corev1.Pod, cond func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	if cond(from) {
+		return from
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	w, err := client.CoreV1().Pods(from.Namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: from.ResourceVersion,
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", from.Name).String()})
+	require.NoError(t, err)
+	defer w.Stop()
+	last := from
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			require.True(t, ok)
+			if p, isPod := ev.Object.(*corev1.Pod); isPod && ev.Type != watch.Deleted {
+				if last = p; cond(p) {
+					return p
+				}
+			}
+		case <-ctx.Done():
+			out, _ := yaml.Marshal(last.Status)
+			t.Fatalf("pod %s: condition not met; last status:\n%s", from.Name, out)
+		}
+	}
+}
+
+func scheduled(p *corev1.Pod) bool { return p.Spec.NodeName != "" }
+
+func unschedulable(p *corev1.Pod) bool {
+	c := podScheduled(p)
+	return c.Status == corev1.ConditionFalse && c.Reason != ""
+}
+
+func podScheduled(p *corev1.Pod) corev1.PodCondition {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return c
+		}
+	}
+	return corev1.PodCondition{}
+}
+
+// schedulerEvents waits for an events.k8s.io event of reason about the
+// pod, and returns it.
+func schedulerEvent(t *testing.T, client kubernetes.Interface, p *corev1.Pod, reason string) eventsv1.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for {
+		list, err := client.EventsV1().Events(p.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + p.Name})
+		require.NoError(t, err)
+		for _, e := range list.Items {
+			if e.Reason == reason {
+				return e
+			}
+		}
+		w, err := client.EventsV1().Events(p.Namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion, FieldSelector: "regarding.name=" + p.Name})
+		require.NoError(t, err)
+		select {
+		case <-w.ResultChan():
+		case <-ctx.Done():
+			t.Fatalf("no %s event for pod %s", reason, p.Name)
+		}
+		w.Stop()
+	}
+}
+
+// A pod is bound to a node as kube-scheduler binds it, with its Scheduled
+// event; the node's kubelet then runs it.
+func TestPodScheduledAndRun(t *testing.T) {
+	t.Parallel()
+	_, client := start(t, controllers.Nodes(2)...)
+	p := wait(t, client, create(t, client, pod("web")), func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	assert.Contains(t, []string{"node-0", "node-1"}, p.Spec.NodeName)
+	assert.Equal(t, corev1.ConditionTrue, podScheduled(p).Status)
+	ev := schedulerEvent(t, client, p, "Scheduled")
+	assert.Equal(t, "Successfully assigned default/web to "+p.Spec.NodeName, ev.Note)
+	assert.Equal(t, "Binding", ev.Action)
+	assert.Equal(t, "default-scheduler", ev.ReportingController)
+	assert.Regexp(t, `^default-scheduler-`, ev.ReportingInstance)
+	assert.Equal(t, corev1.EventTypeNormal, ev.Type)
+}
+
+// A pod that fits nowhere gets kube-scheduler's condition and event, with
+// its message; it is scheduled once a node that fits joins.
+func TestUnschedulablePodWaitsForANode(t *testing.T) {
+	t.Parallel()
+	small := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+	srv, client := start(t, controllers.Node{Name: "a", Capacity: small}, controllers.Node{Name: "b", Capacity: small},
+		controllers.Node{Name: "c", Taints: []corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}}})
+	for _, node := range []string{"a", "b"} {
+		wait(t, client, create(t, client, pod("fill-"+node, requests("600m"), func(p *corev1.Pod) { p.Spec.NodeName = node })), scheduled)
+	}
+	p := wait(t, client, create(t, client, pod("big", requests("600m"))), unschedulable)
+	want := "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu. " +
+		"preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, 2 No preemption victims found for incoming pod."
+	assert.Equal(t, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: want,
+		ObservedGeneration: 1, LastTransitionTime: podScheduled(p).LastTransitionTime}, podScheduled(p))
+	ev := schedulerEvent(t, client, p, "FailedScheduling")
+	assert.Equal(t, want, ev.Note)
+	assert.Equal(t, corev1.EventTypeWarning, ev.Type)
+	assert.Equal(t, "Scheduling", ev.Action)
+
+	_, err := srv.Kubelet().AddNode(t.Context(), controllers.Node{Name: "d"})
+	require.NoError(t, err)
+	p = wait(t, client, p, scheduled)
+	assert.Equal(t, "d", p.Spec.NodeName)
+}
+
+// Each filter's reason, as kube-scheduler words it.
+func TestFilterReasons(t *testing.T) {
+	t.Parallel()
+	_, client := start(t, controllers.Node{Name: "a", Labels: map[string]string{"disk": "ssd"}, Capacity: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("3")}})
+	_, err := client.SchedulingV1().PriorityClasses().Create(t.Context(), &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "no-preemption"},
+		Value: 10, PreemptionPolicy: ptrTo(corev1.PreemptNever)}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	hostPort := func(p *corev1.Pod) { p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 8080}} }
+	wait(t, client, create(t, client, pod("first", hostPort)), scheduled)
+	for _, tc := range []struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		{pod("selector", func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"disk": "hdd"} }),
+			"0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."},
+		{pod("port", hostPort),
+			"0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."},
+		{pod("never", requests("100"), func(p *corev1.Pod) { p.Spec.PriorityClassName = "no-preemption" }),
+			"0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never."},
+	} {
+		p := wait(t, client, create(t, client, tc.pod), unschedulable)
+		assert.Equal(t, tc.want, podScheduled(p).Message, tc.pod.Name)
+	}
+	wait(t, client, create(t, client, pod("second")), scheduled)
+	wait(t, client, create(t, client, pod("third")), scheduled)
+	p := wait(t, client, create(t, client, pod("full")), unschedulable)
+	assert.Equal(t, "0/1 nodes are available: 1 Too many pods. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.",
+		podScheduled(p).Message)
+}
+
+// Required pod anti-affinity and topology spread place pods apart.
+func TestAntiAffinityAndSpread(t *testing.T) {
+	t.Parallel()
+	_, client := start(t, controllers.Node{Name: "a", Zone: "z1"}, controllers.Node{Name: "b", Zone: "z2"})
+	apart := func(p *corev1.Pod) {
+		p.Labels = map[string]string{"app": "db"}
+		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
+			{TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}}}}}
+	}
+	one := wait(t, client, create(t, client, pod("db-0", apart)), scheduled)
+	two := wait(t, client, create(t, client, pod("db-1", apart)), scheduled)
+	assert.NotEqual(t, one.Spec.NodeName, two.Spec.NodeName)
+	p := wait(t, client, create(t, client, pod("db-2", apart)), unschedulable)
+	assert.Equal(t, "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.",
+		podScheduled(p).Message)
+
+	spread := func(p *corev1.Pod) {
+		p.Labels = map[string]string{"app": "web"}
+		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone,
+			WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
+	}
+	zones := map[string]int{}
+	for _, name := range []string{"web-0", "web-1", "web-2", "web-3"} {
+		zones[wait(t, client, create(t, client, pod(name, spread)), scheduled).Spec.NodeName]++
+	}
+	assert.Equal(t, map[string]int{"a": 2, "b": 2}, zones)
+}
+
+// A pod of another scheduler, or with scheduling gates, is left alone;
+// with no node at all, the message says so.
+func TestPodsLeftAlone(t *testing.T) {
+	t.Parallel()
+	_, client := start(t)
+	p := wait(t, client, create(t, client, pod("lonely")), unschedulable)
+	assert.Equal(t, "no nodes available to schedule pods", podScheduled(p).Message)
+	other := create(t, client, pod("mine", func(p *corev1.Pod) { p.Spec.SchedulerName = "my-scheduler" }))
+	gated := create(t, client, pod("gated", func(p *corev1.Pod) { p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/wait"}} }))
+	for _, p := range []*corev1.Pod{other, gated} {
+		got, err := client.CoreV1().Pods("default").Get(t.Context(), p.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.NotEqual(t, "Unschedulable", podScheduled(got).Reason, p.Name)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -1,0 +1,127 @@
+package scheduler
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-helpers/resource"
+)
+
+// Scoring's requests for containers that name none, kube-scheduler's
+// non-zero defaults: 100m of CPU, 200 MiB of memory.
+var nonZero = corev1.ResourceList{
+	corev1.ResourceCPU:    *mustQuantity("100m"),
+	corev1.ResourceMemory: *mustQuantity("209715200"),
+}
+
+// nodeInfo is a node and the pods assigned to it, as the scheduler's
+// snapshot holds them.
+type nodeInfo struct {
+	node *corev1.Node
+	pods []*corev1.Pod
+	// requested is the pods' requests; nonZeroRequested with the
+	// non-zero defaults, for scoring.
+	requested, nonZeroRequested corev1.ResourceList
+	// ports are the host ports in use: ip/protocol/port.
+	ports map[hostPort]bool
+}
+
+type hostPort struct {
+	ip       string
+	protocol corev1.Protocol
+	port     int32
+}
+
+// snapshot is the cluster as one scheduling cycle sees it.
+type snapshot struct {
+	nodes []*nodeInfo
+	// byName finds a node's info.
+	byName map[string]*nodeInfo
+	// namespaces are the namespaces' labels, for affinity terms'
+	// namespaceSelectors.
+	namespaces map[string]map[string]string
+}
+
+func newSnapshot(nodes []*corev1.Node, pods []*corev1.Pod, namespaces map[string]map[string]string) *snapshot {
+	s := &snapshot{byName: map[string]*nodeInfo{}, namespaces: namespaces}
+	for _, n := range nodes {
+		ni := &nodeInfo{node: n, requested: corev1.ResourceList{}, nonZeroRequested: corev1.ResourceList{}, ports: map[hostPort]bool{}}
+		s.nodes = append(s.nodes, ni)
+		s.byName[n.Name] = ni
+	}
+	for _, p := range pods {
+		if ni := s.byName[p.Spec.NodeName]; ni != nil {
+			ni.add(p)
+		}
+	}
+	return s
+}
+
+// add assigns p to the node: its requests and host ports are in use.
+func (ni *nodeInfo) add(p *corev1.Pod) {
+	ni.pods = append(ni.pods, p)
+	addList(ni.requested, resource.PodRequests(p, resource.PodResourcesOptions{UseStatusResources: true}))
+	addList(ni.nonZeroRequested, resource.PodRequests(p, resource.PodResourcesOptions{UseStatusResources: true, NonMissingContainerRequests: nonZero}))
+	for _, hp := range hostPorts(p) {
+		ni.ports[hp] = true
+	}
+}
+
+// assigned: the pod is on the node (by UID).
+func (ni *nodeInfo) assigned(uid types.UID) bool {
+	for _, p := range ni.pods {
+		if p.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+func addList(to, from corev1.ResourceList) {
+	for name, q := range from {
+		cur := to[name]
+		cur.Add(q)
+		to[name] = cur
+	}
+}
+
+// hostPorts are the pod's host ports: its containers' and its sidecars'
+// (restartable init containers), an empty IP meaning every address and an
+// empty protocol TCP.
+func hostPorts(p *corev1.Pod) []hostPort {
+	var out []hostPort
+	add := func(c corev1.Container) {
+		for _, port := range c.Ports {
+			if port.HostPort <= 0 {
+				continue
+			}
+			hp := hostPort{ip: port.HostIP, protocol: port.Protocol, port: port.HostPort}
+			if hp.ip == "" {
+				hp.ip = "0.0.0.0"
+			}
+			if hp.protocol == "" {
+				hp.protocol = corev1.ProtocolTCP
+			}
+			out = append(out, hp)
+		}
+	}
+	for _, c := range p.Spec.Containers {
+		add(c)
+	}
+	for _, c := range p.Spec.InitContainers {
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			add(c)
+		}
+	}
+	return out
+}
+
+// conflicts: hp is in use on the node (the same port and protocol on the
+// same address, or either on every address).
+func (ni *nodeInfo) conflicts(hp hostPort) bool {
+	for used := range ni.ports {
+		if used.port == hp.port && used.protocol == hp.protocol && (used.ip == hp.ip || used.ip == "0.0.0.0" || hp.ip == "0.0.0.0") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,141 @@
+package scheduler
+
+// The VolumeBinding plugin's part: a pod's claims must be bound, or of a
+// WaitForFirstConsumer class that can provision on the chosen node; for
+// those the scheduler names the node on the claims
+// (volume.kubernetes.io/selected-node) and binds the pod once they are
+// bound, as upstream's PreBind waits.
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	volumeutil "k8s.io/component-helpers/storage/volume"
+)
+
+// claims are a pod's claims by how the scheduler treats them.
+type claims struct {
+	bound []*corev1.PersistentVolumeClaim
+	// delayed are unbound claims of WaitForFirstConsumer classes, with
+	// their classes.
+	delayed []*corev1.PersistentVolumeClaim
+	classes map[string]*storagev1.StorageClass
+}
+
+// prefilterVolumes classifies the pod's claims, or says why the pod cannot
+// be scheduled anywhere (a claim that is missing, being deleted, or unbound
+// and not waiting for its first consumer).
+func (s *Scheduler) prefilterVolumes(pod *corev1.Pod) (claims, string) {
+	cl := claims{classes: map[string]*storagev1.StorageClass{}}
+	unboundImmediate := false
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		name := v.PersistentVolumeClaim.ClaimName
+		pvc, err := s.pvcs.PersistentVolumeClaims(pod.Namespace).Get(name)
+		if err != nil {
+			return cl, fmt.Sprintf("persistentvolumeclaim %q not found", name)
+		}
+		if pvc.DeletionTimestamp != nil {
+			return cl, fmt.Sprintf("persistentvolumeclaim %q is being deleted", name)
+		}
+		if pvc.Spec.VolumeName != "" && metav1.HasAnnotation(pvc.ObjectMeta, volumeutil.AnnBindCompleted) {
+			cl.bound = append(cl.bound, pvc)
+			continue
+		}
+		className := volumeutil.GetPersistentVolumeClaimClass(pvc)
+		class, err := s.classes.Get(className)
+		if err == nil && class.VolumeBindingMode != nil && *class.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer && pvc.Spec.VolumeName == "" {
+			cl.delayed = append(cl.delayed, pvc)
+			cl.classes[className] = class
+			continue
+		}
+		unboundImmediate = true
+	}
+	if unboundImmediate {
+		return cl, "pod has unbound immediate PersistentVolumeClaims"
+	}
+	return cl, ""
+}
+
+// volumeBinding: the node matches the bound claims' volumes' node
+// affinity, and can get the delayed claims' volumes provisioned.
+func (c *cycle) volumeBinding(ni *nodeInfo) *status {
+	for _, pvc := range c.claims.bound {
+		pv, err := c.s.pvs.Get(pvc.Spec.VolumeName)
+		if err != nil {
+			return reject(unresolvable, "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)")
+		}
+		if volumeutil.CheckNodeAffinity(pv, ni.node.Labels) != nil {
+			return reject(unresolvable, "node(s) didn't match PersistentVolume's node affinity")
+		}
+	}
+	for _, pvc := range c.claims.delayed {
+		if selected := pvc.Annotations[volumeutil.AnnSelectedNode]; selected != "" && selected != ni.node.Name {
+			return reject(unresolvable, "node(s) didn't find available persistent volumes to bind")
+		}
+		class := c.claims.classes[volumeutil.GetPersistentVolumeClaimClass(pvc)]
+		if class.Provisioner == "" || class.Provisioner == volumeutil.NotSupportedProvisioner {
+			return reject(unresolvable, "node(s) didn't find available persistent volumes to bind")
+		}
+	}
+	return nil
+}
+
+// selectNode names node on the pod's delayed claims, after recording it as
+// the pod's nominated node (kube-scheduler v1.37 does both before binding
+// volumes); the pod is bound once the claims are.
+func (s *Scheduler) selectNode(ctx context.Context, pod *corev1.Pod, delayed []*corev1.PersistentVolumeClaim, node string) error {
+	if pod.Status.NominatedNodeName != node {
+		updated := pod.Status.DeepCopy()
+		updated.NominatedNodeName = node
+		if err := s.patchStatus(ctx, pod, *updated); err != nil {
+			return err
+		}
+	}
+	for _, pvc := range delayed {
+		if pvc.Annotations[volumeutil.AnnSelectedNode] == node {
+			continue
+		}
+		claim := pvc.DeepCopy()
+		if claim.Annotations == nil {
+			claim.Annotations = map[string]string{}
+		}
+		claim.Annotations[volumeutil.AnnSelectedNode] = node
+		if _, err := s.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Update(ctx, claim, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("select node %s for claim %s/%s: %w", node, claim.Namespace, claim.Name, err)
+		}
+	}
+	return nil
+}
+
+// volumesBound reports whether the pod's claims are bound now (its
+// volumes provisioned), or an error when a claim's provisioning was given
+// up (its selected node removed).
+func (s *Scheduler) volumesBound(pod *corev1.Pod, node string) (bool, error) {
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		pvc, err := s.pvcs.PersistentVolumeClaims(pod.Namespace).Get(v.PersistentVolumeClaim.ClaimName)
+		if apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("persistentvolumeclaim %q not found", v.PersistentVolumeClaim.ClaimName)
+		}
+		if err != nil {
+			return false, err
+		}
+		if pvc.Spec.VolumeName != "" && metav1.HasAnnotation(pvc.ObjectMeta, volumeutil.AnnBindCompleted) {
+			continue
+		}
+		if pvc.Annotations[volumeutil.AnnSelectedNode] != node {
+			return false, fmt.Errorf("provisioning failed for PVC %q", pvc.Name)
+		}
+		return false, nil
+	}
+	return true, nil
+}

@@ -1,0 +1,94 @@
+package tainteviction_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/testing/apiservertest"
+)
+
+// Pods on a node tainted NoExecute: one that does not tolerate the taint is
+// evicted at once (DisruptionTarget, then deleted), one that tolerates it
+// for 300 s (DefaultTolerationSeconds' not-ready toleration) 300 s later
+// on the server's clock, one that tolerates it for ever stays.
+func TestNoExecuteTaintEvicts(t *testing.T) {
+	t.Parallel()
+	clock := clocktesting.NewFakeClock(time.Now())
+	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{Nodes: controllers.Nodes(1), Clock: clock,
+		Controllers: []controllers.Name{controllers.ServiceAccount, controllers.Kubelet, controllers.TaintEviction}}))
+	client, err := srv.Clientset()
+	require.NoError(t, err)
+	mk := func(name string, tolerations ...corev1.Toleration) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: corev1.PodSpec{NodeName: "node-0", Tolerations: tolerations, Containers: []corev1.Container{{Name: "c", Image: "nginx:1"}}}}
+		created, err := client.CoreV1().Pods("default").Create(t.Context(), p, metav1.CreateOptions{})
+		require.NoError(t, err)
+		return created
+	}
+	dedicated := corev1.Taint{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoExecute}
+	plain := mk("plain")
+	tolerant := mk("tolerant", corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)})
+	forever := mk("forever", corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpExists})
+
+	node, err := client.CoreV1().Nodes().Get(t.Context(), "node-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	node.Spec.Taints = append(node.Spec.Taints, dedicated)
+	_, err = client.CoreV1().Nodes().Update(t.Context(), node, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	marked := waitPod(t, client, plain, func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil })
+	var target corev1.PodCondition
+	for _, c := range marked.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget {
+			target = c
+		}
+	}
+	assert.Equal(t, "DeletionByTaintManager", target.Reason)
+	assert.Equal(t, "Taint manager: deleting due to NoExecute taint", target.Message)
+	apiservertest.WaitIdle(t, srv)
+	for _, p := range []*corev1.Pod{tolerant, forever} {
+		got, err := client.CoreV1().Pods("default").Get(t.Context(), p.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Nil(t, got.DeletionTimestamp, p.Name)
+	}
+	apiservertest.StepClock(t, srv, clock, 300*time.Second)
+	waitPod(t, client, tolerant, func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil })
+	got, err := client.CoreV1().Pods("default").Get(t.Context(), "forever", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Nil(t, got.DeletionTimestamp)
+}
+
+// waitPod watches the pod from from until cond holds (a deleted pod
+// counts as one marked for deletion).
+func waitPod(t *testing.T, client kubernetes.Interface, from *corev1.Pod, cond func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	w, err := client.CoreV1().Pods(from.Namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: from.ResourceVersion,
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", from.Name).String()})
+	require.NoError(t, err)
+	defer w.Stop()
+	for {
+		select {
+		case ev := <-w.ResultChan():
+			if p, ok := ev.Object.(*corev1.Pod); ok && (cond(p) || ev.Type == watch.Deleted) {
+				return p
+			}
+		case <-ctx.Done():
+			t.Fatalf("pod %s: condition not met", from.Name)
+		}
+	}
+}
