@@ -35,8 +35,8 @@ import (
 // namespace lifecycle (no objects in missing or terminating namespaces, no
 // deleting the system namespaces), limit ranges (defaults, then bounds),
 // the pod plugins (service account unless serviceAccount is false, as
-// envtest disables it; priority, default tolerations), mutating admission
-// policies and webhooks,
+// envtest disables it; priority, default tolerations), the default storage
+// class of claims, mutating admission policies and webhooks,
 // then validating admission policies and webhooks, and resource quota last.
 // Webhooks are called at their URL, or at an endpoint of their Service
 // (services: serviceResolver). The plugins use the informers of inf, and the
@@ -87,7 +87,7 @@ func newAdmission(loopback *rest.Config, inf *informerSet, authz authorizer.Auth
 		inf.kube.Core().V1().Namespaces().Informer().HasSynced, inf.kube.Core().V1().ResourceQuotas().Informer().HasSynced,
 	}
 	return admission.NewChainHandler(nsLifecycle, kubeadmission.NewLimitRanger(client), kubeadmission.NewPods(client, serviceAccount),
-		mutatingPolicies, mutatingHooks, validatingPolicies, validatingHooks, quotas), synced, nil
+		kubeadmission.NewDefaultStorageClass(client), mutatingPolicies, mutatingHooks, validatingPolicies, validatingHooks, quotas), synced, nil
 }
 
 // quotaInitializer gives the ResourceQuota plugin the core evaluators, as
