@@ -120,7 +120,7 @@ type Options struct {
 	// API machinery's own timestamps (creationTimestamp,
 	// deletionTimestamp, managed fields), which are the machine's. Default:
 	// the real clock.
-	Clock clock.WithTicker
+	Clock clock.WithTickerAndDelayedExecution
 
 	// KeepKlogLogger leaves klog's process-wide logger alone. By default the
 	// first New of a process points it at a logger that prints only errors
@@ -181,7 +181,7 @@ type completedOptions struct {
 	// for ProfileCluster.
 	serviceAccountAdmission bool
 	nodes                   []controllers.Node
-	clock                   clock.WithTicker
+	clock                   clock.WithTickerAndDelayedExecution
 }
 
 // complete validates o, reporting every problem at once, and fills in its

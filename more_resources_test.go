@@ -13,12 +13,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
 
 func TestClaimsNodesPriorityClassesBudgets(t *testing.T) {
 	t.Parallel()
-	srv := apiservertest.Start(t)
+	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{
+		// The test writes a node's taints and status itself: no node
+		// lifecycle controller may change them meanwhile.
+		Controllers: []controllers.Name{"*", "-" + controllers.NodeLifecycle}}))
 	c := clientset(t, srv)
 	ctx := t.Context()
 

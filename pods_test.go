@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
 
@@ -68,7 +70,9 @@ func TestPods(t *testing.T) {
 	_, err = pods.Get(ctx, "scheduled", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "%v", err)
 
-	_, err = pods.Create(ctx, pod("pending", ""), metav1.CreateOptions{})
+	pending := pod("pending", "")
+	pending.Spec.SchedulerName = "no-such-scheduler" // stays unscheduled
+	_, err = pods.Create(ctx, pending, metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.NoError(t, pods.Delete(ctx, "pending", metav1.DeleteOptions{}))
 	_, err = pods.Get(ctx, "pending", metav1.GetOptions{})
@@ -85,7 +89,8 @@ func TestPods(t *testing.T) {
 // disruption budgets), pods/ephemeralcontainers and pods/resize.
 func TestPodSubresources(t *testing.T) {
 	t.Parallel()
-	srv := apiservertest.Start(t)
+	// The test binds pods itself: no scheduler may bind them first.
+	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{Controllers: []controllers.Name{"*", "-" + controllers.Scheduler}}))
 	c := clientset(t, srv)
 	ctx := t.Context()
 	newPod := func(name string) *corev1.Pod {

@@ -101,6 +101,7 @@ func TestTokenRequestBoundToPod(t *testing.T) {
 	assert.Equal(t, authenticationv1.ExtraValue{string(pod.UID)}, st.User.Extra["authentication.kubernetes.io/pod-uid"])
 
 	require.NoError(t, c.CoreV1().Pods("default").Delete(t.Context(), "app", metav1.DeleteOptions{}))
+	apiservertest.WaitIdle(t, srv) // its kubelet stops it and deletes it
 	st = review(t, c, tr.Status.Token)
 	assert.False(t, st.Authenticated)
 	assert.Equal(t, "service account token has been invalidated", st.Error)

@@ -32,10 +32,10 @@ import (
 	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/clock"
 	basecompatibility "k8s.io/component-base/compatibility"
 	aggregatorscheme "k8s.io/kube-aggregator/pkg/apiserver/scheme"
 	openapicommon "k8s.io/kube-openapi/pkg/common"
+	"k8s.io/utils/clock"
 
 	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/faults"
@@ -71,7 +71,7 @@ type Config struct {
 	// nodes the kubelet registers; Clock the controllers' clock.
 	Controllers             []controllers.Name
 	Nodes                   []controllers.Node
-	Clock                   clock.WithTicker
+	Clock                   clock.WithTickerAndDelayedExecution
 	PriorityAndFairness     bool
 	ServiceAccountAdmission bool
 	Audit                   Audit
