@@ -194,6 +194,56 @@ func ExampleServer_WaitIdle() {
 	// dependent: true
 }
 
+// Pods run on the server's simulated node: scheduled, started by its
+// simulated kubelet, Ready with an IP; the test decides how containers
+// end.
+func ExampleServer_Kubelet() {
+	srv, err := apiserver.New(apiserver.Options{}) // the cluster profile: one node, node-0
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	ctx := context.Background()
+	if err := srv.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	client, err := srv.Clientset()
+	if err != nil {
+		log.Fatal(err)
+	}
+	pods := client.CoreV1().Pods("default")
+	_, err = pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "nginx", Image: "nginx:1.27"}}}}, metav1.CreateOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := srv.WaitIdle(ctx); err != nil { // scheduled, started
+		log.Fatal(err)
+	}
+	pod, err := pods.Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(pod.Spec.NodeName, pod.Status.Phase, pod.Status.ContainerStatuses[0].Ready)
+
+	// The container crashes: the kubelet restarts it.
+	if err := srv.Kubelet().Exit(ctx, "default", "web", "nginx", 1); err != nil {
+		log.Fatal(err)
+	}
+	if err := srv.WaitIdle(ctx); err != nil {
+		log.Fatal(err)
+	}
+	pod, err = pods.Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	s := pod.Status.ContainerStatuses[0]
+	fmt.Println(s.RestartCount, s.LastTerminationState.Terminated.Reason, s.LastTerminationState.Terminated.ExitCode)
+	// Output:
+	// node-0 Running true
+	// 1 Error 1
+}
+
 // A client for any user: the server's CA signs a client certificate for
 // it. Until RBAC grants it something, a user may only ask who it is.
 func ExampleServer_RESTConfigFor() {

@@ -62,6 +62,14 @@ func controllersFlag(fs *flag.FlagSet, v string) []controllers.Name {
 	return splitNames(v)
 }
 
+// nodesFlag is --nodes: nil (the profile's) when not given.
+func nodesFlag(n int) []controllers.Node {
+	if n < 0 {
+		return nil
+	}
+	return controllers.Nodes(n)
+}
+
 // splitNames reads --controllers; an empty value runs none.
 func splitNames(v string) []controllers.Name {
 	names := []controllers.Name{}
@@ -76,7 +84,7 @@ func splitNames(v string) []controllers.Name {
 // flags are the command line.
 type flags struct {
 	kubeconfig, bind, auditLog, auditPolicy, profile, ctrls string
-	port                                                    int
+	port, nodes                                             int
 	verbose, apf                                            bool
 	crds, rbac                                              stringList
 	storage                                                 storageFlags
@@ -97,6 +105,8 @@ func parseFlags(args []string, stderr io.Writer) (*flags, *flag.FlagSet, error) 
 		"default service accounts) or 'envtest' (as envtest's control plane: no controllers, no ServiceAccount admission)")
 	fs.StringVar(&f.ctrls, "controllers", "*", "the controllers to run, as kube-controller-manager's flag of that name: "+
 		"'*' all, 'name' one, '-name' not that one (comma-separated); default: the profile's; known: "+joinNames(controllers.All()))
+	fs.IntVar(&f.nodes, "nodes", -1, "simulated nodes to register (node-0, node-1, ...), whose pods the simulated kubelet runs; "+
+		"default: the profile's (1 for 'cluster', 0 for 'envtest')")
 	fs.Var(&f.crds, "crds", "file or directory of CRD YAML/JSON to install before serving (repeatable)")
 	fs.Var(&f.rbac, "rbac", "file or directory of RBAC manifests (config/rbac) to create before serving (repeatable)")
 	f.storage.register(fs)
@@ -134,7 +144,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	srv, err := apiserver.New(apiserver.Options{Logger: log, BindAddress: f.bind, Port: f.port, CRDPaths: f.crds, RBACPaths: f.rbac,
 		DisablePriorityAndFairness: !f.apf, AuditLogPath: f.auditLog, AuditPolicyFile: f.auditPolicy,
-		Profile: apiserver.Profile(f.profile), Controllers: controllersFlag(fs, f.ctrls),
+		Profile: apiserver.Profile(f.profile), Controllers: controllersFlag(fs, f.ctrls), Nodes: nodesFlag(f.nodes),
 		Storage: backend, CertDir: f.storage.certDir()})
 	if err != nil {
 		return err

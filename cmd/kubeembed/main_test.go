@@ -35,7 +35,7 @@ func TestCLI(t *testing.T) {
 	require.NoError(t, build.Run())
 
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--crds", "../../testdata/crds")
+	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--crds", "../../testdata/crds", "--nodes", "2")
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	var stderr strings.Builder
@@ -73,6 +73,12 @@ func TestCLI(t *testing.T) {
 	_, err = dyn.Resource(schema.GroupVersionResource{Group: "example.kubeembed.dev", Version: "v1", Resource: "widgets"}).
 		Namespace("default").List(context.Background(), metav1.ListOptions{})
 	require.NoError(t, err, "CRDs from --crds are served")
+	nodes, err := c.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, nodes.Items, 2, "--nodes 2")
+	for _, n := range nodes.Items {
+		assert.Empty(t, n.Spec.Taints, "%s is Ready and schedulable when the CLI serves", n.Name)
+	}
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	select {
@@ -149,4 +155,6 @@ func TestCLIProfile(t *testing.T) {
 	assert.Nil(t, controllersFlag(fs, *v), "not given: the profile's")
 	require.NoError(t, fs.Parse([]string{"--controllers", ""}))
 	assert.Equal(t, []controllers.Name{}, controllersFlag(fs, *v), "given empty: none")
+	assert.Nil(t, nodesFlag(-1), "--nodes not given: the profile's")
+	assert.Equal(t, []controllers.Node{}, nodesFlag(0), "--nodes 0: none")
 }
