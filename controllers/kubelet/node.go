@@ -35,6 +35,14 @@ const (
 	controllerDetach = "volumes.kubernetes.io/controller-managed-attach-detach"
 )
 
+// The simulated addresses: node i's InternalIP is in NodeAddresses, its
+// pods' in its /24 of PodAddresses. Nothing listens at them; a server
+// never dials them (its Service resolver refuses to).
+const (
+	PodAddresses  = "10.244.0.0/16"
+	NodeAddresses = "172.18.0.0/16"
+)
+
 // node is a simulated node: what the kubelet knows of it.
 type node struct {
 	spec  controllers.Node

@@ -71,8 +71,9 @@ type Scheduler struct {
 	mu sync.Mutex
 	// assumed are pods bound whose binding the informer has not shown yet;
 	// waiting the pods whose claims are provisioned for a node.
-	assumed map[types.UID]*corev1.Pod
-	waiting map[types.UID]string
+	assumed  map[types.UID]*corev1.Pod
+	waiting  map[types.UID]string
+	requests *requestCache
 }
 
 // New returns the scheduler of cfg's server.
@@ -90,7 +91,8 @@ func New(cfg controllers.Config) (*Scheduler, error) {
 	s := &Scheduler{client: client, pods: inf.Core().V1().Pods().Lister(), nodes: inf.Core().V1().Nodes().Lister(),
 		namespaces: inf.Core().V1().Namespaces().Lister(), pvcs: inf.Core().V1().PersistentVolumeClaims().Lister(),
 		pvs: inf.Core().V1().PersistentVolumes().Lister(), classes: inf.Storage().V1().StorageClasses().Lister(),
-		queue: controller.NewQueue("scheduler", cfg.QueueMetrics), assumed: map[types.UID]*corev1.Pod{}, waiting: map[types.UID]string{}}
+		queue: controller.NewQueue("scheduler", cfg.QueueMetrics), assumed: map[types.UID]*corev1.Pod{}, waiting: map[types.UID]string{},
+		requests: newRequestCache()}
 	s.Name, s.Observer, s.Queues = string(controllers.Scheduler), controller.NewObserver(cfg.Revisions), []*controller.Queue{s.queue}
 	return s, s.watch(cfg)
 }
@@ -151,6 +153,7 @@ func (s *Scheduler) forget(obj any) {
 		delete(s.assumed, p.UID)
 		delete(s.waiting, p.UID)
 		s.mu.Unlock()
+		s.requests.forget(p.UID)
 	}
 }
 
@@ -230,7 +233,7 @@ func (s *Scheduler) snapshot(placed []*corev1.Pod) (*snapshot, error) {
 	for _, ns := range nsList {
 		namespaces[ns.Name] = ns.Labels
 	}
-	return newSnapshot(nodes, placed, namespaces), nil
+	return newSnapshot(nodes, placed, namespaces, s.requests), nil
 }
 
 // cycle is one pod's scheduling attempt.
@@ -238,7 +241,8 @@ type cycle struct {
 	s        *Scheduler
 	pod      *corev1.Pod
 	snap     *snapshot
-	requests corev1.ResourceList
+	// requests are the pod's; nonZero with the scoring's defaults.
+	requests, nonZero corev1.ResourceList
 	claims   claims
 	spread   []spreadConstraint
 	// affinity and antiAffinity are the pod's required terms; refused
@@ -249,7 +253,8 @@ type cycle struct {
 
 func (s *Scheduler) newCycle(pod *corev1.Pod, snap *snapshot) *cycle {
 	c := &cycle{s: s, pod: pod, snap: snap, requests: resource.PodRequests(pod, resource.PodResourcesOptions{}),
-		spread: spreadConstraints(pod, snap), refused: refusedDomains(pod, snap)}
+		nonZero: resource.PodRequests(pod, resource.PodResourcesOptions{NonMissingContainerRequests: nonZero}),
+		spread:  spreadConstraints(pod, snap), refused: refusedDomains(pod, snap)}
 	if a := pod.Spec.Affinity; a != nil && a.PodAffinity != nil {
 		c.affinity = terms(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, pod.Namespace, snap.namespaces)
 	}
@@ -344,7 +349,7 @@ func (s *Scheduler) bind(ctx context.Context, pod *corev1.Pod, ni *nodeInfo, sna
 	s.mu.Lock()
 	s.assumed[pod.UID] = assumed
 	s.mu.Unlock()
-	ni.add(assumed)
+	snap.add(ni, assumed)
 	s.recorder.Eventf(pod, nil, corev1.EventTypeNormal, "Scheduled", "Binding", "Successfully assigned %s/%s to %s", pod.Namespace, pod.Name, ni.node.Name)
 	return nil
 }

@@ -173,7 +173,9 @@ func TestFilterReasons(t *testing.T) {
 	_, err := client.SchedulingV1().PriorityClasses().Create(t.Context(), &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "no-preemption"},
 		Value: 10, PreemptionPolicy: ptrTo(corev1.PreemptNever)}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	hostPort := func(p *corev1.Pod) { p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 8080}} }
+	hostPort := func(p *corev1.Pod) {
+		p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 8080}}
+	}
 	wait(t, client, create(t, client, pod("first", hostPort)), scheduled)
 	for _, tc := range []struct {
 		pod  *corev1.Pod

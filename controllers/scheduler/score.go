@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
@@ -137,7 +136,7 @@ func (c *cycle) preferredNodeAffinity(ni *nodeInfo) int64 {
 // leastAllocated favours nodes with the most CPU and memory left, counting
 // kube-scheduler's non-zero requests for containers that name none.
 func (c *cycle) leastAllocated(ni *nodeInfo) int64 {
-	podNonZero := resource.PodRequests(c.pod, resource.PodResourcesOptions{NonMissingContainerRequests: nonZero})
+	podNonZero := c.nonZero
 	var sum int64
 	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 		alloc := milli(ni.node.Status.Allocatable, name)

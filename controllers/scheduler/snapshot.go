@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"sync"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/resource"
@@ -39,10 +41,20 @@ type snapshot struct {
 	// namespaces are the namespaces' labels, for affinity terms'
 	// namespaceSelectors.
 	namespaces map[string]map[string]string
+	// antiAffine are the placed pods with required anti-affinity, which
+	// may refuse a pod their domains.
+	antiAffine []*placed
+	requests   *requestCache
 }
 
-func newSnapshot(nodes []*corev1.Node, pods []*corev1.Pod, namespaces map[string]map[string]string) *snapshot {
-	s := &snapshot{byName: map[string]*nodeInfo{}, namespaces: namespaces}
+// placed is a pod on a node.
+type placed struct {
+	pod  *corev1.Pod
+	node *nodeInfo
+}
+
+func newSnapshot(nodes []*corev1.Node, pods []*corev1.Pod, namespaces map[string]map[string]string, requests *requestCache) *snapshot {
+	s := &snapshot{byName: map[string]*nodeInfo{}, namespaces: namespaces, requests: requests}
 	for _, n := range nodes {
 		ni := &nodeInfo{node: n, requested: corev1.ResourceList{}, nonZeroRequested: corev1.ResourceList{}, ports: map[hostPort]bool{}}
 		s.nodes = append(s.nodes, ni)
@@ -50,20 +62,58 @@ func newSnapshot(nodes []*corev1.Node, pods []*corev1.Pod, namespaces map[string
 	}
 	for _, p := range pods {
 		if ni := s.byName[p.Spec.NodeName]; ni != nil {
-			ni.add(p)
+			s.add(ni, p)
 		}
 	}
 	return s
 }
 
 // add assigns p to the node: its requests and host ports are in use.
-func (ni *nodeInfo) add(p *corev1.Pod) {
+func (s *snapshot) add(ni *nodeInfo, p *corev1.Pod) {
 	ni.pods = append(ni.pods, p)
-	addList(ni.requested, resource.PodRequests(p, resource.PodResourcesOptions{UseStatusResources: true}))
-	addList(ni.nonZeroRequested, resource.PodRequests(p, resource.PodResourcesOptions{UseStatusResources: true, NonMissingContainerRequests: nonZero}))
+	req := s.requests.of(p)
+	addList(ni.requested, req.requested)
+	addList(ni.nonZeroRequested, req.nonZero)
 	for _, hp := range hostPorts(p) {
 		ni.ports[hp] = true
 	}
+	if a := p.Spec.Affinity; a != nil && a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+		s.antiAffine = append(s.antiAffine, &placed{pod: p, node: ni})
+	}
+}
+
+// requestCache keeps each pod's requests by UID while its resourceVersion
+// stays: computing them for every pod at every cycle made the scheduler
+// the bottleneck of a thousand pods' creation.
+type requestCache struct {
+	mu   sync.Mutex
+	pods map[types.UID]podRequests
+}
+
+type podRequests struct {
+	resourceVersion    string
+	requested, nonZero corev1.ResourceList
+}
+
+func newRequestCache() *requestCache { return &requestCache{pods: map[types.UID]podRequests{}} }
+
+func (c *requestCache) of(p *corev1.Pod) podRequests {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.pods[p.UID]; ok && r.resourceVersion == p.ResourceVersion && p.ResourceVersion != "" {
+		return r
+	}
+	r := podRequests{resourceVersion: p.ResourceVersion,
+		requested: resource.PodRequests(p, resource.PodResourcesOptions{UseStatusResources: true}),
+		nonZero:   resource.PodRequests(p, resource.PodResourcesOptions{UseStatusResources: true, NonMissingContainerRequests: nonZero})}
+	c.pods[p.UID] = r
+	return r
+}
+
+func (c *requestCache) forget(uid types.UID) {
+	c.mu.Lock()
+	delete(c.pods, uid)
+	c.mu.Unlock()
 }
 
 // assigned: the pod is on the node (by UID).

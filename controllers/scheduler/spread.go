@@ -212,18 +212,14 @@ func (c *cycle) domainHas(key, value string, match func(*corev1.Pod) bool) bool 
 // anti-affinity refuses pod: topology key -> values.
 func refusedDomains(pod *corev1.Pod, snap *snapshot) map[string]map[string]bool {
 	out := map[string]map[string]bool{}
-	for _, ni := range snap.nodes {
-		for _, p := range ni.pods {
-			if p.Spec.Affinity == nil || p.Spec.Affinity.PodAntiAffinity == nil {
-				continue
-			}
-			for _, t := range terms(p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, p.Namespace, snap.namespaces) {
-				if v, ok := ni.node.Labels[t.key]; ok && t.matches(pod) {
-					if out[t.key] == nil {
-						out[t.key] = map[string]bool{}
-					}
-					out[t.key][v] = true
+	for _, pl := range snap.antiAffine {
+		p := pl.pod
+		for _, t := range terms(p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, p.Namespace, snap.namespaces) {
+			if v, ok := pl.node.node.Labels[t.key]; ok && t.matches(pod) {
+				if out[t.key] == nil {
+					out[t.key] = map[string]bool{}
 				}
+				out[t.key][v] = true
 			}
 		}
 	}

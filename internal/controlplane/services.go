@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -17,6 +18,8 @@ import (
 	"k8s.io/apiserver/pkg/util/proxy"
 	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
+
+	"github.com/kubeembed/apiserver/controllers/kubelet"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -28,11 +31,23 @@ const LocalEndpointIP = "192.0.2.1"
 
 var localEndpoint = netip.MustParseAddr(LocalEndpointIP)
 
+// simulated are the simulated pods' and nodes' addresses, which no one
+// listens at: dialing one would send a packet off this machine.
+var simulated = []netip.Prefix{netip.MustParsePrefix(kubelet.PodAddresses), netip.MustParsePrefix(kubelet.NodeAddresses)}
+
 // dialLocal dials as net.Dialer does, but LocalEndpointIP on the loopback
-// interface.
+// interface, and refuses the simulated pods' and nodes' addresses.
 func dialLocal(ctx context.Context, network, address string) (net.Conn, error) {
-	if ap, err := netip.ParseAddrPort(address); err == nil && ap.Addr().Unmap() == localEndpoint {
-		address = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ap.Port()).String()
+	if ap, err := netip.ParseAddrPort(address); err == nil {
+		if ap.Addr().Unmap() == localEndpoint {
+			address = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ap.Port()).String()
+		}
+		for _, p := range simulated {
+			if p.Contains(ap.Addr().Unmap()) {
+				return nil, fmt.Errorf("dial %s: %s is a simulated pod or node address, where nothing listens; "+
+					"serve the Service from the test instead (apiservertest.ServeService)", address, ap.Addr())
+			}
+		}
 	}
 	d := net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	return d.DialContext(ctx, network, address)

@@ -40,6 +40,17 @@ func TestDialLocalReachesLoopback(t *testing.T) {
 	assert.Equal(t, "127.0.0.1", server.LocalAddr().(*net.TCPAddr).IP.String())
 }
 
+// The simulated pods' and nodes' addresses are never dialed: nothing
+// listens there, and a packet would leave the machine.
+func TestDialLocalRefusesSimulatedAddresses(t *testing.T) {
+	t.Parallel()
+	for _, addr := range []string{"10.244.0.5:443", "172.18.0.2:10250"} {
+		_, err := dialLocal(t.Context(), "tcp", addr)
+		assert.ErrorContains(t, err, "simulated pod or node address", addr)
+		assert.ErrorContains(t, err, "apiservertest.ServeService")
+	}
+}
+
 // The resolver names the server itself for default/kubernetes:443, and an
 // endpoint of a Service's port from the informers' EndpointSlices (a ready
 // one: the not-ready endpoint is never chosen).

@@ -1,0 +1,146 @@
+package apiserver_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/controllers"
+)
+
+// BenchmarkPods1000Running creates 1,000 bare pods on a server of 10
+// simulated nodes and times until every one is Running and Ready
+// (scheduled, admitted, started: two status writes each).
+func BenchmarkPods1000Running(b *testing.B) {
+	for b.Loop() {
+		b.StopTimer()
+		srv := startServer(b, apiserver.Options{Nodes: controllers.Nodes(10)})
+		c, err := srv.Clientset()
+		if err != nil {
+			b.Fatal(err)
+		}
+		w := watchReadyPods(b, c)
+		b.StartTimer()
+		for i := range 1000 {
+			if _, err := c.CoreV1().Pods("default").Create(context.Background(), benchPod(fmt.Sprintf("p-%d", i), "bench"), metav1.CreateOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		waitReady(b, w, 1000)
+		b.StopTimer()
+		w.Stop()
+		_ = srv.Close()
+		b.StartTimer()
+	}
+}
+
+// BenchmarkServiceSlices100 times, for a Service over 100 pods, from the
+// last pod Ready to its EndpointSlice listing the 100 as ready.
+func BenchmarkServiceSlices100(b *testing.B) {
+	for b.Loop() {
+		b.StopTimer()
+		srv := startServer(b, apiserver.Options{})
+		c, err := srv.Clientset()
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		if _, err := c.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "svc"},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "svc"}, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		slices, err := c.DiscoveryV1().EndpointSlices("default").Watch(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=svc"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		w := watchReadyPods(b, c)
+		for i := range 100 {
+			if _, err := c.CoreV1().Pods("default").Create(ctx, benchPod(fmt.Sprintf("p-%d", i), "svc"), metav1.CreateOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		waitReady(b, w, 100)
+		b.StartTimer()
+		for ev := range slices.ResultChan() {
+			if s, ok := ev.Object.(*discoveryv1.EndpointSlice); ok && readyEndpoints(s) == 100 {
+				break
+			}
+		}
+		b.StopTimer()
+		slices.Stop()
+		w.Stop()
+		_ = srv.Close()
+		b.StartTimer()
+	}
+}
+
+func readyEndpoints(s *discoveryv1.EndpointSlice) int {
+	n := 0
+	for _, e := range s.Endpoints {
+		if e.Conditions.Ready != nil && *e.Conditions.Ready {
+			n++
+		}
+	}
+	return n
+}
+
+// BenchmarkStartNodes is BenchmarkStart with 0 and 3 simulated nodes: what
+// nodes add to a start.
+func BenchmarkStartNodes(b *testing.B) {
+	for _, n := range []int{0, 3} {
+		b.Run(fmt.Sprintf("nodes-%d", n), func(b *testing.B) { benchmarkStart(b, apiserver.Options{Nodes: controllers.Nodes(n)}) })
+	}
+}
+
+// BenchmarkHeapPerServerNodes is BenchmarkHeapPerServer with 0 and 3
+// simulated nodes.
+func BenchmarkHeapPerServerNodes(b *testing.B) {
+	for _, n := range []int{0, 3} {
+		b.Run(fmt.Sprintf("nodes-%d", n), func(b *testing.B) { benchmarkHeap(b, apiserver.Options{Nodes: controllers.Nodes(n)}) })
+	}
+}
+
+func benchPod(name, app string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": app}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx:1.27"}}}}
+}
+
+func watchReadyPods(b *testing.B, c kubernetes.Interface) watch.Interface {
+	b.Helper()
+	w, err := c.CoreV1().Pods("default").Watch(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return w
+}
+
+// waitReady waits until n pods have been seen Ready.
+func waitReady(b *testing.B, w watch.Interface, n int) {
+	b.Helper()
+	ready := map[string]bool{}
+	deadline := time.After(time.Minute)
+	for len(ready) < n {
+		select {
+		case ev := <-w.ResultChan():
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+					ready[p.Name] = true
+				}
+			}
+		case <-deadline:
+			b.Fatalf("%d of %d pods Ready after a minute", len(ready), n)
+		}
+	}
+}
