@@ -153,7 +153,7 @@ func (gc *GarbageCollector) owner(ctx context.Context, item identity, ref metav1
 	}
 	owner, err := gc.get(ctx, local)
 	if apierrors.IsNotFound(err) || err == nil && owner.UID != ref.UID {
-		if namespaced, _ := gc.namespaced(local); !namespaced {
+		if namespaced, _ := gc.namespaced(ctx, local); !namespaced {
 			local = cluster
 		}
 		gc.absent.add(local)

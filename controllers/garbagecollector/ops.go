@@ -16,8 +16,8 @@ import (
 )
 
 // client is the metadata client of id's resource, in its namespace.
-func (gc *GarbageCollector) client(id identity) (metadata.ResourceInterface, error) {
-	m, err := gc.mapping(id)
+func (gc *GarbageCollector) client(ctx context.Context, id identity) (metadata.ResourceInterface, error) {
+	m, err := gc.mapping(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -30,25 +30,28 @@ func (gc *GarbageCollector) client(id identity) (metadata.ResourceInterface, err
 	return gc.metadata.Resource(m.Resource).Namespace(id.Namespace), nil
 }
 
-func (gc *GarbageCollector) namespaced(id identity) (bool, error) {
-	m, err := gc.mapping(id)
+func (gc *GarbageCollector) namespaced(ctx context.Context, id identity) (bool, error) {
+	m, err := gc.mapping(ctx, id)
 	if err != nil {
 		return false, err
 	}
 	return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
 }
 
-// mapping is the resource of id's kind.
-func (gc *GarbageCollector) mapping(id identity) (*meta.RESTMapping, error) {
+// mapping is the resource of id's kind. Discovery, when the mapper asks
+// for it, is asked with ctx: without it, a discovery request made as the
+// server closed was retried by client-go for 10 s and held Close (seen on
+// etcd once the simulated nodes owned Leases).
+func (gc *GarbageCollector) mapping(ctx context.Context, id identity) (*meta.RESTMapping, error) {
 	gv, err := schema.ParseGroupVersion(id.APIVersion)
 	if err != nil {
 		return nil, err
 	}
-	return gc.mapper.RESTMapping(gv.WithKind(id.Kind).GroupKind(), gv.Version)
+	return gc.mapper.RESTMappingWithContext(ctx, gv.WithKind(id.Kind).GroupKind(), gv.Version)
 }
 
 func (gc *GarbageCollector) get(ctx context.Context, id identity) (*metav1.PartialObjectMetadata, error) {
-	c, err := gc.client(id)
+	c, err := gc.client(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +62,7 @@ func (gc *GarbageCollector) get(ctx context.Context, id identity) (*metav1.Parti
 // the object latest was (its UID, and its resourceVersion unless only
 // other fields than its owner references changed since).
 func (gc *GarbageCollector) deleteObject(ctx context.Context, id identity, latest *metav1.PartialObjectMetadata, policy metav1.DeletionPropagation) error {
-	c, err := gc.client(id)
+	c, err := gc.client(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -92,7 +95,7 @@ type metaPatch struct {
 // patch changes id's metadata with edit, retrying on conflicts; edit
 // returns false when there is nothing to change.
 func (gc *GarbageCollector) patch(ctx context.Context, id identity, edit func(*metav1.PartialObjectMetadata, *metaPatch) bool) error {
-	c, err := gc.client(id)
+	c, err := gc.client(ctx, id)
 	if err != nil {
 		return err
 	}
