@@ -33,7 +33,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/kubeembed/apiserver/controllers"
-	"github.com/kubeembed/apiserver/controllers/csrsigning"
+	"github.com/kubeembed/apiserver/internal/certificates"
 	"github.com/kubeembed/apiserver/internal/controller"
 )
 
@@ -134,7 +134,7 @@ func (c *Controller) handle(ctx context.Context, csr *certificatesv1.Certificate
 	if approved, denied := approval(csr); approved || denied {
 		return nil
 	}
-	req, err := csrsigning.ParseCSR(csr.Spec.Request)
+	req, err := certificates.ParseCSR(csr.Spec.Request)
 	if err != nil {
 		return fmt.Errorf("unable to parse csr %q: %w", csr.Name, err)
 	}
@@ -199,7 +199,7 @@ func approval(csr *certificatesv1.CertificateSigningRequest) (approved, denied b
 // isNodeClientCert: a request the kubelet client signer would sign.
 func isNodeClientCert(csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest) bool {
 	return csr.Spec.SignerName == certificatesv1.KubeAPIServerClientKubeletSignerName &&
-		csrsigning.ValidateKubeletClientCSR(req, csr.Spec.Usages) == nil
+		certificates.ValidateKubeletClientCSR(req, csr.Spec.Usages) == nil
 }
 
 // isSelfNodeClientCert: such a request by the node it names.

@@ -42,6 +42,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/internal/certificates"
 	"github.com/kubeembed/apiserver/internal/controller"
 )
 
@@ -81,8 +82,8 @@ func New(cfg controllers.Config) (*Controller, error) {
 		return c, nil
 	}
 	for name, validate := range map[string]func(*x509.CertificateRequest, []certificatesv1.KeyUsage) error{
-		certificatesv1.KubeletServingSignerName:             ValidateKubeletServingCSR,
-		certificatesv1.KubeAPIServerClientKubeletSignerName: ValidateKubeletClientCSR,
+		certificatesv1.KubeletServingSignerName:             certificates.ValidateKubeletServingCSR,
+		certificatesv1.KubeAPIServerClientKubeletSignerName: certificates.ValidateKubeletClientCSR,
 		certificatesv1.KubeAPIServerClientSignerName:        validateAPIServerClient,
 		certificatesv1beta1.LegacyUnknownSignerName:         validateLegacyUnknown,
 	} {
@@ -143,7 +144,7 @@ func (c *Controller) handle(ctx context.Context, l *loop, csr *certificatesv1.Ce
 	if !approved(csr) || hasTrueCondition(csr, certificatesv1.CertificateFailed) || csr.Spec.SignerName != l.signerName {
 		return nil
 	}
-	req, err := ParseCSR(csr.Spec.Request)
+	req, err := certificates.ParseCSR(csr.Spec.Request)
 	if err != nil {
 		return fmt.Errorf("unable to parse csr %q: %w", csr.Name, err)
 	}

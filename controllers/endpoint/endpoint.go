@@ -3,7 +3,7 @@
 // object of its name (the v1 API, deprecated since v1.33 but still kept by
 // kube-controller-manager v1.37) listing the pods it selects, ready ones in
 // addresses and the others in notReadyAddresses, in the canonical layout of
-// RepackSubsets, labelled as the Service plus
+// internal/endpoints.RepackSubsets, labelled as the Service plus
 // endpoints.kubernetes.io/managed-by: endpoint-controller. Terminating
 // pods are left out unless the Service publishes not-ready addresses. The
 // Endpoints of a deleted Service are deleted (they have no owner

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/controllers/endpoint"
+	"github.com/kubeembed/apiserver/internal/endpoints"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
 
@@ -41,8 +42,8 @@ func address(p *corev1.Pod) corev1.EndpointAddress {
 // A Service's Endpoints: its labels plus managed-by, ready pods in
 // addresses and not-ready ones in notReadyAddresses, terminating ones left
 // out, one subset per set of addresses offering the same ports (targetPort
-// names resolved per pod), packed as RepackSubsets packs them, written by
-// kube-controller-manager.
+// names resolved per pod), packed as endpoints.RepackSubsets packs them,
+// written by kube-controller-manager.
 func TestEndpointsOfReadyAndNotReadyPods(t *testing.T) {
 	t.Parallel()
 	srv, c := start(t, controllers.Endpoint)
@@ -76,10 +77,11 @@ func TestEndpointsOfReadyAndNotReadyPods(t *testing.T) {
 		Ports:             []corev1.EndpointPort{{Name: "metrics", Port: 9100, Protocol: corev1.ProtocolTCP}},
 	}}
 	// The subsets' order is that of their hashes, which the pods' UIDs
-	// change: TestRepackSubsetsAsUpstream holds the order.
+	// change: internal/endpoints' TestRepackSubsetsAsUpstream holds the
+	// order.
 	bySubsetPort := cmpopts.SortSlices(func(x, y corev1.EndpointSubset) bool { return x.Ports[0].Name < y.Ports[0].Name })
 	assert.Empty(t, cmp.Diff(want, ep.Subsets, bySubsetPort), "subsets (-want +got)")
-	assert.Empty(t, cmp.Diff(endpoint.RepackSubsets(ep.Subsets), ep.Subsets), "subsets are packed")
+	assert.Empty(t, cmp.Diff(endpoints.RepackSubsets(ep.Subsets), ep.Subsets), "subsets are packed")
 	require.NotEmpty(t, ep.ManagedFields)
 	assert.Equal(t, "kube-controller-manager", ep.ManagedFields[0].Manager)
 }

@@ -17,6 +17,8 @@ import (
 	endpointsliceutil "k8s.io/endpointslice/util"
 	"k8s.io/klog/v2"
 	utilnet "k8s.io/utils/net"
+
+	"github.com/kubeembed/apiserver/internal/endpoints"
 )
 
 // work syncs the Service of key and retries a failure as upstream's
@@ -65,7 +67,7 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 	// Computed on every sync, so that the tracker follows the pods even when
 	// nothing is written.
 	trigger := c.triggers.ComputeEndpointLastChangeTriggerTime(ns, svc, pods)
-	subsets := RepackSubsets(desiredSubsets(klog.FromContext(ctx), svc, pods))
+	subsets := endpoints.RepackSubsets(desiredSubsets(klog.FromContext(ctx), svc, pods))
 	current, err := c.endpoints.Endpoints(ns).Get(name)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -175,7 +177,7 @@ var ignoreResourceVersion = conversion.EqualitiesOrDie(func(a, b corev1.ObjectRe
 // only when over capacity. A new trigger time alone writes nothing.
 func upToDate(current *corev1.Endpoints, svc *corev1.Service, subsets []corev1.EndpointSubset) bool {
 	sameSubsets := ignoreResourceVersion.DeepEqual(current.Subsets, subsets) ||
-		ignoreResourceVersion.DeepEqual(RepackSubsets(current.Subsets), subsets)
+		ignoreResourceVersion.DeepEqual(endpoints.RepackSubsets(current.Subsets), subsets)
 	return sameSubsets && labelsCorrect(current.Labels, svc.Labels) && capacityAnnotationCorrect(current)
 }
 

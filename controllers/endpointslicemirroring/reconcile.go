@@ -17,7 +17,7 @@ import (
 	"k8s.io/klog/v2"
 	utilnet "k8s.io/utils/net"
 
-	"github.com/kubeembed/apiserver/controllers/endpoint"
+	"github.com/kubeembed/apiserver/internal/endpoints"
 )
 
 // Event reasons, as upstream's.
@@ -82,7 +82,7 @@ func addressType(k portKey) discoveryv1.AddressType {
 func (c *Controller) desired(logger klog.Logger, ep *corev1.Endpoints) desired {
 	d := desired{ports: map[portKey][]discoveryv1.EndpointPort{}, endpoints: map[portKey]endpointsliceutil.EndpointSet{}}
 	invalid, skipped := 0, 0
-	for _, subset := range endpoint.RepackSubsets(ep.Subsets) {
+	for _, subset := range endpoints.RepackSubsets(ep.Subsets) {
 		ports := slicePorts(subset.Ports)
 		keys := map[discoveryv1.AddressType]portKey{}
 		for _, t := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {

@@ -94,6 +94,13 @@ func TestSelectedNodeThatDoesNotExistIsGivenBack(t *testing.T) {
 	t.Parallel()
 	srv, c := start(t)
 	ctx := t.Context()
+	// The default class is created once the server is ready, after Start
+	// returns. A claim synced before the class exists gets the PV
+	// controller's own ProvisioningFailed (storageclass.storage.k8s.io
+	// "standard" not found) before the provisioner's, and waitEvent returns
+	// the first: the failure seen once on 2 loaded cores, and every time
+	// with createDefaultClass delayed by 300 ms.
+	apiservertest.WaitIdle(t, srv)
 	pvc := claim("data", ptr.To(provisioner.DefaultClass))
 	pvc.Annotations = map[string]string{"volume.kubernetes.io/selected-node": "ghost"}
 	_, err := c.CoreV1().PersistentVolumeClaims("default").Create(ctx, pvc, metav1.CreateOptions{})

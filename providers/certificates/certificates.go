@@ -19,12 +19,14 @@ import (
 	certificatesv1beta1 "k8s.io/api/certificates/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
@@ -124,6 +126,7 @@ var csrs = registry.Kind[*certificatesv1.CertificateSigningRequest]{
 	PrepareStatusUpdate: func(c, old *certificatesv1.CertificateSigningRequest) {
 		// Approval is /approval's; the status subresource keeps it.
 		c.Status.Conditions = mergeConditions(c.Status.Conditions, old.Status.Conditions, false)
+		populateConditionTimestamps(c, old, metav1.Now())
 	},
 	StatusLike: map[string]registry.StatusWrite[*certificatesv1.CertificateSigningRequest]{"approval": {
 		Prepare: func(c, old *certificatesv1.CertificateSigningRequest) {
@@ -131,6 +134,7 @@ var csrs = registry.Kind[*certificatesv1.CertificateSigningRequest]{
 				Conditions:  mergeConditions(c.Status.Conditions, old.Status.Conditions, true),
 				Certificate: old.Status.Certificate,
 			}
+			populateConditionTimestamps(c, old, metav1.Now())
 		},
 		Validate: func(c, _ *certificatesv1.CertificateSigningRequest) field.ErrorList {
 			var approved, denied bool
@@ -161,6 +165,50 @@ var csrs = registry.Kind[*certificatesv1.CertificateSigningRequest]{
 		return fields.Set{"spec.signerName": c.Spec.SignerName}
 	},
 	FieldNames: []string{"spec.signerName"},
+	Customize:  refuseLegacySignerOnCreate,
+}
+
+// refuseLegacySignerOnCreate refuses new requests for
+// kubernetes.io/legacy-unknown, as kube-apiserver refuses them through
+// certificates.k8s.io/v1. Only new ones: an update keeps the spec, and
+// kube-apiserver lets a request that already has the legacy signer be
+// updated (allowLegacySignerName, "compatibility with existing data"),
+// such as one stored by an older kubeembed, or its finalizers could never
+// be removed.
+func refuseLegacySignerOnCreate(_ providers.Config, store *registry.Store, _ map[string]rest.Storage) error {
+	validate := store.Strategy.ValidateCreate
+	store.Strategy.ValidateCreate = func(ctx context.Context, obj runtime.Object) field.ErrorList {
+		errs := validate(ctx, obj)
+		if c := obj.(*certificatesv1.CertificateSigningRequest); c.Spec.SignerName == certificatesv1beta1.LegacyUnknownSignerName {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "signerName"), c.Spec.SignerName,
+				"the legacy signerName is not allowed via this API version"))
+		}
+		return errs
+	}
+	return nil
+}
+
+// populateConditionTimestamps fills in the times c's conditions lack, as
+// kube-apiserver's /status and /approval strategies do: lastUpdateTime is
+// now; lastTransitionTime is that of old's condition of the same type and
+// status, if it has one, else now.
+func populateConditionTimestamps(c, old *certificatesv1.CertificateSigningRequest, now metav1.Time) {
+	for i := range c.Status.Conditions {
+		cond := &c.Status.Conditions[i]
+		if cond.LastUpdateTime.IsZero() {
+			cond.LastUpdateTime = now
+		}
+		if !cond.LastTransitionTime.IsZero() {
+			continue
+		}
+		cond.LastTransitionTime = now
+		for _, o := range old.Status.Conditions {
+			if o.Type == cond.Type && o.Status == cond.Status && !o.LastTransitionTime.IsZero() {
+				cond.LastTransitionTime = o.LastTransitionTime
+				break
+			}
+		}
+	}
 }
 
 func isApproval(t certificatesv1.RequestConditionType) bool {

@@ -1,4 +1,9 @@
-package endpoint
+// Package endpoints lays out core/v1 Endpoints subsets as kube-apiserver's
+// and kube-controller-manager's code does (k8s.io/kubernetes's
+// pkg/api/v1/endpoints, which is not published): the endpoint controller
+// writes and compares Endpoints in this layout, and the
+// endpointslicemirroring controller mirrors them from it.
+package endpoints
 
 import (
 	"bytes"
@@ -19,7 +24,7 @@ import (
 // per set of addresses offering the same ports, each address once (by IP
 // and target UID; not ready wins over ready), addresses sorted by IP then
 // UID, ports and subsets in the order of their hashes. The result is newly
-// allocated. The endpointslicemirroring controller repacks with it too.
+// allocated.
 func RepackSubsets(subsets []corev1.EndpointSubset) []corev1.EndpointSubset {
 	// Each port, with the addresses offering it.
 	all := map[addressKey]*corev1.EndpointAddress{}
