@@ -10,6 +10,7 @@ package providers
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"reflect"
 	"time"
@@ -89,6 +90,15 @@ type Config struct {
 	// ServiceAccountTokens signs the server's service account tokens
 	// (serviceaccounts/token), which its authenticator accepts.
 	ServiceAccountTokens TokenIssuer
+	// ClusterDialer connects to an address of the cluster network
+	// ("host:port", network "tcp"), as kube-apiserver dials through its
+	// egress selector's "cluster" dialer: a node's kubelet at the node's
+	// preferred address and kubelet port (pods/log, exec, attach,
+	// portforward) and a pod's IP (pods/proxy). The server's simulated
+	// kubelet provides it (kubelet.Kubelet.DialContext); nil when it does
+	// not run, and every dial then fails (refused, or the name does not
+	// resolve), as on a cluster whose kubelets cannot be reached.
+	ClusterDialer func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // TokenIssuer issues a server's service account tokens.

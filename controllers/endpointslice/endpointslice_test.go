@@ -240,10 +240,14 @@ func TestSlicesHoldAtMost100Endpoints(t *testing.T) {
 	}
 	apiservertest.WaitIdle(t, srv)
 
+	// How they split depends on how the pods arrived (the reconciler fills
+	// slices in place, as upstream's): 100+5 when it sees them at once.
 	got := slicesOf(t, c, "web")
 	require.Len(t, got, 2)
-	sizes := []int{len(got[0].Endpoints), len(got[1].Endpoints)}
-	assert.ElementsMatch(t, []int{100, 5}, sizes)
+	for _, s := range got {
+		assert.LessOrEqual(t, len(s.Endpoints), 100)
+	}
+	assert.Equal(t, 105, len(got[0].Endpoints)+len(got[1].Endpoints))
 }
 
 // A slice of the controller's that someone deletes or changes is put back;

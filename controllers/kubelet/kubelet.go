@@ -25,6 +25,7 @@ package kubelet
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -76,6 +77,11 @@ type Kubelet struct {
 	// was last reported.
 	nextBeat clock.Timer
 	reported time.Time
+	// streams are the containers' logs and the test's handlers; server
+	// is the nodes' kubelet server (logs, exec, attach, port-forward)
+	// that serves them.
+	streams *streams
+	server  *http.Server
 }
 
 // New returns the simulated kubelet of cfg's server, which registers
@@ -90,14 +96,18 @@ func New(cfg controllers.Config) (*Kubelet, error) {
 		nodes: cfg.Informers.Core().V1().Nodes().Lister(), pods: cfg.Informers.Core().V1().Pods().Lister(),
 		nodeQueue: controller.NewQueue("kubelet_node", cfg.QueueMetrics), podQueue: controller.NewQueue("kubelet_pod", cfg.QueueMetrics),
 		simulated: map[string]*node{}, running: map[types.UID]*podRuntime{}, keys: map[string]types.UID{},
-		timers: map[string]clock.Timer{}, registered: make(chan struct{}),
+		timers: map[string]clock.Timer{}, registered: make(chan struct{}), streams: newStreams(),
 	}
+	k.server = k.newServer()
 	if k.clock == nil {
 		k.clock = clock.RealClock{}
 	}
 	k.Name, k.Observer, k.Queues = string(controllers.Kubelet), controller.NewObserver(cfg.Revisions), []*controller.Queue{k.nodeQueue, k.podQueue}
 	if err := k.watch(cfg); err != nil {
 		return nil, err
+	}
+	if _, err := cfg.Informers.Core().V1().Pods().Informer().AddEventHandler(k.streams.podEvents()); err != nil {
+		return nil, fmt.Errorf("kubelet: follow pods for log streams: %w", err)
 	}
 	return k, nil
 }

@@ -18,6 +18,7 @@ import (
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/sets"
 	apimachineryversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/audit"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	genericfilters "k8s.io/apiserver/pkg/server/filters"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 	"k8s.io/client-go/rest"
@@ -352,5 +354,10 @@ func (sh *shared) genericConfig(codecs serializer.CodecFactory, getter generic.R
 	c.ShutdownWatchTerminationGracePeriod = 0
 	c.AggregatedDiscoveryGroupManager = sh.discovery
 	c.OpenAPIV3Config = sh.openAPI
+	// As kube-apiserver: streams (logs -f, exec, attach, port-forward,
+	// proxies) are long-running, not cut at the request timeout or held
+	// as a priority and fairness seat.
+	c.LongRunningFunc = genericfilters.BasicLongRunningRequestCheck(
+		sets.NewString("watch", "proxy"), sets.NewString("attach", "exec", "proxy", "log", "portforward"))
 	return c
 }

@@ -8,6 +8,7 @@ package controlplane
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"sync"
 
@@ -175,6 +176,17 @@ func newControllerSet(b controllerBase, meta metadata.Interface, crds cache.Shar
 		set.running = append(set.running, namedController{name, c})
 	}
 	return set, nil
+}
+
+// clusterDialer is the network of the simulated kubelet's nodes and pods
+// (providers.Config.ClusterDialer), nil when the kubelet does not run.
+func (c *controllerSet) clusterDialer() func(ctx context.Context, network, address string) (net.Conn, error) {
+	for _, r := range c.running {
+		if k, ok := r.Controller.(*kubelet.Kubelet); ok {
+			return k.DialContext
+		}
+	}
+	return nil
 }
 
 // register adds the post-start hooks that start each controller until

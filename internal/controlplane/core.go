@@ -63,7 +63,7 @@ func newCoreConfig(sh *shared, crds cache.SharedIndexInformer) (*coreConfig, err
 	build := providers.Config{RESTOptionsGetter: getter, Scheme: sh.scheme,
 		Authenticator: sh.tokens, Authorizer: sh.authz, RuleResolver: sh.rules, ServingAddress: sh.address,
 		Informers: sh.informers.kube, PriorityAndFairness: sh.flowControl != nil, ServiceAccountTokens: sh.Keys.Issuer,
-		DefaultServiceAccounts: sh.defaultServiceAccounts()}
+		DefaultServiceAccounts: sh.defaultServiceAccounts(), ClusterDialer: set.clusterDialer()}
 	c := &coreConfig{
 		generic: sh.genericConfig(codecs, getter, resources), providers: sh.Providers,
 		build: build, codecs: codecs,

@@ -111,7 +111,7 @@ func podSubresources(cfg providers.Config, store *registry.Store, s map[string]r
 	s["pods/eviction"] = &evictionREST{pods: store, pdbs: pdbs}
 	s["pods/ephemeralcontainers"] = registry.Subresource(store, ephemeral, ephemeral)
 	s["pods/resize"] = registry.Subresource(store, resize, resize)
-	return nil
+	return addPodConnect(cfg, store, s)
 }
 
 func validatePodStatus(p, old *corev1.Pod) field.ErrorList {
