@@ -7,8 +7,9 @@ import (
 
 // ipam hands out the addresses of a node's pod CIDR, as a CNI plugin's
 // host-local IPAM does: the first free one from .2, each in use once.
-// The addresses are simulated: nothing listens at them, and the server
-// never dials them (see the package doc of controllers/kubelet).
+// The addresses are simulated: nothing listens at them but what a test
+// registers (HandlePort), reached through the kubelet's in-process cluster
+// network; the server's Service resolver never dials them.
 type ipam struct {
 	mu     sync.Mutex
 	prefix netip.Prefix

@@ -16,6 +16,13 @@
 // other containers run until the pod is deleted, and probes pass once
 // their initialDelaySeconds are over.
 //
+// It also serves the kubelet's API (server.go) for pods/log, exec, attach,
+// port-forward and pods/proxy, reached by the server through an in-process
+// cluster network (DialContext): logs are what the test wrote (SetLogs,
+// AppendLog), exec and attach run the test's handlers (HandleExec,
+// HandleAttach), a pod's ports are the test's listeners (HandlePort,
+// HandleProxy).
+//
 // It is a client of the API only (its own clients, user agent
 // kubelet/v1.37.2, so its writes' field manager is "kubelet"), so it runs
 // against any API server. Time (restart back-off, probe delays, heartbeats)
@@ -45,9 +52,9 @@ import (
 	"github.com/kubeembed/apiserver/internal/version"
 )
 
-// UserAgent is the simulated kubelet's: its writes' field manager is
+// userAgent is the simulated kubelet's: its writes' field manager is
 // "kubelet", as a kubelet's are.
-var UserAgent = "kubelet/v" + version.Kubernetes() + " (linux/amd64) kubernetes/kubeembed"
+func userAgent() string { return "kubelet/v" + version.Kubernetes() + " (linux/amd64) kubernetes/kubeembed" }
 
 // Kubelet runs the simulated nodes of a server.
 type Kubelet struct {
@@ -118,7 +125,7 @@ func newClient(cfg *rest.Config) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kubelet: controllers.Config.RESTConfig is required")
 	}
 	cc := rest.CopyConfig(cfg)
-	cc.UserAgent = UserAgent
+	cc.UserAgent = userAgent()
 	return kubernetes.NewForConfig(cc)
 }
 
