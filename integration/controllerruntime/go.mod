@@ -109,6 +109,8 @@ require (
 	k8s.io/client-go v0.37.2 // indirect
 	k8s.io/component-base v0.37.2 // indirect
 	k8s.io/component-helpers v0.37.2 // indirect
+	k8s.io/cri-streaming v0.37.2 // indirect
+	k8s.io/endpointslice v0.37.2 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kms v0.37.2 // indirect
 	k8s.io/kube-aggregator v0.37.2 // indirect
