@@ -54,7 +54,9 @@ import (
 
 // userAgent is the simulated kubelet's: its writes' field manager is
 // "kubelet", as a kubelet's are.
-func userAgent() string { return "kubelet/v" + version.Kubernetes() + " (linux/amd64) kubernetes/kubeembed" }
+func userAgent() string {
+	return "kubelet/v" + version.Kubernetes() + " (linux/amd64) kubernetes/kubeembed"
+}
 
 // Kubelet runs the simulated nodes of a server.
 type Kubelet struct {

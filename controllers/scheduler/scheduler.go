@@ -238,13 +238,13 @@ func (s *Scheduler) snapshot(placed []*corev1.Pod) (*snapshot, error) {
 
 // cycle is one pod's scheduling attempt.
 type cycle struct {
-	s        *Scheduler
-	pod      *corev1.Pod
-	snap     *snapshot
+	s    *Scheduler
+	pod  *corev1.Pod
+	snap *snapshot
 	// requests are the pod's; nonZero with the scoring's defaults.
 	requests, nonZero corev1.ResourceList
-	claims   claims
-	spread   []spreadConstraint
+	claims            claims
+	spread            []spreadConstraint
 	// affinity and antiAffinity are the pod's required terms; refused
 	// the domains placed pods' anti-affinity refuses it.
 	affinity, antiAffinity []affinityTerm
