@@ -21,9 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
@@ -76,7 +74,7 @@ type Controller struct {
 
 // New returns the controller of cfg's server.
 func New(cfg controllers.Config) (*Controller, error) {
-	client, err := newClient(cfg)
+	client, err := controller.NamedClient(cfg, clientName)
 	if err != nil {
 		return nil, err
 	}
@@ -102,22 +100,6 @@ func New(cfg controllers.Config) (*Controller, error) {
 	return c, nil
 }
 
-// newClient returns a client named as kube-controller-manager names this
-// controller's: its user agent ends in /endpoint-controller, and its
-// writes' field manager (the user agent up to the first "/") stays
-// kube-controller-manager. Warnings are not logged, as
-// kube-controller-manager silences them (it reads the deprecated v1
-// Endpoints).
-func newClient(cfg controllers.Config) (kubernetes.Interface, error) {
-	if cfg.RESTConfig == nil {
-		return cfg.Client, nil
-	}
-	rc := rest.CopyConfig(cfg.RESTConfig)
-	rc.UserAgent += "/" + clientName
-	rc.WarningHandler = rest.NoWarnings{}
-	return kubernetes.NewForConfig(rc)
-}
-
 // Run keeps the Endpoints until ctx ends, from when the informers have
 // listed.
 func (c *Controller) Run(ctx context.Context) {
@@ -131,9 +113,8 @@ func (c *Controller) Run(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	events := record.NewBroadcaster(record.WithContext(ctx))
-	defer events.Shutdown()
-	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.client.CoreV1().Events("")})
+	events, stop := controller.StartEvents(ctx, c.client)
+	defer stop()
 	c.recorder = events.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: ControllerName})
 	c.checkLeftoverEndpoints()
 	c.queue.Run(ctx, workers, c.work)

@@ -40,7 +40,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -163,10 +162,9 @@ func deleted(obj any) any {
 func (k *Kubelet) Run(ctx context.Context) {
 	defer k.ShutDown()
 	defer k.stopTimers()
-	// Not ctx: events written as Run ends must not fail on its cancellation.
-	k.events = record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
-	k.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: k.client.CoreV1().Events("")})
-	defer k.events.Shutdown()
+	var stop func()
+	k.events, stop = controller.StartEvents(ctx, k.client)
+	defer stop()
 	go k.registerInitial(ctx)
 	k.mu.Lock()
 	k.reported = k.clock.Now()

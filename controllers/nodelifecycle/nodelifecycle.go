@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -113,10 +112,9 @@ func deleted(obj any) any {
 func (c *Controller) Run(ctx context.Context) {
 	defer c.ShutDown()
 	defer c.stopTimers()
-	// Not ctx: events written as Run ends must not fail on its cancellation.
-	c.events = record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
-	c.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.client.CoreV1().Events("")})
-	defer c.events.Shutdown()
+	var stop func()
+	c.events, stop = controller.StartEvents(ctx, c.client)
+	defer stop()
 	c.queue.Run(ctx, 2, c.sync)
 }
 

@@ -51,7 +51,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
@@ -167,9 +166,8 @@ func (c *Controller) queueClaimsOfClass(name string) {
 // worker, one volume worker and the resync.
 func (c *Controller) Run(ctx context.Context) {
 	defer c.ShutDown() // also when ctx ends before the informers sync
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.client.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
+	broadcaster, stop := controller.StartEvents(ctx, c.client)
+	defer stop()
 	c.events = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component})
 	err := controller.Wait(ctx, func() error {
 		for _, synced := range c.synced {

@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -70,7 +69,7 @@ type Controller struct {
 
 // New returns the controller of cfg's server.
 func New(cfg controllers.Config) (*Controller, error) {
-	client, err := newClient(cfg)
+	client, err := controller.NamedClient(cfg, clientName)
 	if err != nil {
 		return nil, err
 	}
@@ -91,20 +90,6 @@ func New(cfg controllers.Config) (*Controller, error) {
 		return nil, err
 	}
 	return c, nil
-}
-
-// newClient returns a client named as kube-controller-manager names this
-// controller's: its user agent ends in /pod-garbage-collector, and its
-// writes' field manager (the user agent up to the first "/") stays
-// kube-controller-manager.
-func newClient(cfg controllers.Config) (kubernetes.Interface, error) {
-	if cfg.RESTConfig == nil {
-		return cfg.Client, nil
-	}
-	rc := rest.CopyConfig(cfg.RESTConfig)
-	rc.UserAgent += "/" + clientName
-	rc.WarningHandler = rest.NoWarnings{}
-	return kubernetes.NewForConfig(rc)
 }
 
 // Run collects until ctx ends: a pass once the informers have listed,
