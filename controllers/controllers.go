@@ -191,7 +191,10 @@ type Config struct {
 	// Monitors are the resources that can be listed, watched and deleted,
 	// with a metadata informer for each.
 	Monitors Monitors
-	// Revisions is the revision of the server's last write.
+	// Revisions is the revision of the server's last write. The simulated
+	// kubelet, scheduler and provisioner, clients of the API only, accept
+	// nil: run against another API server (parity runs them beside
+	// kube-apiserver), whose writes they cannot count.
 	Revisions Revisions
 	// QueueMetrics receives the controllers' work queue metrics; nil for
 	// none.

@@ -31,8 +31,13 @@ type watched struct {
 	observed uint64
 }
 
-// NewObserver returns an observer comparing what it sees with writes.
+// NewObserver returns an observer comparing what it sees with writes; nil
+// (a controller run against another API server, whose writes it cannot
+// count) compares with none.
 func NewObserver(writes interface{ Latest() uint64 }) *Observer {
+	if writes == nil {
+		writes = noWrites{}
+	}
 	return &Observer{writes: writes, watched: map[schema.GroupResource]*watched{}}
 }
 
@@ -211,3 +216,9 @@ func (p *Parts) Finished() uint64 {
 	}
 	return n
 }
+
+// noWrites is the revision counter of a server whose writes are not
+// counted.
+type noWrites struct{}
+
+func (noWrites) Latest() uint64 { return 0 }
