@@ -27,6 +27,10 @@ import (
 type podWork struct {
 	status corev1.PodStatus
 	events []containerEvent
+	// version is the pod's resourceVersion the events name: the one the
+	// kubelet first saw (its pod manager keeps that object and merges
+	// later updates into it, resourceVersion aside).
+	version string
 	// remove: the pod is stopped and deleted; delete it from the API.
 	remove bool
 	next   time.Time
@@ -60,7 +64,7 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 	if !ok {
 		return nil
 	}
-	k.record(pod, n, work.events)
+	k.record(pod, n, work)
 	if err := k.patchStatus(ctx, pod, work.status); err != nil {
 		return fmt.Errorf("report status of pod %s: %w", key, err)
 	}
@@ -99,7 +103,7 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 		r.stopping, r.stopAt = now, now.Add(k.outcomes.stopDelay(pod))
 	}
 	r.advance(pod, now, &k.outcomes)
-	w := podWork{status: podStatus(pod, r, n.internalIP(), now), events: r.takeEvents(), next: r.next(now)}
+	w := podWork{status: podStatus(pod, r, n.internalIP(), now), events: r.takeEvents(), version: r.version, next: r.next(now)}
 	if !r.sandbox {
 		w.next = now // the sandbox and containers start at the next sync
 	}
@@ -200,18 +204,18 @@ func (k *Kubelet) deletePod(ctx context.Context, pod *corev1.Pod) error {
 }
 
 // record records the containers' events, as the kubelet of node n.
-func (k *Kubelet) record(pod *corev1.Pod, n *node, events []containerEvent) {
-	if len(events) == 0 {
+func (k *Kubelet) record(pod *corev1.Pod, n *node, w podWork) {
+	if len(w.events) == 0 {
 		return
 	}
 	rec := k.recorder(n.spec.Name)
-	for _, e := range events {
+	for _, e := range w.events {
 		field := "spec.containers{" + e.container.spec.Name + "}"
 		if e.container.init {
 			field = "spec.initContainers{" + e.container.spec.Name + "}"
 		}
 		ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
-			UID: pod.UID, ResourceVersion: pod.ResourceVersion, FieldPath: field}
+			UID: pod.UID, ResourceVersion: w.version, FieldPath: field}
 		rec.Event(ref, e.kind, e.reason, e.message)
 	}
 }

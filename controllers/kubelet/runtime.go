@@ -28,6 +28,8 @@ type podRuntime struct {
 	uid  types.UID
 	node string
 	ip   string
+	// version is the pod's resourceVersion when the kubelet admitted it.
+	version string
 	// admitted: its first status (admission: no sandbox yet) was
 	// computed; sandbox: its sandbox runs.
 	admitted, sandbox bool
@@ -93,7 +95,7 @@ func newContainerID() string {
 
 // newRuntime is the runtime of pod, just admitted on node.
 func newRuntime(pod *corev1.Pod, node, ip string, now time.Time) *podRuntime {
-	r := &podRuntime{uid: pod.UID, node: node, ip: ip, startTime: now}
+	r := &podRuntime{uid: pod.UID, node: node, ip: ip, startTime: now, version: pod.ResourceVersion}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		r.init = append(r.init, &container{spec: c, init: true, sidecar: c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways})
