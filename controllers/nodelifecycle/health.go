@@ -2,15 +2,19 @@ package nodelifecycle
 
 // Node health: a node whose kubelet neither renewed its Lease nor posted a
 // new Ready heartbeat for the grace period (on the controller's clock,
-// from when it observed the last one) is marked Unknown; a node that stops
-// being Ready has its pods marked not Ready.
+// from when it observed the last one) is marked Unknown, and its pods not
+// Ready. A node its kubelet reports not Ready keeps its pods' conditions
+// (the kubelet's to write), as upstream; only a pod bound to it afterwards
+// is marked.
 
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -21,23 +25,23 @@ import (
 func (c *Controller) monitorHealth(ctx context.Context, n *corev1.Node) (*corev1.Node, error) {
 	now := c.clock.Now()
 	deadline, wasReady := c.observe(n, now)
+	observed := readyStatus(n)
 	if now.Before(deadline) {
 		c.checkAt(n.Name, deadline)
-	} else if ready := readyStatus(n); ready != corev1.ConditionUnknown {
+	} else if observed != corev1.ConditionUnknown {
 		updated, err := c.markUnknown(ctx, n, now)
 		if err != nil {
 			return nil, err
 		}
 		n = updated
 	}
-	if wasReady && readyStatus(n) != corev1.ConditionTrue {
+	if wasReady != (readyStatus(n) == corev1.ConditionTrue) {
+		c.requeueAll() // the disruption of the whole cluster may have changed
+	}
+	if observed == corev1.ConditionTrue && readyStatus(n) != corev1.ConditionTrue {
 		c.recorder().Eventf(&corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID},
 			corev1.EventTypeNormal, "NodeNotReady", "Node %s status is now: NodeNotReady", n.Name)
-		c.requeueAll() // the disruption of the whole cluster may have changed
-		return n, c.markPodsNotReady(ctx, n)
-	}
-	if !wasReady && readyStatus(n) == corev1.ConditionTrue {
-		c.requeueAll()
+		return n, c.markPodsNotReady(ctx, n, nil)
 	}
 	return n, nil
 }
@@ -98,15 +102,18 @@ func (c *Controller) markUnknown(ctx context.Context, n *corev1.Node, now time.T
 	return updated, nil
 }
 
-// markPodsNotReady sets the Ready condition of the node's pods False,
-// keeping its reason and message, as MarkPodsNotReady does.
-func (c *Controller) markPodsNotReady(ctx context.Context, n *corev1.Node) error {
-	pods, err := c.pods.List(labels.Everything())
-	if err != nil {
-		return err
+// markPodsNotReady sets the Ready condition of the node's pods (all, or
+// only pods) False, keeping its reason and message, as MarkPodsNotReady
+// does.
+func (c *Controller) markPodsNotReady(ctx context.Context, n *corev1.Node, pods []*corev1.Pod) error {
+	if pods == nil {
+		var err error
+		if pods, err = c.pods.List(labels.Everything()); err != nil {
+			return err
+		}
 	}
 	for _, p := range pods {
-		if p.Spec.NodeName != n.Name || p.DeletionTimestamp != nil {
+		if p.Spec.NodeName != n.Name {
 			continue
 		}
 		for i, cond := range p.Status.Conditions {
@@ -115,7 +122,9 @@ func (c *Controller) markPodsNotReady(ctx context.Context, n *corev1.Node) error
 			}
 			p = p.DeepCopy()
 			p.Status.Conditions[i].Status, p.Status.Conditions[i].LastTransitionTime = corev1.ConditionFalse, metav1.NewTime(c.clock.Now())
-			if _, err := c.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+			if _, err := c.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
+				break
+			} else if err != nil {
 				return fmt.Errorf("mark pod %s/%s not ready: %w", p.Namespace, p.Name, err)
 			}
 			c.recorder().Event(p, corev1.EventTypeWarning, "NodeNotReady", "Node is not ready")
@@ -144,4 +153,26 @@ func (c *Controller) requeueAll() {
 	for _, n := range nodes {
 		c.queue.Add(n.Name)
 	}
+}
+
+// podKey is the queue's key of a pod bound to a node (node names have no
+// "/").
+func podKey(p *corev1.Pod) string { return "pod/" + p.Namespace + "/" + p.Name }
+
+// syncPod marks a pod newly bound to a node that is not Ready not Ready,
+// as upstream's processPod.
+func (c *Controller) syncPod(ctx context.Context, key string) error {
+	ns, name, _ := strings.Cut(strings.TrimPrefix(key, "pod/"), "/")
+	p, err := c.pods.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	n, err := c.nodes.Get(p.Spec.NodeName)
+	if err != nil || readyStatus(n) == corev1.ConditionTrue || len(n.Status.Conditions) == 0 {
+		return nil // gone, ready, or not reported yet: the node's own sync decides
+	}
+	return c.markPodsNotReady(ctx, n, []*corev1.Pod{p})
 }

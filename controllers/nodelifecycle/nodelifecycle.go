@@ -10,6 +10,7 @@ package nodelifecycle
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -90,7 +91,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 	}
 	pod := func(obj any) { // a pod newly bound to a node that is not ready is marked too
 		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
-			c.queue.Add(p.Spec.NodeName)
+			c.queue.Add(podKey(p))
 		}
 	}
 	return c, c.Observer.Watch(corev1.Resource("pods"), cfg.Informers.Core().V1().Pods().Informer(),
@@ -143,6 +144,9 @@ func (c *Controller) WaitStarted(ctx context.Context) error {
 
 // sync brings one node's conditions, taints and pods in line.
 func (c *Controller) sync(ctx context.Context, name string) error {
+	if strings.HasPrefix(name, "pod/") {
+		return c.syncPod(ctx, name)
+	}
 	n, err := c.nodes.Get(name)
 	if apierrors.IsNotFound(err) {
 		c.forget(name)
