@@ -60,6 +60,9 @@ func histogram(statuses map[string]*status, reasons func(*status) []string) stri
 
 // fail records that the pod is unschedulable, with message.
 func (s *Scheduler) fail(ctx context.Context, pod *corev1.Pod, message string) error {
+	s.mu.Lock()
+	s.unschedulable[pod.UID] = message
+	s.mu.Unlock()
 	return s.failWith(ctx, pod, corev1.PodReasonUnschedulable, message)
 }
 

@@ -74,6 +74,10 @@ type Scheduler struct {
 	assumed  map[types.UID]*corev1.Pod
 	waiting  map[types.UID]string
 	requests *requestCache
+	// unschedulable are the pods found to fit nowhere, with the message
+	// why, kept aside until retry says (queue.go).
+	unschedulable map[types.UID]string
+	retry         retry
 }
 
 // New returns the scheduler of cfg's server.
@@ -91,21 +95,21 @@ func New(cfg controllers.Config) (*Scheduler, error) {
 	s := &Scheduler{client: client, pods: inf.Core().V1().Pods().Lister(), nodes: inf.Core().V1().Nodes().Lister(),
 		namespaces: inf.Core().V1().Namespaces().Lister(), pvcs: inf.Core().V1().PersistentVolumeClaims().Lister(),
 		pvs: inf.Core().V1().PersistentVolumes().Lister(), classes: inf.Storage().V1().StorageClasses().Lister(),
-		queue: controller.NewQueue("scheduler", cfg.QueueMetrics), assumed: map[types.UID]*corev1.Pod{}, waiting: map[types.UID]string{},
+		queue: controller.NewQueue("scheduler", cfg.QueueMetrics), assumed: map[types.UID]*corev1.Pod{}, waiting: map[types.UID]string{}, unschedulable: map[types.UID]string{},
 		requests: newRequestCache()}
 	s.Name, s.Observer, s.Queues = string(controllers.Scheduler), controller.NewObserver(cfg.Revisions), []*controller.Queue{s.queue}
 	return s, s.watch(cfg)
 }
 
 // watch runs a cycle whenever something a pending pod may wait for
-// changes: a pod (not only its status), a node, a claim, a volume, a class.
+// changes (see queue.go): a pod, a node, a claim, a volume, a class.
 func (s *Scheduler) watch(cfg controllers.Config) error {
-	changed := func(any) { s.queue.Add(pending) }
-	anyUpdate := cache.ResourceEventHandlerFuncs{AddFunc: changed, UpdateFunc: func(_, o any) { changed(o) }, DeleteFunc: changed}
+	all := func(any) { s.requeue(retryAll) }
+	anyUpdate := cache.ResourceEventHandlerFuncs{AddFunc: all, UpdateFunc: func(_, o any) { all(o) }, DeleteFunc: all}
 	inf := cfg.Informers
 	for gr, informer := range map[string]cache.SharedIndexInformer{
-		"nodes": inf.Core().V1().Nodes().Informer(), "persistentvolumeclaims": inf.Core().V1().PersistentVolumeClaims().Informer(),
-		"persistentvolumes": inf.Core().V1().PersistentVolumes().Informer(),
+		"persistentvolumeclaims": inf.Core().V1().PersistentVolumeClaims().Informer(),
+		"persistentvolumes":      inf.Core().V1().PersistentVolumes().Informer(),
 	} {
 		if err := s.Observer.Watch(corev1.Resource(gr), informer, anyUpdate); err != nil {
 			return err
@@ -114,46 +118,43 @@ func (s *Scheduler) watch(cfg controllers.Config) error {
 	if err := s.Observer.Watch(storagev1.Resource("storageclasses"), inf.Storage().V1().StorageClasses().Informer(), anyUpdate); err != nil {
 		return err
 	}
+	if err := s.Observer.Watch(corev1.Resource("nodes"), inf.Core().V1().Nodes().Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc: all,
+		UpdateFunc: func(o, n any) {
+			if nodeChanged(o.(*corev1.Node), n.(*corev1.Node)) {
+				all(n)
+			}
+		},
+	}); err != nil {
+		return err
+	}
 	if err := s.Observer.Watch(corev1.Resource("namespaces"), inf.Core().V1().Namespaces().Informer(), cache.ResourceEventHandlerFuncs{}); err != nil {
 		return err
 	}
 	return s.Observer.Watch(corev1.Resource("pods"), inf.Core().V1().Pods().Informer(), cache.ResourceEventHandlerFuncs{
-		AddFunc:    changed,
+		AddFunc:    s.podAdded,
 		UpdateFunc: func(o, n any) { s.podChanged(o.(*corev1.Pod), n.(*corev1.Pod)) },
-		DeleteFunc: func(o any) { s.forget(o); changed(o) },
+		DeleteFunc: s.podDeleted,
 	})
 }
 
-// podChanged runs a cycle when the change can matter to scheduling: a
-// pending pod, a pod placed, ended or relabelled (not a status write of a
-// running pod).
-func (s *Scheduler) podChanged(old, cur *corev1.Pod) {
-	if cur.Spec.NodeName != "" {
-		s.mu.Lock()
-		delete(s.assumed, cur.UID)
-		s.mu.Unlock()
-	}
-	ended := func(p *corev1.Pod) bool {
-		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-	}
-	if cur.Spec.NodeName == "" || old.Spec.NodeName != cur.Spec.NodeName || ended(old) != ended(cur) ||
-		!maps(old.Labels, cur.Labels) || (old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) {
-		s.queue.Add(pending)
-	}
-}
-
-func maps(a, b map[string]string) bool { return labels.Equals(a, b) }
-
-func (s *Scheduler) forget(obj any) {
+// podDeleted forgets the pod; a placed pod's room is free.
+func (s *Scheduler) podDeleted(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	if p, ok := obj.(*corev1.Pod); ok {
-		s.mu.Lock()
-		delete(s.assumed, p.UID)
-		delete(s.waiting, p.UID)
-		s.mu.Unlock()
-		s.requests.forget(p.UID)
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	delete(s.assumed, p.UID)
+	delete(s.waiting, p.UID)
+	delete(s.unschedulable, p.UID)
+	s.mu.Unlock()
+	s.requests.forget(p.UID)
+	if p.Spec.NodeName != "" {
+		s.requeue(retryAll)
 	}
 }
 
@@ -179,6 +180,8 @@ func (s *Scheduler) schedulePending(ctx context.Context, _ string) error {
 	}
 	var queue, placed []*corev1.Pod
 	s.mu.Lock()
+	r := s.retry
+	s.retry = retryNone
 	for _, p := range all {
 		switch {
 		case p.Spec.NodeName != "":
@@ -186,7 +189,7 @@ func (s *Scheduler) schedulePending(ctx context.Context, _ string) error {
 				placed = append(placed, p)
 			}
 		case s.assumed[p.UID] != nil:
-		case p.Spec.SchedulerName == Name && p.DeletionTimestamp == nil && len(p.Spec.SchedulingGates) == 0:
+		case p.Spec.SchedulerName == Name && p.DeletionTimestamp == nil && len(p.Spec.SchedulingGates) == 0 && s.tryAgain(p, r):
 			queue = append(queue, p)
 		}
 	}

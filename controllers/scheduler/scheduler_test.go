@@ -10,9 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
@@ -243,3 +245,43 @@ func TestPodsLeftAlone(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// A gated pod says why it waits and is left alone; once its gates are
+// gone it is bound, and the binding gives it its node's zone and region
+// labels (kube-apiserver's PodTopologyLabels admission, on in v1.37).
+func TestSchedulingGatesAndTopologyLabels(t *testing.T) {
+	t.Parallel()
+	_, client := start(t, controllers.Node{Name: "a", Zone: "z1"})
+	p := create(t, client, pod("gated", func(p *corev1.Pod) {
+		p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/wait"}}
+	}))
+	assert.Equal(t, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonSchedulingGated,
+		Message: "Scheduling is blocked due to non-empty scheduling gates", LastTransitionTime: podScheduled(p).LastTransitionTime}, podScheduled(p))
+	err := client.CoreV1().Pods("default").Bind(t.Context(), &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "gated"},
+		Target: corev1.ObjectReference{Kind: "Node", Name: "a"}}, metav1.CreateOptions{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "pod gated has non-empty .spec.schedulingGates")
+
+	p.Spec.SchedulingGates = nil
+	p, err = client.CoreV1().Pods("default").Update(t.Context(), p, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	p = wait(t, client, p, func(p *corev1.Pod) bool { return scheduled(p) && p.Labels[corev1.LabelTopologyZone] != "" })
+	assert.Equal(t, "z1", p.Labels[corev1.LabelTopologyZone])
+}
+
+// A binding's uid and resourceVersion are preconditions on the pod.
+func TestBindingPreconditions(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{Controllers: []controllers.Name{controllers.ServiceAccount}}))
+	client, err := srv.Clientset()
+	require.NoError(t, err)
+	p := create(t, client, pod("a"))
+	bind := func(uid, rv string) error {
+		return client.CoreV1().Pods("default").Bind(t.Context(), &corev1.Binding{
+			ObjectMeta: metav1.ObjectMeta{Name: "a", UID: types.UID(uid), ResourceVersion: rv},
+			Target:     corev1.ObjectReference{Kind: "Node", Name: "n"}}, metav1.CreateOptions{})
+	}
+	assert.True(t, apierrors.IsConflict(bind("00000000-0000-0000-0000-000000000000", "")), "wrong uid")
+	assert.True(t, apierrors.IsConflict(bind(string(p.UID), "1")), "stale resourceVersion")
+	require.NoError(t, bind(string(p.UID), p.ResourceVersion))
+}
