@@ -167,3 +167,39 @@ func TestPodSubresources(t *testing.T) {
 	assert.Equal(t, "200m", r.Spec.Containers[0].Resources.Requests.Cpu().String())
 	assert.Equal(t, "nginx", r.Spec.Containers[0].Image, "resize changes resources only")
 }
+
+// A gated pod's update may remove gates (not add them) and add to its node
+// selector (not change it), as kube-apiserver allows before scheduling.
+func TestGatedPodUpdates(t *testing.T) {
+	t.Parallel()
+	// The pod must stay unbound once its gates are gone: no scheduler.
+	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{Controllers: []controllers.Name{"*", "-" + controllers.Scheduler}}))
+	pods := clientset(t, srv).CoreV1().Pods("default")
+	p, err := pods.Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: corev1.PodSpec{
+		SchedulingGates: []corev1.PodSchedulingGate{{Name: "one"}, {Name: "two"}}, NodeSelector: map[string]string{"disk": "ssd"},
+		Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	update := func(mutate func(*corev1.PodSpec)) error {
+		q := p.DeepCopy()
+		mutate(&q.Spec)
+		u, err := pods.Update(t.Context(), q, metav1.UpdateOptions{})
+		if err == nil {
+			p = u
+		}
+		return err
+	}
+	err = update(func(s *corev1.PodSpec) { s.SchedulingGates = append(s.SchedulingGates, corev1.PodSchedulingGate{Name: "three"}) })
+	require.True(t, apierrors.IsInvalid(err), "%v", err)
+	assert.Contains(t, err.Error(), "spec.schedulingGates[2].name: Forbidden: only deletion is allowed, but found new scheduling gate 'three'")
+	err = update(func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{"disk": "hdd"} })
+	require.True(t, apierrors.IsInvalid(err), "%v", err)
+	assert.Contains(t, err.Error(), "only additions to spec.nodeSelector are allowed (no mutations or deletions)")
+
+	require.NoError(t, update(func(s *corev1.PodSpec) { s.SchedulingGates = s.SchedulingGates[1:]; s.NodeSelector["zone"] = "z1" }))
+	assert.Equal(t, []corev1.PodSchedulingGate{{Name: "two"}}, p.Spec.SchedulingGates)
+	assert.Equal(t, map[string]string{"disk": "ssd", "zone": "z1"}, p.Spec.NodeSelector)
+
+	require.NoError(t, update(func(s *corev1.PodSpec) { s.SchedulingGates = nil }))
+	err = update(func(s *corev1.PodSpec) { s.NodeSelector["rack"] = "r1" })
+	assert.True(t, apierrors.IsInvalid(err), "no longer gated: %v", err)
+}

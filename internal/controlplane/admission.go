@@ -85,9 +85,11 @@ func newAdmission(loopback *rest.Config, inf *informerSet, authz authorizer.Auth
 		v1.MutatingWebhookConfigurations().Informer().HasSynced, v1.ValidatingWebhookConfigurations().Informer().HasSynced,
 		v1.ValidatingAdmissionPolicies().Informer().HasSynced, v1.MutatingAdmissionPolicies().Informer().HasSynced,
 		inf.kube.Core().V1().Namespaces().Informer().HasSynced, inf.kube.Core().V1().ResourceQuotas().Informer().HasSynced,
+		inf.kube.Core().V1().Nodes().Informer().HasSynced,
 	}
 	return admission.NewChainHandler(nsLifecycle, kubeadmission.NewLimitRanger(client), kubeadmission.NewPods(client, serviceAccount),
-		kubeadmission.NewDefaultStorageClass(client), mutatingPolicies, mutatingHooks, validatingPolicies, validatingHooks, quotas), synced, nil
+		kubeadmission.NewDefaultStorageClass(client), kubeadmission.NewPodTopologyLabels(inf.kube.Core().V1().Nodes().Lister()),
+		mutatingPolicies, mutatingHooks, validatingPolicies, validatingHooks, quotas), synced, nil
 }
 
 // quotaInitializer gives the ResourceQuota plugin the core evaluators, as

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,6 +76,12 @@ var pods = registry.Kind[*corev1.Pod]{
 	GenerationOf:  func(p *corev1.Pod) any { return p.Spec },
 	PrepareCreate: func(_ context.Context, p *corev1.Pod) {
 		p.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: podqos.Class(p)}
+		if len(p.Spec.SchedulingGates) > 0 {
+			// As kube-apiserver's strategy: a gated pod says why it waits.
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+				Reason: corev1.PodReasonSchedulingGated, Message: "Scheduling is blocked due to non-empty scheduling gates",
+				LastTransitionTime: metav1.Now()}}
+		}
 	},
 	Validate:       func(p *corev1.Pod) field.ErrorList { return podspec.ValidateSpec(&p.Spec, field.NewPath("spec")) },
 	ValidateUpdate: func(p, old *corev1.Pod) field.ErrorList { return validatePodSpecUpdate(&p.Spec, &old.Spec) },
@@ -149,12 +156,68 @@ func validatePodSpecUpdate(spec, old *corev1.PodSpec) field.ErrorList {
 	if len(a.Tolerations) >= len(b.Tolerations) && apiequality.Semantic.DeepEqual(a.Tolerations[:len(b.Tolerations)], b.Tolerations) {
 		a.Tolerations = b.Tolerations
 	}
-	if apiequality.Semantic.DeepEqual(a, b) {
-		return nil
+	errs := onlyDeletedSchedulingGates(a.SchedulingGates, b.SchedulingGates)
+	a.SchedulingGates = b.SchedulingGates
+	if b.TerminationGracePeriodSeconds != nil && *b.TerminationGracePeriodSeconds < 0 &&
+		a.TerminationGracePeriodSeconds != nil && *a.TerminationGracePeriodSeconds == 1 {
+		a.TerminationGracePeriodSeconds = b.TerminationGracePeriodSeconds
 	}
-	return field.ErrorList{field.Forbidden(field.NewPath("spec"), "pod updates may not change fields other than "+
+	if len(b.SchedulingGates) > 0 {
+		errs = append(errs, gatedPodPlacement(a, b)...)
+	}
+	if apiequality.Semantic.DeepEqual(a, b) {
+		return errs
+	}
+	return append(errs, field.Forbidden(field.NewPath("spec"), "pod updates may not change fields other than "+
 		"`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "+
-		"(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)")}
+		"(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"))
+}
+
+// onlyDeletedSchedulingGates refuses gates an update adds: they may only
+// be removed.
+func onlyDeletedSchedulingGates(gates, old []corev1.PodSchedulingGate) field.ErrorList {
+	var errs field.ErrorList
+	for i, g := range gates {
+		if !slices.ContainsFunc(old, func(o corev1.PodSchedulingGate) bool { return o.Name == g.Name }) {
+			errs = append(errs, field.Forbidden(field.NewPath("spec", "schedulingGates").Index(i).Child("name"),
+				fmt.Sprintf("only deletion is allowed, but found new scheduling gate '%s'", g.Name)))
+		}
+	}
+	return errs
+}
+
+// gatedPodPlacement lets an update of a pod still gated add to its node
+// selector, and set a required node affinity where it had none (as
+// kube-apiserver; narrowing an existing one's terms is refused here, which
+// kube-apiserver allows). It carries what it allows over into a.
+func gatedPodPlacement(a, b *corev1.PodSpec) field.ErrorList {
+	var errs field.ErrorList
+	for k, v := range b.NodeSelector {
+		if w, ok := a.NodeSelector[k]; !ok || v != w {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "nodeSelector"), a.NodeSelector,
+				"only additions to spec.nodeSelector are allowed (no mutations or deletions)"))
+			break
+		}
+	}
+	a.NodeSelector = b.NodeSelector
+	var old *corev1.NodeAffinity
+	if b.Affinity != nil {
+		old = b.Affinity.NodeAffinity
+	}
+	if old != nil && old.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		return errs
+	}
+	switch {
+	case a.Affinity == nil:
+		if old != nil {
+			a.Affinity = &corev1.Affinity{NodeAffinity: old}
+		}
+	case b.Affinity == nil && a.Affinity.PodAffinity == nil && a.Affinity.PodAntiAffinity == nil:
+		a.Affinity = nil
+	default:
+		a.Affinity.NodeAffinity = old
+	}
+	return errs
 }
 
 // podDeleteStrategy makes pod deletion graceful as kube-apiserver does: a

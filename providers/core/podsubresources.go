@@ -29,12 +29,19 @@ type bindingREST struct{ pods *registry.Store }
 var (
 	_ rest.NamedCreater         = (*bindingREST)(nil)
 	_ rest.SingularNameProvider = (*bindingREST)(nil)
+
+	_ rest.SubresourceObjectMetaPreserver = (*bindingREST)(nil)
 )
 
 func (*bindingREST) New() runtime.Object     { return &corev1.Binding{} }
 func (*bindingREST) Destroy()                {}
 func (*bindingREST) NamespaceScoped() bool   { return true }
 func (*bindingREST) GetSingularName() string { return "binding" }
+
+// PreserveRequestObjectMetaSystemFieldsOnSubresourceCreate implements
+// rest.SubresourceObjectMetaPreserver: the binding's uid and
+// resourceVersion are the pod's preconditions.
+func (*bindingREST) PreserveRequestObjectMetaSystemFieldsOnSubresourceCreate() bool { return true }
 
 // Create implements rest.NamedCreater: the binding's name is the pod's.
 func (r *bindingREST) Create(ctx context.Context, name string, obj runtime.Object, validate rest.ValidateObjectFunc, opts *metav1.CreateOptions) (runtime.Object, error) {
@@ -61,8 +68,14 @@ func (r *bindingREST) Create(ctx context.Context, name string, obj runtime.Objec
 		}
 	}
 	var preconditions *storage.Preconditions
-	if b.UID != "" {
-		preconditions = &storage.Preconditions{UID: &b.UID}
+	if b.UID != "" || b.ResourceVersion != "" {
+		preconditions = &storage.Preconditions{}
+		if b.UID != "" {
+			preconditions.UID = &b.UID
+		}
+		if b.ResourceVersion != "" {
+			preconditions.ResourceVersion = &b.ResourceVersion
+		}
 	}
 	dryRun := len(opts.DryRun) > 0
 	key, err := r.pods.KeyFunc(ctx, b.Name)
@@ -76,13 +89,24 @@ func (r *bindingREST) Create(ctx context.Context, name string, obj runtime.Objec
 			return nil, nil, fmt.Errorf("pod %s is being deleted, cannot be assigned to a host", p.Name)
 		case p.Spec.NodeName != "":
 			return nil, nil, fmt.Errorf("pod %v is already assigned to node %q", p.Name, p.Spec.NodeName)
+		case len(p.Spec.SchedulingGates) != 0:
+			return nil, nil, fmt.Errorf("pod %v has non-empty .spec.schedulingGates", p.Name)
 		}
 		p.Spec.NodeName = b.Target.Name
+		p.Status.NominatedNodeName = "" // ClearingNominatedNodeNameAfterBinding, on in v1.37
 		for k, v := range b.Annotations {
 			if p.Annotations == nil {
 				p.Annotations = map[string]string{}
 			}
 			p.Annotations[k] = v
+		}
+		// The binding's labels are the node's topology labels the
+		// PodTopologyLabels admission plugin put there.
+		for k, v := range b.Labels {
+			if p.Labels == nil {
+				p.Labels = map[string]string{}
+			}
+			p.Labels[k] = v
 		}
 		setCondition(&p.Status, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()})
 		return p, nil, nil
