@@ -2,6 +2,8 @@ package apiserver_test
 
 import (
 	"net/netip"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -11,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
@@ -124,4 +127,39 @@ func TestServiceIPAddresses(t *testing.T) {
 	require.NoError(t, c.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}))
 	_, err = c.NetworkingV1().IPAddresses().Get(ctx, s.Spec.ClusterIP, metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the record goes with the service: %v", err)
+}
+
+// A write of a Service gets kube-apiserver's warnings about the fields it
+// ignores or deprecates.
+func TestServiceWarnings(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	cfg := srv.RESTConfig()
+	var warnings warningRecorder
+	cfg.WarningHandler = &warnings
+	c, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	_, err = c.CoreV1().Services("default").Create(t.Context(), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "a"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}, ExternalName: "example.com",
+			TrafficDistribution: ptr(corev1.ServiceTrafficDistributionPreferClose)}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{`spec.externalName is ignored when spec.type is not "ExternalName"`,
+		`spec.trafficDistribution: "PreferClose" is deprecated; use "PreferSameZone"`}, warnings.get())
+}
+
+type warningRecorder struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (w *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, text)
+}
+
+func (w *warningRecorder) get() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.seen)
 }

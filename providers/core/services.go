@@ -329,6 +329,7 @@ var services = registry.Kind[*corev1.Service]{
 	ReturnDeleted: true,
 	PrepareUpdate: func(s, old *corev1.Service) { carryOver(s, old) },
 	Validate:      validateService,
+	Warnings:      serviceWarnings,
 	ValidateUpdate: func(s, old *corev1.Service) field.ErrorList {
 		if s.Spec.Type == old.Spec.Type && old.Spec.ClusterIP != "" && s.Spec.ClusterIP != old.Spec.ClusterIP {
 			return field.ErrorList{field.Invalid(field.NewPath("spec", "clusterIPs").Index(0), s.Spec.ClusterIPs, "may not change once set")}

@@ -86,6 +86,9 @@ type Kind[T runtime.Object] struct {
 	Validate       func(T) field.ErrorList
 	ValidateUpdate func(obj, old T) field.ErrorList
 	ValidateStatus func(obj, old T) field.ErrorList
+	// Warnings are the warnings a create (old is the zero T) or an update
+	// answers with, as a kind's strategy gives them.
+	Warnings func(obj, old T) []string
 	// UpdateChecksFirst reports ValidateUpdate's errors before Validate's,
 	// in the order kube-apiserver reports them for the kind (ConfigMaps,
 	// Secrets).
@@ -218,6 +221,15 @@ func (k Kind[T]) strategy(typer runtime.ObjectTyper) *Strategy {
 			return append(update, k.validate(obj.(T))...)
 		}
 		return append(k.validate(obj.(T)), update...)
+	}
+	if k.Warnings != nil {
+		st.Warn = func(obj, old runtime.Object) []string {
+			var o T
+			if old != nil {
+				o = old.(T)
+			}
+			return k.Warnings(obj.(T), o)
+		}
 	}
 	return st
 }

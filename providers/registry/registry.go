@@ -59,6 +59,8 @@ type Strategy struct {
 	PrepareUpdate    func(ctx context.Context, obj, old runtime.Object)
 	ValidateCreate   func(ctx context.Context, obj runtime.Object) field.ErrorList
 	ValidateOnUpdate func(ctx context.Context, obj, old runtime.Object) field.ErrorList
+	// Warn returns the warnings of a write (old is nil on create).
+	Warn func(obj, old runtime.Object) []string
 	// ResetFields are the fields this strategy resets on writes, by API
 	// version, for server-side apply's managed fields.
 	ResetFields map[fieldpath.APIVersion]*fieldpath.Set
@@ -141,7 +143,12 @@ func withoutCommon(errs, common field.ErrorList) field.ErrorList {
 }
 
 // WarningsOnCreate implements rest.RESTCreateStrategy.
-func (s *Strategy) WarningsOnCreate(context.Context, runtime.Object) []string { return nil }
+func (s *Strategy) WarningsOnCreate(_ context.Context, obj runtime.Object) []string {
+	if s.Warn == nil {
+		return nil
+	}
+	return s.Warn(obj, nil)
+}
 
 // Canonicalize implements rest.RESTCreateStrategy.
 func (s *Strategy) Canonicalize(runtime.Object) {}
@@ -205,8 +212,11 @@ func (s *Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) 
 }
 
 // WarningsOnUpdate implements rest.RESTUpdateStrategy.
-func (s *Strategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
-	return nil
+func (s *Strategy) WarningsOnUpdate(_ context.Context, obj, old runtime.Object) []string {
+	if s.Warn == nil {
+		return nil
+	}
+	return s.Warn(obj, old)
 }
 
 // GetResetFields implements rest.ResetFieldsStrategy.
