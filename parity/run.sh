@@ -2,7 +2,8 @@
 # parity/run.sh [-run REGEXP] [-v] [-candidate-etcd]: build the real kube-apiserver v1.37.2,
 # kube-controller-manager v1.37.2 and etcd from the Go module proxy (once; cached outside the repository), replay
 # every scenario of parity/scenarios against it and against kubeembed, print
-# "N identical, M different" and write parity/PARITY.md.
+# "N identical, M different" and write parity/PARITY.md. The scenarios of a
+# cluster also get kube-scheduler v1.37.2.
 #
 # A cold build of kube-apiserver takes ~16 minutes and ~2.3 GB on 2 cores;
 # later runs reuse the binaries in $KUBEEMBED_PARITY_CACHE
@@ -16,6 +17,7 @@ apiserver="$cache/kube-apiserver-v1.37.2-release"
 etcd="$(../hack/etcd.sh)"
 # Named as on a cluster: its field manager is its binary's name.
 kcm="$cache/kube-controller-manager-v1.37.2/kube-controller-manager"
+scheduler="$cache/kube-scheduler-v1.37.2/kube-scheduler"
 
 # The versions come from go.mod; building them through it keeps the
 # replace directives of k8s.io/kubernetes inside this module.
@@ -37,6 +39,15 @@ if [[ ! -x "$kcm" ]]; then
 	mv "$kcm.tmp" "$kcm"
 fi
 
+if [[ ! -x "$scheduler" ]]; then
+	echo "building kube-scheduler v1.37.2 into $cache (first run: ~8 minutes)" >&2
+	v=k8s.io/component-base/version
+	mkdir -p "$(dirname "$scheduler")"
+	go build -ldflags "-X $v.gitVersion=v1.37.2 -X $v.gitMajor=1 -X $v.gitMinor=37 -X $v.gitTreeState=clean" \
+		-o "$scheduler.tmp" k8s.io/kubernetes/cmd/kube-scheduler
+	mv "$scheduler.tmp" "$scheduler"
+fi
+
 report=PARITY.md
 for a in "$@"; do
 	# kubeembed on etcd has a report of its own.
@@ -51,4 +62,4 @@ done
 named="$cache/named/kube-apiserver"
 mkdir -p "$(dirname "$named")"
 ln -sf "$apiserver" "$named"
-exec go run ./cmd/parity -etcd "$etcd" -kube-apiserver "$named" -kube-controller-manager "$kcm" -report "$report" "$@"
+exec go run ./cmd/parity -etcd "$etcd" -kube-apiserver "$named" -kube-controller-manager "$kcm" -kube-scheduler "$scheduler" -report "$report" "$@"

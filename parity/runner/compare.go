@@ -2,7 +2,11 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -52,6 +56,10 @@ type Runner struct {
 	// Salt makes scenario IDs (namespaces, names) unique to this run, for a
 	// reference server reused across runs.
 	Salt string
+	// Dump, when set, is a directory the normalised responses of each
+	// scenario are written to (AREA_NAME.json: reference and candidate),
+	// to read a difference in full.
+	Dump string
 }
 
 // Run runs every scenario and returns the results in the same order.
@@ -83,14 +91,24 @@ func (r *Runner) RunOne(ctx context.Context, s Scenario) Result {
 			res.SetupErr = t.Name + ": " + err
 			return res
 		}
+		if err := t.addNodes(ctx, s, s.ID(r.Salt)); err != nil {
+			t.cleanUp(ctx, s, s.ID(r.Salt))
+			res.SetupErr = t.Name + ": " + err.Error()
+			return res
+		}
 		resps := run(ctx, t, s, s.ID(r.Salt))
+		t.cleanUp(ctx, s, s.ID(r.Salt))
 		if t == r.Reference {
 			ref = resps
 		} else {
 			cand = resps
 		}
 	}
-	ref, cand = NormaliseAll(r.ServiceCIDR, ref), NormaliseAll(r.ServiceCIDR, cand)
+	ref = Normalise(&Normaliser{ServiceCIDR: r.ServiceCIDR, Concurrent: s.Cluster}, ref)
+	cand = Normalise(&Normaliser{ServiceCIDR: r.ServiceCIDR, Concurrent: s.Cluster}, cand)
+	if r.Dump != "" {
+		dump(r.Dump, s, ref, cand)
+	}
 	for i, st := range s.Steps {
 		res.Steps = append(res.Steps, StepResult{Step: st, Diff: diffStep(st, ref[i], cand[i])})
 	}
@@ -178,4 +196,16 @@ func view(st Step, r Response) comparable {
 
 func diffStep(st Step, ref, cand Response) string {
 	return cmp.Diff(view(st, ref), view(st, cand))
+}
+
+// dump writes a scenario's normalised responses to dir; a failure to write
+// is reported on the scenario's first step.
+func dump(dir string, s Scenario, ref, cand []Response) {
+	data, err := json.MarshalIndent(map[string][]Response{"reference": ref, "candidate": cand}, "", "  ")
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, strings.ReplaceAll(s.FullName(), "/", "_")+".json"), data, 0o644)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "dump %s: %v\n", s.FullName(), err)
+	}
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 )
 
@@ -28,6 +30,20 @@ type Target struct {
 	// Vars are placeholders substituted in steps beside {ns} and {id}
 	// (Fixtures.Vars).
 	Vars map[string]string
+	// Kubelet is the server's simulated kubelet, for cluster scenarios.
+	Kubelet Kubelet
+	// Settle, if set, waits until the server's own controllers have seen
+	// every write (kubeembed's WaitIdle): after a scenario's nodes are
+	// added, so that its scheduler does not try a first pod on a node its
+	// informer still sees tainted. The reference's kube-scheduler runs in
+	// a process of its own, whose informers the runner cannot see; nil.
+	Settle func(context.Context) error
+}
+
+// clientset is a client-go client of the target as the admin.
+func (t *Target) clientset() (kubernetes.Interface, error) {
+	return kubernetes.NewForConfig(&rest.Config{Host: t.URL, BearerToken: t.Token,
+		TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: -1})
 }
 
 func (t *Target) client() *http.Client {
@@ -63,6 +79,9 @@ func (t *Target) Do(ctx context.Context, st Step, ns, id string, earlier map[str
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, st.timeout())
 		defer cancel()
+	}
+	if st.Verb == "KUBELET" {
+		return t.doKubelet(ctx, st, t.substituter(ns, id, earlier))
 	}
 	req, err := t.request(ctx, st, t.substituter(ns, id, earlier))
 	if err != nil {

@@ -26,11 +26,34 @@ import (
 //     30000-32767 become <node-port> (an address outside stays as it is);
 //   - host:port of the server itself becomes <server>;
 //   - the random suffix of a pod's kube-api-access-xxxxx volume becomes
-//     <rand>.
+//     <rand>;
+//   - a container's ID (containerd://<64 hex>) becomes
+//     containerd://<container-id>;
+//   - the suffix of an Event's name (its involved object's name, a dot
+//     and the time in hexadecimal nanoseconds) becomes <event>.
+//
+// With Concurrent (the scenarios of a cluster, where controllers, a
+// scheduler and a kubelet write concurrently, events are recorded
+// asynchronously and a step polls until a state shows, catching the writes
+// before it at random) the resource versions of objects and of references
+// to them (an event's involvedObject) all become <rv>: neither their order
+// nor their number is compared. Managed fields are sorted by manager and
+// subresource: the server sorts them by the second of their last write,
+// which such writes cross at random. For the same reason an Endpoints' or
+// EndpointSlice's endpoints.kubernetes.io/last-change-trigger-time
+// annotation (set when a pod's Ready condition changed second since the
+// last sync) is removed, with its managed field, a slice's generation
+// (how many syncs wrote it) becomes <generation>, and its endpoints are
+// sorted by address (the controllers add them in the order of a Go map's
+// iteration). An event list is sorted by reason and message: the server
+// lists events by name, which ends in the time the recorder made it, and
+// concurrent recorders (a scheduler's Scheduled, a kubelet's Pulling for
+// the same pod) cross at random.
 //
 // A Normaliser is for one scenario on one server.
 type Normaliser struct {
 	ServiceCIDR *net.IPNet
+	Concurrent  bool
 
 	uids  map[string]string
 	gens  map[string]string
@@ -46,11 +69,21 @@ var (
 	// The ServiceAccount admission plugin names the token volume it adds
 	// with a random suffix.
 	tokenVolRE = regexp.MustCompile(`\bkube-api-access-[a-z0-9]{5}\b`)
+	// The container runtime names containers with random IDs.
+	containerIDRE = regexp.MustCompile(`\bcontainerd://[0-9a-f]{64}\b`)
+	// An event recorder names an event after its object and the time.
+	eventNameRE = regexp.MustCompile(`\.[0-9a-f]{16}$`)
 )
 
 // NormaliseAll normalises the responses of one scenario on one server.
 func NormaliseAll(cidr *net.IPNet, resps []Response) []Response {
-	n := &Normaliser{ServiceCIDR: cidr, uids: map[string]string{}, gens: map[string]string{}, rvs: map[string]string{}}
+	return Normalise(&Normaliser{ServiceCIDR: cidr}, resps)
+}
+
+// Normalise normalises the responses of one scenario on one server with n,
+// which it fills.
+func Normalise(n *Normaliser, resps []Response) []Response {
+	n.uids, n.gens, n.rvs = map[string]string{}, map[string]string{}, map[string]string{}
 	var rvs []uint64
 	seen := map[uint64]bool{}
 	for _, r := range resps {
@@ -68,6 +101,11 @@ func NormaliseAll(cidr *net.IPNet, resps []Response) []Response {
 		o := Response{Code: r.Code, Err: n.str(r.Err), Headers: map[string][]string{}}
 		for k, vs := range r.Headers {
 			for _, v := range vs {
+				if k == "Warning" {
+					// Its code (299) is no resource version.
+					o.Headers[k] = append(o.Headers[k], n.names(v))
+					continue
+				}
 				o.Headers[k] = append(o.Headers[k], n.str(v))
 			}
 		}
@@ -180,7 +218,85 @@ func (n *Normaliser) rewriteMap(v map[string]any) map[string]any {
 		out[n.names(k)] = n.rewrite(e, k)
 	}
 	n.table(out)
+	if mf, ok := out["managedFields"].([]any); ok && n.Concurrent {
+		slices.SortStableFunc(mf, func(a, b any) int {
+			key := func(e any) string {
+				m, _ := e.(map[string]any)
+				return fmt.Sprint(m["manager"], "/", m["operation"], "/", m["subresource"])
+			}
+			return strings.Compare(key(a), key(b))
+		})
+	}
+	if n.Concurrent {
+		withoutSyncTiming(out)
+		sortEvents(out)
+	}
+	if _, ok := v["resourceVersion"].(string); ok && n.Concurrent && !isList(v) {
+		out["resourceVersion"] = "<rv>"
+	}
 	return out
+}
+
+// withoutSyncTiming removes from an Endpoints or EndpointSlice what
+// depends on how the endpoint controllers' syncs fell (see Normaliser).
+func withoutSyncTiming(obj map[string]any) {
+	_, slice := obj["addressType"]
+	_, endpoints := obj["subsets"]
+	meta, ok := obj["metadata"].(map[string]any)
+	if !ok || !slice && !endpoints && obj["kind"] != "Endpoints" {
+		return
+	}
+	const trigger = "endpoints.kubernetes.io/last-change-trigger-time"
+	if slice {
+		meta["generation"] = "<generation>"
+		if eps, ok := obj["endpoints"].([]any); ok {
+			slices.SortStableFunc(eps, func(a, b any) int {
+				return strings.Compare(fmt.Sprint(getPath(a, "addresses")), fmt.Sprint(getPath(b, "addresses")))
+			})
+		}
+	}
+	if a, ok := meta["annotations"].(map[string]any); ok {
+		delete(a, trigger)
+		if len(a) == 0 {
+			delete(meta, "annotations")
+		}
+	}
+	mf, _ := meta["managedFields"].([]any)
+	for _, e := range mf {
+		dropPath(e, []string{"fieldsV1", "f:metadata", "f:annotations", "f:" + trigger})
+		if a, ok := getPath(e, "fieldsV1", "f:metadata", "f:annotations").(map[string]any); ok && len(a) == 1 {
+			dropPath(e, []string{"fieldsV1", "f:metadata", "f:annotations"})
+		}
+	}
+}
+
+// sortEvents sorts the items of an event list (core/v1 or events.k8s.io)
+// by reason and message (see Normaliser).
+func sortEvents(list map[string]any) {
+	items, ok := list["items"].([]any)
+	if kind, _ := list["kind"].(string); !ok || kind != "EventList" {
+		return
+	}
+	key := func(e any) string {
+		text := getPath(e, "message")
+		if text == nil {
+			text = getPath(e, "note")
+		}
+		return fmt.Sprint(getPath(e, "reason"), "/", text)
+	}
+	slices.SortStableFunc(items, func(a, b any) int { return strings.Compare(key(a), key(b)) })
+}
+
+// getPath is v's value at path, nil if there is none.
+func getPath(v any, path ...string) any {
+	for _, k := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
 }
 
 // withListRV returns a copy of obj whose metadata.resourceVersion, if it
@@ -219,6 +335,9 @@ func (n *Normaliser) rewriteString(v, key string) any {
 	if key == "message" {
 		return n.str(v)
 	}
+	if key == "name" && eventNameRE.MatchString(v) {
+		return eventNameRE.ReplaceAllString(n.names(v), ".<event>")
+	}
 	return n.names(v)
 }
 
@@ -250,6 +369,7 @@ func (n *Normaliser) names(s string) string {
 		}
 	}
 	s = serverRE.ReplaceAllString(s, "<server>")
+	s = containerIDRE.ReplaceAllString(s, "containerd://<container-id>")
 	return tokenVolRE.ReplaceAllString(s, "kube-api-access-<rand>")
 }
 

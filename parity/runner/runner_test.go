@@ -170,3 +170,73 @@ func TestDiffStepSortLines(t *testing.T) {
 	assert.Empty(t, diffStep(Step{SortLines: true}, ref, reordered))
 	assert.Contains(t, diffStep(Step{SortLines: true}, ref, missing), "etcd", "a missing line is a difference")
 }
+
+// KUBELET steps are checked when the file loads: only in cluster files,
+// with a known action on a node or pod path.
+func TestLoadChecksKubeletSteps(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "c.yaml"), []byte(`
+cluster: true
+scenarios:
+- name: ok
+  steps: [{verb: KUBELET, path: /namespaces/a/pods/b, action: exit, container: c, code: 1}, {verb: KUBELET, path: /nodes/n, action: stop}]
+- name: bad-path
+  steps: [{verb: KUBELET, path: /pods/b, action: exit}]
+- name: bad-action
+  steps: [{verb: KUBELET, path: /nodes/n, action: exit}]
+- name: action-on-get
+  steps: [{verb: GET, path: /api, action: stop}]
+`), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(`
+scenarios: [{name: not-a-cluster, steps: [{verb: KUBELET, path: /nodes/n, action: stop}]}]
+`), 0o600))
+	_, err := Load(dir, nil)
+	require.Error(t, err)
+	for _, want := range []string{`KUBELET path "/pods/b"`, `KUBELET action "exit" on a node`,
+		"action, container and code are for KUBELET steps", "KUBELET steps are for the scenarios of a cluster file"} {
+		assert.ErrorContains(t, err, want)
+	}
+	assert.NotContains(t, err.Error(), "c/ok")
+}
+
+// In a cluster's scenarios, what depends on when concurrent writers ran
+// (resource versions, the order of managed fields, the endpoint
+// controllers' trigger times and slice generations) is not compared; the
+// endpoints themselves are.
+func TestNormaliseConcurrent(t *testing.T) {
+	slice := func(rv, gen, trigger, ip string) []Response {
+		ann, fann := "", ""
+		if trigger != "" {
+			ann = `"annotations":{"endpoints.kubernetes.io/last-change-trigger-time":"` + trigger + `"},`
+			fann = `"f:annotations":{".":{},"f:endpoints.kubernetes.io/last-change-trigger-time":{}},`
+		}
+		return []Response{{Code: 200, Body: jsonValue(t, `{"items":[{"addressType":"IPv4","endpoints":[{"addresses":["`+ip+`"]}],
+			"metadata":{`+ann+`"generation":`+gen+`,"resourceVersion":"`+rv+`","managedFields":[
+			{"manager":"b","fieldsV1":{"f:metadata":{`+fann+`"f:labels":{}}}},{"manager":"a"}]}}],"metadata":{"resourceVersion":"9"}}`)}}
+	}
+	norm := func(r []Response) []Response { return Normalise(&Normaliser{Concurrent: true}, r) }
+	a := norm(slice("5", "2", "2026-12-01T10:00:00Z", "10.244.0.2"))
+	assert.Empty(t, cmp.Diff(a, norm(slice("70", "3", "", "10.244.0.2"))))
+	assert.NotEmpty(t, cmp.Diff(a, norm(slice("70", "3", "", "10.244.0.3"))))
+	two := func(first, second string) []Response {
+		return norm([]Response{{Code: 200, Body: jsonValue(t, `{"addressType":"IPv4","metadata":{},"endpoints":[{"addresses":["`+first+`"]},{"addresses":["`+second+`"]}]}`)}})
+	}
+	assert.Empty(t, cmp.Diff(two("10.244.0.2", "10.244.1.2"), two("10.244.1.2", "10.244.0.2")), "endpoints in any order")
+	item := a[0].Body.(map[string]any)["items"].([]any)[0].(map[string]any)
+	mf := item["metadata"].(map[string]any)["managedFields"].([]any)
+	assert.Equal(t, "a", mf[0].(map[string]any)["manager"], "managed fields sorted by manager")
+	assert.Equal(t, map[string]any{"f:labels": map[string]any{}}, getPath(mf[1], "fieldsV1", "f:metadata"))
+	// Without Concurrent, they are compared.
+	assert.NotEmpty(t, cmp.Diff(NormaliseAll(nil, slice("5", "2", "2026-12-01T10:00:00Z", "10.244.0.2")),
+		NormaliseAll(nil, slice("5", "3", "", "10.244.0.2"))))
+}
+
+// Concurrent recorders' events are compared in any order.
+func TestNormaliseConcurrentEvents(t *testing.T) {
+	list := func(first, second string) []Response {
+		return Normalise(&Normaliser{Concurrent: true}, []Response{{Code: 200, Body: jsonValue(t,
+			`{"kind":"EventList","items":[{"reason":"`+first+`","message":"m"},{"reason":"`+second+`","message":"m"}]}`)}})
+	}
+	assert.Empty(t, cmp.Diff(list("Scheduled", "Pulling"), list("Pulling", "Scheduled")))
+	assert.NotEmpty(t, cmp.Diff(list("Scheduled", "Pulling"), list("Pulling", "Pulled")))
+}

@@ -32,6 +32,13 @@ type File struct {
 	// kube-apiserver beside kube-controller-manager, kubeembed with its
 	// own (the other files run on servers without).
 	Controllers bool `json:"controllers"`
+	// Cluster runs the file's scenarios on servers with pods that run:
+	// kube-apiserver beside kube-controller-manager (with the node, pod
+	// and endpoint controllers too), kube-scheduler and kubeembed's
+	// simulated kubelet and provisioner as clients; kubeembed with all its
+	// controllers. They run one at a time (a scheduler's answer counts
+	// every node), each on the nodes it declares.
+	Cluster bool `json:"cluster"`
 }
 
 // Scenario is a sequence of requests run from a clean state: a namespace of
@@ -42,9 +49,14 @@ type Scenario struct {
 	Name string `json:"name"`
 	Area string `json:"-"`
 	File string `json:"-"`
-	// Controllers is the file's.
-	Controllers bool   `json:"-"`
-	Steps       []Step `json:"steps"`
+	// Controllers and Cluster are the file's.
+	Controllers bool `json:"-"`
+	Cluster     bool `json:"-"`
+	// Nodes are simulated nodes added to both servers before the first
+	// step and removed after the last (Cluster files only). Name them
+	// with {id}: a removed node's pods stay bound to its name.
+	Nodes []NodeSpec `json:"nodes,omitempty"`
+	Steps []Step     `json:"steps"`
 }
 
 // Step is one request. Every string of Path, Query, Body, Raw and Headers may
@@ -55,7 +67,9 @@ type Step struct {
 	// Name lets later steps refer to this one's response.
 	Name string `json:"name,omitempty"`
 	// Verb is an HTTP method, or WATCH: a GET with watch=true whose first
-	// Events events are compared.
+	// Events events are compared; or KUBELET: Action done by the simulated
+	// kubelet (Cluster files) to the node or pod of Path, /nodes/NAME or
+	// /namespaces/NS/pods/NAME (see KubeletActions).
 	Verb  string            `json:"verb"`
 	Path  string            `json:"path"`
 	Query map[string]string `json:"query,omitempty"`
@@ -90,6 +104,10 @@ type Step struct {
 	UntilAbsent string `json:"untilAbsent,omitempty"`
 	// StatusOnly compares only the status code, reason and content type.
 	StatusOnly bool `json:"statusOnly,omitempty"`
+	// Action, Container and Code are a KUBELET step's.
+	Action    string `json:"action,omitempty"`
+	Container string `json:"container,omitempty"`
+	Code      int32  `json:"code,omitempty"`
 	// SortLines compares a text body as its lines in sorted order: health
 	// checks are listed in the order each server registered them.
 	SortLines bool `json:"sortLines,omitempty"`
@@ -113,7 +131,7 @@ func (s Scenario) ID(salt string) string {
 // FullName is "area/name".
 func (s Scenario) FullName() string { return s.Area + "/" + s.Name }
 
-var validVerb = map[string]bool{"GET": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true, "WATCH": true}
+var validVerb = map[string]bool{"GET": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true, "WATCH": true, "KUBELET": true}
 
 // Load reads every *.yaml file of dir and returns the scenarios whose full
 // name matches run (all when run is nil), sorted by file then order in file.
@@ -151,7 +169,7 @@ func Load(dir string, run *regexp.Regexp) ([]Scenario, error) {
 			f.Scenarios = append(f.Scenarios, gen...)
 		}
 		for i, s := range f.Scenarios {
-			s.Area, s.File, s.Controllers = f.Area, filepath.Base(p), f.Controllers
+			s.Area, s.File, s.Controllers, s.Cluster = f.Area, filepath.Base(p), f.Controllers, f.Cluster
 			if err := s.validate(); err != nil {
 				errs = append(errs, fmt.Errorf("%s: scenario %d (%q): %w", p, i, s.Name, err))
 				continue
@@ -179,10 +197,16 @@ func (s Scenario) validate() error {
 	if len(s.Steps) == 0 {
 		errs = append(errs, errors.New("no steps"))
 	}
+	if len(s.Nodes) > 0 && !s.Cluster {
+		errs = append(errs, errors.New("nodes are for the scenarios of a cluster file"))
+	}
 	names := map[string]bool{}
 	for i, st := range s.Steps {
 		if !validVerb[st.Verb] {
-			errs = append(errs, fmt.Errorf("step %d: verb %q is not one of GET, POST, PUT, PATCH, DELETE, WATCH", i, st.Verb))
+			errs = append(errs, fmt.Errorf("step %d: verb %q is not one of GET, POST, PUT, PATCH, DELETE, WATCH, KUBELET", i, st.Verb))
+		}
+		if err := st.validateKubelet(s.Cluster); err != nil {
+			errs = append(errs, fmt.Errorf("step %d: %w", i, err))
 		}
 		if !strings.HasPrefix(st.Path, "/") {
 			errs = append(errs, fmt.Errorf("step %d: path %q must start with /", i, st.Path))

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,38 +29,91 @@ import (
 // ServiceCIDR is the service range both servers are given.
 const ServiceCIDR = "10.0.0.0/24"
 
-// Reference is etcd and kube-apiserver run as child processes.
+// Reference is etcd and kube-apiserver run as child processes, with
+// kube-controller-manager, kube-scheduler and kubeembed's simulated kubelet
+// and provisioner as its Mode asks.
 type Reference struct {
 	Target
 	// EtcdURL is the client URL of its etcd.
 	EtcdURL string
 	procs   []*exec.Cmd
 	dir     string
+	stopSim func()
 }
 
-// StartReference starts etcd and kube-apiserver from the given binaries,
-// with their data and logs under dir, and waits until kube-apiserver is
-// ready; then kube-controller-manager if kcmBin is not empty. The admin is in
-// system:masters; authorization is RBAC, as on a cluster built by kubeadm.
-func StartReference(ctx context.Context, etcdBin, apiserverBin, kcmBin, dir, token string) (_ *Reference, err error) {
+// Mode is what runs beside the API servers.
+type Mode int
+
+const (
+	// Plain: the API servers alone.
+	Plain Mode = iota
+	// WithControllers: kube-controller-manager with the controllers of
+	// Controllers beside kube-apiserver; kubeembed with those.
+	WithControllers
+	// WithCluster: pods run. Beside kube-apiserver: kube-controller-manager
+	// with ClusterControllers, kube-scheduler, and kubeembed's simulated
+	// kubelet and provisioner as clients of it; kubeembed with the same
+	// controllers and its own scheduler, kubelet and provisioner. Neither
+	// has a node until a scenario adds one.
+	WithCluster
+)
+
+func (m Mode) String() string { return [...]string{"plain", "controllers", "cluster"}[m] }
+
+// Binaries are the reference's programs.
+type Binaries struct {
+	Etcd, APIServer, ControllerManager, Scheduler string
+}
+
+// StartReference starts etcd and kube-apiserver from bins, with their data
+// and logs under dir, and waits until kube-apiserver is ready; then what
+// mode runs beside it. The admin is in system:masters; authorization is
+// RBAC, as on a cluster built by kubeadm.
+func StartReference(ctx context.Context, bins Binaries, mode Mode, dir, token string) (_ *Reference, err error) {
 	r := &Reference{dir: dir}
 	defer func() {
 		if err != nil {
 			r.Stop()
 		}
 	}()
-	if r.EtcdURL, err = r.StartEtcd(ctx, etcdBin, "etcd"); err != nil {
-		return nil, err
-	}
-	ports, err := freePorts(1)
-	if err != nil {
+	if r.EtcdURL, err = r.StartEtcd(ctx, bins.Etcd, "etcd"); err != nil {
 		return nil, err
 	}
 	files, err := writeReferenceFiles(dir, token)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.start(ctx, "kube-apiserver", apiserverBin, append(files.frontProxy,
+	if err := r.startAPIServer(ctx, bins.APIServer, files, token); err != nil {
+		return nil, err
+	}
+	if mode == Plain {
+		return r, nil
+	}
+	if bins.ControllerManager == "" || (mode == WithCluster && bins.Scheduler == "") {
+		return nil, fmt.Errorf("%s scenarios need kube-controller-manager's binary, and kube-scheduler's for a cluster (parity/run.sh builds them)", mode)
+	}
+	list := Controllers
+	if mode == WithCluster {
+		list += "," + ClusterControllers
+	}
+	if err := r.startControllerManager(ctx, bins.ControllerManager, files.saKey, list); err != nil {
+		return nil, err
+	}
+	if mode == WithCluster {
+		return r, r.startCluster(ctx, bins.Scheduler)
+	}
+	return r, nil
+}
+
+// startAPIServer starts kube-apiserver on etcd and waits until it is
+// ready.
+func (r *Reference) startAPIServer(ctx context.Context, bin string, files referenceFiles, token string) error {
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	dir := r.dir
+	if err := r.start(ctx, "kube-apiserver", bin, append(files.frontProxy,
 		"--client-ca-file="+files.clientCA,
 		"--etcd-servers="+r.EtcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
@@ -77,20 +131,15 @@ func StartReference(ctx context.Context, etcdBin, apiserverBin, kcmBin, dir, tok
 		"--service-account-key-file="+files.saKey,
 		"--service-account-signing-key-file="+files.saKey,
 	)...); err != nil {
-		return nil, err
+		return err
 	}
 	r.Target = Target{Name: "kube-apiserver", URL: fmt.Sprintf("https://127.0.0.1:%d", ports[0]), Token: token}
 	readyCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if err := r.WaitReady(readyCtx); err != nil {
-		return nil, fmt.Errorf("%w (logs in %s)", err, dir)
+		return fmt.Errorf("%w (logs in %s)", err, dir)
 	}
-	if kcmBin != "" {
-		if err := r.startControllerManager(ctx, kcmBin, files.saKey); err != nil {
-			return nil, err
-		}
-	}
-	return r, nil
+	return nil
 }
 
 // referenceFiles are kube-apiserver's files StartReference writes.
@@ -124,22 +173,53 @@ func writeReferenceFiles(dir, token string) (f referenceFiles, err error) {
 // the reference runs them.
 const Controllers = "garbagecollector,namespace,serviceaccount,serviceaccount-token,root-ca-cert-publisher,resourcequota,clusterrole-aggregation"
 
-// startControllerManager runs kube-controller-manager against the
-// reference with the controllers kubeembed has, as the admin, signing
-// secret-based tokens with the service account key.
-func (r *Reference) startControllerManager(ctx context.Context, bin, keyFile string) error {
-	kubeconfig := filepath.Join(r.dir, "kcm.kubeconfig")
+// ClusterControllers are those kube-controller-manager runs beside them
+// for pods that run: nodes, pods, endpoints, volumes.
+const ClusterControllers = "nodelifecycle,taint-eviction-controller,podgc,endpoint,endpointslice,endpointslicemirroring," +
+	"persistentvolume-binder,pvc-protection,pv-protection"
+
+// kubeconfig writes a kubeconfig of the admin for a component.
+func (r *Reference) kubeconfig(name string) (string, error) {
+	path := filepath.Join(r.dir, name+".kubeconfig")
 	kc := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters: [{name: r, cluster: {server: %q, insecure-skip-tls-verify: true}}]\n"+
 		"users: [{name: admin, user: {token: %q}}]\ncontexts: [{name: r, context: {cluster: r, user: admin}}]\ncurrent-context: r\n", r.URL, r.Token)
-	if err := os.WriteFile(kubeconfig, []byte(kc), 0o600); err != nil {
+	return path, os.WriteFile(path, []byte(kc), 0o600)
+}
+
+// startControllerManager runs kube-controller-manager against the
+// reference with the controllers of list, as the admin, signing
+// secret-based tokens with the service account key.
+func (r *Reference) startControllerManager(ctx context.Context, bin, keyFile, list string) error {
+	kubeconfig, err := r.kubeconfig("kcm")
+	if err != nil {
 		return err
 	}
 	return r.start(ctx, "kube-controller-manager", bin,
-		"--kubeconfig="+kubeconfig, "--controllers="+Controllers, "--leader-elect=false",
+		"--kubeconfig="+kubeconfig, "--controllers="+list, "--leader-elect=false",
 		"--root-ca-file="+filepath.Join(r.dir, "certs", "apiserver.crt"),
 		"--service-account-private-key-file="+keyFile,
 		"--bind-address=127.0.0.1", "--secure-port=0",
 	)
+}
+
+// startCluster runs kube-scheduler against the reference, and kubeembed's
+// simulated kubelet and provisioner in this process as its clients.
+func (r *Reference) startCluster(ctx context.Context, schedulerBin string) error {
+	kubeconfig, err := r.kubeconfig("kube-scheduler")
+	if err != nil {
+		return err
+	}
+	if err := r.start(ctx, "kube-scheduler", schedulerBin,
+		"--kubeconfig="+kubeconfig, "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0",
+	); err != nil {
+		return err
+	}
+	k, stop, err := StartSimulation(ctx, &r.Target)
+	if err != nil {
+		return err
+	}
+	r.Kubelet, r.stopSim = k, stop
+	return nil
 }
 
 // StartEtcd starts an etcd process (its data in the reference's directory,
@@ -176,8 +256,13 @@ func (r *Reference) start(ctx context.Context, name, bin string, args ...string)
 	return nil
 }
 
-// Stop ends kube-apiserver, then etcd.
+// Stop ends the simulation, then the processes in the reverse order of
+// their start.
 func (r *Reference) Stop() {
+	if r.stopSim != nil {
+		r.stopSim()
+		r.stopSim = nil
+	}
 	for i := len(r.procs) - 1; i >= 0; i-- {
 		p := r.procs[i]
 		_ = p.Process.Signal(syscall.SIGTERM)
@@ -200,16 +285,12 @@ type Candidate struct {
 	storage *etcd.Backend
 }
 
-// StartCandidate starts kubeembed with the built-in groups, in memory, or
-// in the etcd at etcdURL when it is set, as kube-apiserver stores: under
-// "/registry", behind the watch cache.
-func StartCandidate(ctx context.Context, token string, withControllers bool, etcdURL string) (*Candidate, error) {
-	// Without kube-controller-manager beside the reference, the candidate
-	// runs no controllers either.
-	opts := kubeembed.Options{AdminToken: token, Controllers: []controllers.Name{}}
-	if withControllers {
-		opts.Controllers = nil // all
-	}
+// StartCandidate starts kubeembed with the built-in groups and mode's
+// controllers, in memory, or in the etcd at etcdURL when it is set, as
+// kube-apiserver stores: under "/registry", behind the watch cache. It has
+// no node until a scenario adds one.
+func StartCandidate(ctx context.Context, token string, mode Mode, etcdURL string) (*Candidate, error) {
+	opts := kubeembed.Options{AdminToken: token, Controllers: candidateControllers(mode), Nodes: []controllers.Node{}}
 	c := &Candidate{}
 	if etcdURL != "" {
 		b, err := etcd.New(ctx, etcd.Options{Servers: []string{etcdURL}, WatchCache: true})
@@ -226,7 +307,30 @@ func StartCandidate(ctx context.Context, token string, withControllers bool, etc
 		return nil, errors.Join(err, srv.Close(), c.closeStorage())
 	}
 	c.Target, c.srv = Target{Name: "kubeembed", URL: srv.URL(), Token: token}, srv
+	if mode == WithCluster {
+		c.Kubelet, c.Settle = srv.Kubelet(), srv.WaitIdle
+	}
 	return c, nil
+}
+
+// candidateControllers are the controllers the reference runs in mode,
+// and in a cluster the simulated kubelet, scheduler and provisioner.
+func candidateControllers(mode Mode) []controllers.Name {
+	var list string
+	switch mode {
+	case Plain:
+		return []controllers.Name{}
+	case WithControllers:
+		list = Controllers
+	case WithCluster:
+		list = Controllers + "," + ClusterControllers + "," + strings.Join([]string{
+			string(controllers.Kubelet), string(controllers.Scheduler), string(controllers.VolumeProvisioner)}, ",")
+	}
+	var out []controllers.Name
+	for n := range strings.SplitSeq(list, ",") {
+		out = append(out, controllers.Name(n))
+	}
+	return out
 }
 
 // Stop closes the server, then its storage.

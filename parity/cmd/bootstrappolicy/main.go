@@ -46,7 +46,7 @@ func run(ctx context.Context, etcd, apiserver, out string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	ref, err := runner.StartReference(ctx, etcd, apiserver, "", dir, "bootstrap-policy-token")
+	ref, err := runner.StartReference(ctx, runner.Binaries{Etcd: etcd, APIServer: apiserver}, runner.Plain, dir, "bootstrap-policy-token")
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,8 @@ func run() error {
 		refURL    = flag.String("reference-url", "", "use this running kube-apiserver instead of starting one (development)")
 		refToken  = flag.String("reference-token", "", "admin token of -reference-url")
 		kcm       = flag.String("kube-controller-manager", "", "kube-controller-manager binary, for the scenarios with controllers")
+		scheduler = flag.String("kube-scheduler", "", "kube-scheduler binary, for the scenarios of a cluster")
+		dumpDir   = flag.String("dump", "", "write each scenario's normalised responses to this directory")
 		onEtcd    = flag.Bool("candidate-etcd", false, "store kubeembed in an etcd process of its own (the reference's binary; watch cache on) instead of memory")
 	)
 	flag.Parse()
@@ -64,8 +66,9 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	start := time.Now()
-	p := pair{etcd: *etcd, apiserver: *apiserver, refURL: *refURL, refToken: *refToken, parallel: *parallel, candidateEtcd: *onEtcd}
-	results, err := p.runAll(ctx, list, *kcm)
+	p := pair{bins: runner.Binaries{Etcd: *etcd, APIServer: *apiserver, ControllerManager: *kcm, Scheduler: *scheduler},
+		refURL: *refURL, refToken: *refToken, parallel: *parallel, candidateEtcd: *onEtcd, dump: *dumpDir}
+	results, err := p.runAll(ctx, list)
 	if err != nil {
 		return err
 	}
@@ -105,40 +108,44 @@ func printResults(results []runner.Result, verbose bool) {
 	fmt.Printf("%d identical, %d different (%.1f%%)\n", all.Identical, all.Different, all.Percent())
 }
 
-// runAll runs the scenarios without controllers on one pair of servers and
-// those with controllers (kube-controller-manager's binary kcm beside the
-// reference) on another.
-func (p pair) runAll(ctx context.Context, list []runner.Scenario, kcm string) ([]runner.Result, error) {
-	var plain, withControllers []runner.Scenario
+// runAll runs the scenarios of each mode on a pair of servers of their own:
+// those without controllers, those with (kube-controller-manager beside the
+// reference), those of a cluster (one at a time).
+func (p pair) runAll(ctx context.Context, list []runner.Scenario) ([]runner.Result, error) {
+	byMode := map[runner.Mode][]runner.Scenario{}
 	for _, sc := range list {
-		if sc.Controllers {
-			withControllers = append(withControllers, sc)
-		} else {
-			plain = append(plain, sc)
+		switch {
+		case sc.Cluster:
+			byMode[runner.WithCluster] = append(byMode[runner.WithCluster], sc)
+		case sc.Controllers:
+			byMode[runner.WithControllers] = append(byMode[runner.WithControllers], sc)
+		default:
+			byMode[runner.Plain] = append(byMode[runner.Plain], sc)
 		}
 	}
-	results, err := p.run(ctx, plain, "")
-	if err != nil || len(withControllers) == 0 {
-		return results, err
+	var results []runner.Result
+	for _, mode := range []runner.Mode{runner.Plain, runner.WithControllers, runner.WithCluster} {
+		more, err := p.run(ctx, byMode[mode], mode)
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, more...)
 	}
-	if kcm == "" {
-		return nil, errors.New("-kube-controller-manager is required for scenarios with controllers (parity/run.sh builds it)")
-	}
-	more, err := p.run(ctx, withControllers, kcm)
-	return append(results, more...), err
+	return results, nil
 }
 
 // pair starts a reference and a candidate and runs scenarios on them.
 type pair struct {
-	etcd, apiserver, refURL, refToken string
-	parallel                          int
+	bins             runner.Binaries
+	refURL, refToken string
+	parallel         int
 	// candidateEtcd stores kubeembed in the reference's etcd.
 	candidateEtcd bool
+	dump          string
 }
 
-// run runs list on a fresh pair of servers: with controllers (kcm is
-// kube-controller-manager's binary) or without.
-func (p pair) run(ctx context.Context, list []runner.Scenario, kcm string) ([]runner.Result, error) {
+// run runs list on a fresh pair of servers of mode.
+func (p pair) run(ctx context.Context, list []runner.Scenario, mode runner.Mode) ([]runner.Result, error) {
 	if len(list) == 0 {
 		return nil, nil
 	}
@@ -150,24 +157,24 @@ func (p pair) run(ctx context.Context, list []runner.Scenario, kcm string) ([]ru
 	defer os.RemoveAll(dir)
 	start := time.Now()
 	ref := &runner.Reference{Target: runner.Target{Name: "kube-apiserver", URL: p.refURL, Token: p.refToken}}
-	if p.refURL == "" || kcm != "" || p.candidateEtcd {
-		if ref, err = runner.StartReference(ctx, p.etcd, p.apiserver, kcm, dir, token); err != nil {
+	if p.refURL == "" || mode != runner.Plain || p.candidateEtcd {
+		if ref, err = runner.StartReference(ctx, p.bins, mode, dir, token); err != nil {
 			return nil, fmt.Errorf("start kube-apiserver: %w", err)
 		}
 		defer ref.Stop()
 	}
 	etcdURL := ""
 	if p.candidateEtcd {
-		if etcdURL, err = ref.StartEtcd(ctx, p.etcd, "candidate-etcd"); err != nil {
+		if etcdURL, err = ref.StartEtcd(ctx, p.bins.Etcd, "candidate-etcd"); err != nil {
 			return nil, fmt.Errorf("start kubeembed's etcd: %w", err)
 		}
 	}
-	cand, err := runner.StartCandidate(ctx, token, kcm != "", etcdURL)
+	cand, err := runner.StartCandidate(ctx, token, mode, etcdURL)
 	if err != nil {
 		return nil, fmt.Errorf("start kubeembed: %w", err)
 	}
 	defer cand.Stop()
-	fmt.Printf("servers ready in %s (controllers: %t); running %d scenarios\n", time.Since(start).Round(time.Millisecond), kcm != "", len(list))
+	fmt.Printf("servers ready in %s (%s); running %d scenarios\n", time.Since(start).Round(time.Millisecond), mode, len(list))
 	_, cidr, _ := net.ParseCIDR(runner.ServiceCIDR)
 	fixtures, err := runner.StartFixtures()
 	if err != nil {
@@ -175,8 +182,11 @@ func (p pair) run(ctx context.Context, list []runner.Scenario, kcm string) ([]ru
 	}
 	defer fixtures.Close()
 	ref.Target.Vars, cand.Target.Vars = fixtures.Vars, fixtures.Vars
-	r := &runner.Runner{Reference: &ref.Target, Candidate: &cand.Target, ServiceCIDR: cidr, Parallel: p.parallel}
-	if p.refURL != "" && kcm == "" {
+	r := &runner.Runner{Reference: &ref.Target, Candidate: &cand.Target, ServiceCIDR: cidr, Parallel: p.parallel, Dump: p.dump}
+	if mode == runner.WithCluster {
+		r.Parallel = 1 // a scheduler's answer counts every node
+	}
+	if p.refURL != "" && mode == runner.Plain {
 		r.Salt = token // the reused server keeps the objects of earlier runs
 	}
 	return r.Run(ctx, list), nil
