@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
 
@@ -97,4 +99,35 @@ func serviceSlice(t *testing.T, c kubernetes.Interface, service string, cond fun
 			t.Fatalf("EndpointSlice of %s: condition not met", service)
 		}
 	}
+}
+
+// Start returns with its nodes registered, Ready, leased and without the
+// not-ready taint, as the node lifecycle controller and the scheduler see
+// them: a pod created at once is scheduled on the first try, with no
+// FailedScheduling event.
+func TestStartReturnsWithSchedulableNodes(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{Nodes: controllers.Nodes(3)}))
+	c := clientset(t, srv)
+	ctx := t.Context()
+	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, nodes.Items, 3)
+	for _, n := range nodes.Items {
+		assert.Empty(t, n.Spec.Taints, n.Name)
+		_, err := c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, n.Name, metav1.GetOptions{})
+		assert.NoError(t, err, n.Name)
+	}
+	_, err = c.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "first"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	apiservertest.WaitIdle(t, srv)
+	events, err := c.EventsV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=first"})
+	require.NoError(t, err)
+	var reasons []string
+	for _, e := range events.Items {
+		reasons = append(reasons, e.Reason)
+	}
+	assert.Contains(t, reasons, "Scheduled")
+	assert.NotContains(t, reasons, "FailedScheduling")
 }

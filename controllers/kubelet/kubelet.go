@@ -81,6 +81,9 @@ type Kubelet struct {
 	outcomes outcomes
 	// registered is closed once the initial nodes are registered.
 	registered chan struct{}
+	// ready is closed once the server is ready: its kube-node-lease
+	// namespace exists (controllers.Config.Ready; nil: it does).
+	ready <-chan struct{}
 	// nextBeat is the heartbeat's timer; reported when the nodes' status
 	// was last reported.
 	nextBeat clock.Timer
@@ -100,7 +103,7 @@ func New(cfg controllers.Config) (*Kubelet, error) {
 		return nil, err
 	}
 	k := &Kubelet{
-		client: client, clock: cfg.Clock, initial: cfg.Nodes,
+		client: client, clock: cfg.Clock, initial: cfg.Nodes, ready: cfg.Ready,
 		nodes: cfg.Informers.Core().V1().Nodes().Lister(), pods: cfg.Informers.Core().V1().Pods().Lister(),
 		nodeQueue: controller.NewQueue("kubelet_node", cfg.QueueMetrics), podQueue: controller.NewQueue("kubelet_pod", cfg.QueueMetrics),
 		simulated: map[string]*node{}, running: map[types.UID]*podRuntime{}, keys: map[string]types.UID{},

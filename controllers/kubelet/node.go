@@ -187,5 +187,14 @@ func (k *Kubelet) register(ctx context.Context, n *node) error {
 	k.mu.Lock()
 	n.uid = created.UID
 	k.mu.Unlock()
+	// The Lease's namespace is made by the server's start: a create before
+	// it exists waits 50 ms in namespace admission, then fails.
+	if k.ready != nil {
+		select {
+		case <-k.ready:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	return k.renewLease(ctx, n)
 }

@@ -20,8 +20,9 @@ import (
 )
 
 // monitorHealth marks the node Unknown when its grace period is over,
-// and its pods not Ready when it stops being Ready; it returns the node as
-// written.
+// and then its pods not Ready (only a Ready node the controller itself
+// turns Unknown: one its kubelet reports NotReady keeps its pods'
+// conditions, the kubelet's to write); it returns the node as written.
 func (c *Controller) monitorHealth(ctx context.Context, n *corev1.Node) (*corev1.Node, error) {
 	now := c.clock.Now()
 	deadline, wasReady := c.observe(n, now)

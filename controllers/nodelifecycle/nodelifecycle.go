@@ -4,7 +4,9 @@
 // not-ready and unreachable ones, which the taint eviction controller acts
 // on), marks a node whose kubelet stopped renewing its Lease Unknown once
 // the grace period is over (on the server's clock), and marks the pods of
-// a node that stops being Ready not Ready, as v1.37.2 does.
+// a Ready node it turns Unknown not Ready (and a pod bound to such a node
+// later), as v1.37.2 does: pods of a node its kubelet reports NotReady
+// keep their conditions.
 package nodelifecycle
 
 import (
@@ -47,6 +49,8 @@ type Controller struct {
 	leases coordinationlisters.LeaseLister
 	queue  *controller.Queue
 	events record.EventBroadcaster
+	// initial are the simulated nodes the server registers at start.
+	initial []string
 
 	mu sync.Mutex
 	// health is what the controller observed of each node's heartbeats.
@@ -67,6 +71,9 @@ func New(cfg controllers.Config) (*Controller, error) {
 	c := &Controller{client: cfg.Client, clock: cfg.Clock, nodes: cfg.Informers.Core().V1().Nodes().Lister(),
 		pods: cfg.Informers.Core().V1().Pods().Lister(), leases: cfg.Informers.Coordination().V1().Leases().Lister(),
 		queue: controller.NewQueue("node_lifecycle_controller", cfg.QueueMetrics), health: map[string]*health{}, timers: map[string]clock.Timer{}}
+	for _, n := range cfg.Nodes {
+		c.initial = append(c.initial, n.Name)
+	}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
 	}
@@ -123,18 +130,25 @@ func (c *Controller) recorder() record.EventRecorder {
 	return c.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "node-controller"})
 }
 
-// WaitStarted waits until every node that reports Ready has lost the
-// taints of its not-ready state (the not-ready taint admission gives a new
-// node): Start returns with its nodes schedulable.
+// WaitStarted waits until the server's initial nodes are Ready and have
+// lost the taint of their not-ready state (the not-ready taint admission
+// gives a new node), and so has every other node that reports Ready, as
+// this controller sees them: Start returns with its nodes schedulable.
 func (c *Controller) WaitStarted(ctx context.Context) error {
+	notReady := matching(corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule})
 	return controller.Wait(ctx, func() error {
+		for _, name := range c.initial {
+			n, err := c.nodes.Get(name)
+			if err != nil || readyStatus(n) != corev1.ConditionTrue || slices.ContainsFunc(n.Spec.Taints, notReady) {
+				return errNotUntainted(name)
+			}
+		}
 		nodes, err := c.nodes.List(labels.Everything())
 		if err != nil {
 			return err
 		}
 		for _, n := range nodes {
-			notReady := corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}
-			if readyStatus(n) == corev1.ConditionTrue && slices.ContainsFunc(n.Spec.Taints, matching(notReady)) {
+			if readyStatus(n) == corev1.ConditionTrue && slices.ContainsFunc(n.Spec.Taints, notReady) {
 				return errNotUntainted(n.Name)
 			}
 		}

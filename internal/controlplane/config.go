@@ -195,7 +195,10 @@ func (sh *shared) buildControllerBase() error {
 	if err != nil {
 		return err
 	}
-	cfg.Clock, cfg.Nodes = sh.Clock, sh.Nodes
+	cfg.Clock = sh.Clock
+	if slices.Contains(sh.Controllers, controllers.Kubelet) {
+		cfg.Nodes = sh.Nodes // registered by the simulated kubelet only
+	}
 	sh.controllerBase, err = newControllerBase(sh.Controllers, cfg)
 	return err
 }
