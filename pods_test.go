@@ -188,7 +188,9 @@ func TestGatedPodUpdates(t *testing.T) {
 		}
 		return err
 	}
-	err = update(func(s *corev1.PodSpec) { s.SchedulingGates = append(s.SchedulingGates, corev1.PodSchedulingGate{Name: "three"}) })
+	err = update(func(s *corev1.PodSpec) {
+		s.SchedulingGates = append(s.SchedulingGates, corev1.PodSchedulingGate{Name: "three"})
+	})
 	require.True(t, apierrors.IsInvalid(err), "%v", err)
 	assert.Contains(t, err.Error(), "spec.schedulingGates[2].name: Forbidden: only deletion is allowed, but found new scheduling gate 'three'")
 	err = update(func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{"disk": "hdd"} })
