@@ -79,6 +79,11 @@ const (
 	// PodGC deletes terminated pods over the threshold, and the pods of
 	// nodes that are gone.
 	PodGC Name = "podgc"
+	// ReplicaSet creates and deletes the pods of ReplicaSets, adopts and
+	// releases them, and keeps their status.
+	ReplicaSet Name = "replicaset"
+	// ReplicationController does the same for ReplicationControllers.
+	ReplicationController Name = "replicationcontroller"
 	// Endpoint keeps each Service's Endpoints (the v1 API, deprecated
 	// but still kept by kube-controller-manager v1.37).
 	Endpoint Name = "endpoint"
@@ -114,7 +119,7 @@ const (
 // All are every controller, in the order they start.
 func All() []Name {
 	return []Name{ServiceAccount, GarbageCollector, Namespace, RootCACertPublisher, ServiceAccountToken, ResourceQuota, ClusterRoleAggregation,
-		Kubelet, Scheduler, NodeLifecycle, TaintEviction, PodGC, Endpoint, EndpointSlice, EndpointSliceMirroring,
+		Kubelet, Scheduler, NodeLifecycle, TaintEviction, PodGC, ReplicaSet, ReplicationController, Endpoint, EndpointSlice, EndpointSliceMirroring,
 		PersistentVolumeBinder, VolumeProvisioner, PVCProtection, PVProtection, CSRSigning, CSRApproving, CSRCleaner}
 }
 

@@ -39,6 +39,7 @@ import (
 	"github.com/kubeembed/apiserver/controllers/provisioner"
 	"github.com/kubeembed/apiserver/controllers/pvcprotection"
 	"github.com/kubeembed/apiserver/controllers/pvprotection"
+	"github.com/kubeembed/apiserver/controllers/replicaset"
 	"github.com/kubeembed/apiserver/controllers/resourcequota"
 	"github.com/kubeembed/apiserver/controllers/rootcacert"
 	"github.com/kubeembed/apiserver/controllers/scheduler"
@@ -63,6 +64,8 @@ var newController = map[controllers.Name]func(controllers.Config) (controllers.C
 	controllers.NodeLifecycle:          loop(nodelifecycle.New),
 	controllers.TaintEviction:          loop(tainteviction.New),
 	controllers.PodGC:                  loop(podgc.New),
+	controllers.ReplicaSet:             loop(replicaset.NewReplicaSets),
+	controllers.ReplicationController:  loop(replicaset.NewReplicationControllers),
 	controllers.Endpoint:               loop(endpoint.New),
 	controllers.EndpointSlice:          loop(endpointslice.New),
 	controllers.EndpointSliceMirroring: loop(endpointslicemirroring.New),

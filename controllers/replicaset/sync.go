@@ -1,0 +1,196 @@
+package replicaset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// ownerIndex indexes pods by "ns/Kind/name/uid" of their controller, and
+// orphans by namespace, as upstream's pod index.
+const ownerIndex = "replicaset/owner"
+
+func podOwnerKeys(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		return []string{pod.Namespace + "/" + ref.Kind + "/" + ref.Name + "/" + string(ref.UID)}, nil
+	}
+	return []string{pod.Namespace}, nil
+}
+
+// sync brings one ReplicaSet's pods and status in line.
+func (c *Controller) sync(ctx context.Context, k string) error {
+	ns, name, _ := strings.Cut(k, "/")
+	rs, err := c.kind.get(ns, name)
+	if apierrors.IsNotFound(err) {
+		c.expect.forget(k)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	needsSync := c.expect.satisfied(k)
+	selector, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
+	if err != nil || rs.Spec.Selector == nil {
+		return nil // refused by validation; upstream logs and drops it
+	}
+	candidates, err := c.candidates(rs)
+	if err != nil {
+		return err
+	}
+	active, err := c.claim(ctx, rs, selector, activeOnly(candidates))
+	if err != nil {
+		return err
+	}
+	var manageErr error
+	if needsSync && rs.DeletionTimestamp == nil {
+		manageErr = c.manage(ctx, k, rs, active)
+	}
+	now := c.clock.Now()
+	written, err := c.writeStatus(ctx, rs, c.status(rs, active, terminatingOf(rs, selector, candidates), manageErr, now))
+	if err != nil {
+		return err
+	}
+	if manageErr != nil {
+		return manageErr
+	}
+	if m := written.Spec.MinReadySeconds; m > 0 && written.Status.ReadyReplicas != written.Status.AvailableReplicas {
+		c.queue.AddAfter(k, nextAvailable(active, m, c.clock.Now()))
+	}
+	return nil
+}
+
+// candidates are the pods rs controls and the orphans of its namespace.
+func (c *Controller) candidates(rs *appsv1.ReplicaSet) ([]*corev1.Pod, error) {
+	var out []*corev1.Pod
+	for _, idx := range []string{rs.Namespace + "/" + c.kind.gvk.Kind + "/" + rs.Name + "/" + string(rs.UID), rs.Namespace} {
+		objs, err := c.pods.ByIndex(ownerIndex, idx)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			out = append(out, o.(*corev1.Pod))
+		}
+	}
+	return out, nil
+}
+
+func terminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+func activeOnly(pods []*corev1.Pod) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range pods {
+		if !terminal(p) && p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// terminatingOf counts rs's own matching pods being deleted.
+func terminatingOf(rs *appsv1.ReplicaSet, selector labels.Selector, pods []*corev1.Pod) int {
+	n := 0
+	for _, p := range pods {
+		ref := metav1.GetControllerOf(p)
+		if p.DeletionTimestamp != nil && !terminal(p) && ref != nil && ref.UID == rs.UID && selector.Matches(labels.Set(p.Labels)) {
+			n++
+		}
+	}
+	return n
+}
+
+// claim adopts matching orphans and releases own pods that no longer
+// match, returning the pods rs then owns; any failed patch fails the sync.
+func (c *Controller) claim(ctx context.Context, rs *appsv1.ReplicaSet, selector labels.Selector, pods []*corev1.Pod) ([]*corev1.Pod, error) {
+	var owned []*corev1.Pod
+	var errs []error
+	var canAdopt func() error
+	for _, p := range pods {
+		matches := selector.Matches(labels.Set(p.Labels))
+		if ref := metav1.GetControllerOf(p); ref != nil {
+			switch {
+			case ref.UID != rs.UID:
+			case matches:
+				owned = append(owned, p)
+			case rs.DeletionTimestamp == nil:
+				if err := c.release(ctx, rs, p); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
+					errs = append(errs, err)
+				}
+			}
+			continue
+		}
+		if rs.DeletionTimestamp != nil || !matches || p.DeletionTimestamp != nil || p.Namespace != rs.Namespace {
+			continue
+		}
+		if canAdopt == nil {
+			canAdopt = c.recheck(ctx, rs)
+		}
+		err := canAdopt()
+		if err == nil {
+			err = c.adopt(ctx, rs, p)
+		} else {
+			err = fmt.Errorf("can't adopt Pod %s/%s (%s): %w", p.Namespace, p.Name, p.UID, err)
+		}
+		switch {
+		case err == nil:
+			owned = append(owned, p)
+		case !apierrors.IsNotFound(err):
+			errs = append(errs, err)
+		}
+	}
+	return owned, errors.Join(errs...)
+}
+
+// recheck reads rs uncached, once, before a sync's first adoption: it must
+// be the same object and not being deleted.
+func (c *Controller) recheck(ctx context.Context, rs *appsv1.ReplicaSet) func() error {
+	var done bool
+	var err error
+	return func() error {
+		if done {
+			return err
+		}
+		done = true
+		fresh, getErr := c.kind.live(ctx, rs.Namespace, rs.Name)
+		switch {
+		case getErr != nil:
+			err = fmt.Errorf("can't recheck DeletionTimestamp: %w", getErr)
+		case fresh.UID != rs.UID:
+			err = fmt.Errorf("can't recheck DeletionTimestamp: original %s %s/%s is gone: got uid %v, wanted %v",
+				c.kind.gvk.Kind, rs.Namespace, rs.Name, fresh.UID, rs.UID)
+		case fresh.DeletionTimestamp != nil:
+			err = fmt.Errorf("%s/%s has just been deleted at %v", rs.Namespace, rs.Name, fresh.DeletionTimestamp)
+		}
+		return err
+	}
+}
+
+// adopt and release patch the pod's owner references (strategic merge,
+// guarded by the pod's uid), with upstream's bodies.
+func (c *Controller) adopt(ctx context.Context, rs *appsv1.ReplicaSet, p *corev1.Pod) error {
+	body := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":%q,"kind":%q,"name":%q,"uid":%q,"controller":true,"blockOwnerDeletion":true}],"uid":%q}}`,
+		c.kind.gvk.GroupVersion().String(), c.kind.gvk.Kind, rs.Name, rs.UID, p.UID)
+	return c.patch(ctx, p, body)
+}
+
+func (c *Controller) release(ctx context.Context, rs *appsv1.ReplicaSet, p *corev1.Pod) error {
+	return c.patch(ctx, p, fmt.Sprintf(`{"metadata":{"uid":%q,"ownerReferences":[{"$patch":"delete","uid":%q}]}}`, p.UID, rs.UID))
+}
+
+func (c *Controller) patch(ctx context.Context, p *corev1.Pod, body string) error {
+	_, err := c.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, []byte(body), metav1.PatchOptions{})
+	return err
+}
