@@ -174,9 +174,10 @@ func writeReferenceFiles(dir, token string) (f referenceFiles, err error) {
 const Controllers = "garbagecollector,namespace,serviceaccount,serviceaccount-token,root-ca-cert-publisher,resourcequota,clusterrole-aggregation"
 
 // ClusterControllers are those kube-controller-manager runs beside them
-// for pods that run: nodes, pods, endpoints, volumes.
+// for pods that run: nodes, pods, endpoints, volumes, and the workload
+// controllers kubeembed has.
 const ClusterControllers = "nodelifecycle,taint-eviction-controller,podgc,endpoint,endpointslice,endpointslicemirroring," +
-	"persistentvolume-binder,pvc-protection,pv-protection"
+	"persistentvolume-binder,pvc-protection,pv-protection,replicaset,replicationcontroller"
 
 // kubeconfig writes a kubeconfig of the admin for a component.
 func (r *Reference) kubeconfig(name string) (string, error) {
