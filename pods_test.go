@@ -89,8 +89,10 @@ func TestPods(t *testing.T) {
 // disruption budgets), pods/ephemeralcontainers and pods/resize.
 func TestPodSubresources(t *testing.T) {
 	t.Parallel()
-	// The test binds pods itself: no scheduler may bind them first.
-	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{Controllers: []controllers.Name{"*", "-" + controllers.Scheduler}}))
+	// The test binds pods itself and writes its budget's status: no
+	// scheduler may bind them first, no disruption controller rewrite it.
+	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{
+		Controllers: []controllers.Name{"*", "-" + controllers.Scheduler, "-" + controllers.Disruption}}))
 	c := clientset(t, srv)
 	ctx := t.Context()
 	newPod := func(name string) *corev1.Pod {

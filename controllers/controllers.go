@@ -84,6 +84,9 @@ const (
 	ReplicaSet Name = "replicaset"
 	// ReplicationController does the same for ReplicationControllers.
 	ReplicationController Name = "replicationcontroller"
+	// Disruption keeps each PodDisruptionBudget's status (how many of its
+	// pods are healthy, how many may be disrupted), which evictions read.
+	Disruption Name = "disruption"
 	// Endpoint keeps each Service's Endpoints (the v1 API, deprecated
 	// but still kept by kube-controller-manager v1.37).
 	Endpoint Name = "endpoint"
@@ -119,7 +122,7 @@ const (
 // All are every controller, in the order they start.
 func All() []Name {
 	return []Name{ServiceAccount, GarbageCollector, Namespace, RootCACertPublisher, ServiceAccountToken, ResourceQuota, ClusterRoleAggregation,
-		Kubelet, Scheduler, NodeLifecycle, TaintEviction, PodGC, ReplicaSet, ReplicationController, Endpoint, EndpointSlice, EndpointSliceMirroring,
+		Kubelet, Scheduler, NodeLifecycle, TaintEviction, PodGC, ReplicaSet, ReplicationController, Disruption, Endpoint, EndpointSlice, EndpointSliceMirroring,
 		PersistentVolumeBinder, VolumeProvisioner, PVCProtection, PVProtection, CSRSigning, CSRApproving, CSRCleaner}
 }
 

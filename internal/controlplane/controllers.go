@@ -27,6 +27,7 @@ import (
 	"github.com/kubeembed/apiserver/controllers/csrapproving"
 	"github.com/kubeembed/apiserver/controllers/csrcleaner"
 	"github.com/kubeembed/apiserver/controllers/csrsigning"
+	"github.com/kubeembed/apiserver/controllers/disruption"
 	"github.com/kubeembed/apiserver/controllers/endpoint"
 	"github.com/kubeembed/apiserver/controllers/endpointslice"
 	"github.com/kubeembed/apiserver/controllers/endpointslicemirroring"
@@ -66,6 +67,7 @@ var newController = map[controllers.Name]func(controllers.Config) (controllers.C
 	controllers.PodGC:                  loop(podgc.New),
 	controllers.ReplicaSet:             loop(replicaset.NewReplicaSets),
 	controllers.ReplicationController:  loop(replicaset.NewReplicationControllers),
+	controllers.Disruption:             loop(disruption.New),
 	controllers.Endpoint:               loop(endpoint.New),
 	controllers.EndpointSlice:          loop(endpointslice.New),
 	controllers.EndpointSliceMirroring: loop(endpointslicemirroring.New),
