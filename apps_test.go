@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
 
@@ -85,7 +87,10 @@ func TestDeploymentDefaults(t *testing.T) {
 
 func TestDeploymentValidationScaleAndStatus(t *testing.T) {
 	t.Parallel()
-	srv := apiservertest.Start(t)
+	// The test writes the Deployment's status itself: no controller may
+	// roll it out meanwhile.
+	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{
+		Controllers: []controllers.Name{"*", "-" + controllers.Deployment}}))
 	deploys := clientset(t, srv).AppsV1().Deployments("default")
 	ctx := t.Context()
 

@@ -79,6 +79,8 @@ const (
 	// PodGC deletes terminated pods over the threshold, and the pods of
 	// nodes that are gone.
 	PodGC Name = "podgc"
+	// Deployment rolls Deployments out through their ReplicaSets.
+	Deployment Name = "deployment"
 	// ReplicaSet creates and deletes the pods of ReplicaSets, adopts and
 	// releases them, and keeps their status.
 	ReplicaSet Name = "replicaset"
@@ -122,7 +124,7 @@ const (
 // All are every controller, in the order they start.
 func All() []Name {
 	return []Name{ServiceAccount, GarbageCollector, Namespace, RootCACertPublisher, ServiceAccountToken, ResourceQuota, ClusterRoleAggregation,
-		Kubelet, Scheduler, NodeLifecycle, TaintEviction, PodGC, ReplicaSet, ReplicationController, Disruption, Endpoint, EndpointSlice, EndpointSliceMirroring,
+		Kubelet, Scheduler, NodeLifecycle, TaintEviction, PodGC, Deployment, ReplicaSet, ReplicationController, Disruption, Endpoint, EndpointSlice, EndpointSliceMirroring,
 		PersistentVolumeBinder, VolumeProvisioner, PVCProtection, PVProtection, CSRSigning, CSRApproving, CSRCleaner}
 }
 

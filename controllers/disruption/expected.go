@@ -147,7 +147,10 @@ func (c *Controller) scalable(ctx context.Context, ref *metav1.OwnerReference, n
 	if c.scales == nil {
 		return nil, nil
 	}
-	mapping, err := c.mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: ref.Kind}, gv.Version)
+	if err := ctx.Err(); err != nil {
+		return nil, err // closing: a discovery refresh now fails and logs an error
+	}
+	mapping, err := c.mapper.RESTMappingWithContext(ctx, schema.GroupKind{Group: gv.Group, Kind: ref.Kind}, gv.Version)
 	if err != nil {
 		return nil, err
 	}

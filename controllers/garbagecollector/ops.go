@@ -47,6 +47,9 @@ func (gc *GarbageCollector) mapping(ctx context.Context, id identity) (*meta.RES
 	if err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // closing: a discovery refresh now fails and logs an error
+	}
 	return gc.mapper.RESTMappingWithContext(ctx, gv.WithKind(id.Kind).GroupKind(), gv.Version)
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/kubeembed/apiserver/controllers/csrapproving"
 	"github.com/kubeembed/apiserver/controllers/csrcleaner"
 	"github.com/kubeembed/apiserver/controllers/csrsigning"
+	"github.com/kubeembed/apiserver/controllers/deployment"
 	"github.com/kubeembed/apiserver/controllers/disruption"
 	"github.com/kubeembed/apiserver/controllers/endpoint"
 	"github.com/kubeembed/apiserver/controllers/endpointslice"
@@ -65,6 +66,7 @@ var newController = map[controllers.Name]func(controllers.Config) (controllers.C
 	controllers.NodeLifecycle:          loop(nodelifecycle.New),
 	controllers.TaintEviction:          loop(tainteviction.New),
 	controllers.PodGC:                  loop(podgc.New),
+	controllers.Deployment:             loop(deployment.New),
 	controllers.ReplicaSet:             loop(replicaset.NewReplicaSets),
 	controllers.ReplicationController:  loop(replicaset.NewReplicationControllers),
 	controllers.Disruption:             loop(disruption.New),
