@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
@@ -143,4 +145,112 @@ func waitReady(b *testing.B, w watch.Interface, n int) {
 			b.Fatalf("%d of %d pods Ready after a minute", len(ready), n)
 		}
 	}
+}
+
+// BenchmarkDeploymentAvailable times a Deployment of 3 replicas on a server
+// of 3 simulated nodes from its create until its status says all 3
+// available (the Deployment and ReplicaSet controllers, the scheduler and
+// the kubelets at work).
+func BenchmarkDeploymentAvailable(b *testing.B) {
+	for b.Loop() {
+		b.StopTimer()
+		srv := startServer(b, apiserver.Options{Nodes: controllers.Nodes(3)})
+		c, err := srv.Clientset()
+		if err != nil {
+			b.Fatal(err)
+		}
+		w, err := c.AppsV1().Deployments("default").Watch(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if _, err := c.AppsV1().Deployments("default").Create(context.Background(), benchDeployment(3), metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		waitDeployment(b, w, func(d *appsv1.Deployment) bool { return d.Status.AvailableReplicas == 3 })
+		b.StopTimer()
+		w.Stop()
+		_ = srv.Close()
+		b.StartTimer()
+	}
+}
+
+// BenchmarkRollingUpdate100 times a rolling update of a Deployment of 100
+// replicas (default 25% surge and unavailability) on 10 nodes, from the
+// template change until every replica is updated and available.
+func BenchmarkRollingUpdate100(b *testing.B) {
+	for b.Loop() {
+		b.StopTimer()
+		srv := startServer(b, apiserver.Options{Nodes: controllers.Nodes(10)})
+		c, err := srv.Clientset()
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		if _, err := c.AppsV1().Deployments("default").Create(ctx, benchDeployment(100), metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		if err := srv.WaitIdle(ctx); err != nil {
+			b.Fatal(err)
+		}
+		w, err := c.AppsV1().Deployments("default").Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		patch := []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"c","image":"nginx:1.28"}]}}}}`)
+		b.StartTimer()
+		patched, err := c.AppsV1().Deployments("default").Patch(ctx, "bench", types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		waitDeployment(b, w, func(d *appsv1.Deployment) bool {
+			return d.Status.ObservedGeneration >= patched.Generation && d.Status.UpdatedReplicas == 100 && d.Status.AvailableReplicas == 100 &&
+				d.Status.Replicas == 100
+		})
+		b.StopTimer()
+		w.Stop()
+		_ = srv.Close()
+		b.StartTimer()
+	}
+}
+
+func benchDeployment(replicas int32) *appsv1.Deployment {
+	labels := map[string]string{"app": "bench"}
+	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: appsv1.DeploymentSpec{Replicas: &replicas,
+		Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx:1.27"}}}}}}
+}
+
+func waitDeployment(b *testing.B, w watch.Interface, done func(*appsv1.Deployment) bool) {
+	b.Helper()
+	deadline := time.After(time.Minute)
+	for {
+		select {
+		case ev := <-w.ResultChan():
+			if d, ok := ev.Object.(*appsv1.Deployment); ok && done(d) {
+				return
+			}
+		case <-deadline:
+			b.Fatal("the Deployment did not get there in a minute")
+		}
+	}
+}
+
+// withoutWorkloads are the default controllers less the workload ones
+// (deployment, replicaset, replicationcontroller, disruption).
+var withoutWorkloads = []controllers.Name{"*", "-" + controllers.Deployment, "-" + controllers.ReplicaSet,
+	"-" + controllers.ReplicationController, "-" + controllers.Disruption}
+
+// BenchmarkStartWorkloads is BenchmarkStart without and with the workload
+// controllers: what they add to a start.
+func BenchmarkStartWorkloads(b *testing.B) {
+	b.Run("without", func(b *testing.B) { benchmarkStart(b, apiserver.Options{Controllers: withoutWorkloads}) })
+	b.Run("with", func(b *testing.B) { benchmarkStart(b, apiserver.Options{}) })
+}
+
+// BenchmarkHeapPerServerWorkloads is BenchmarkHeapPerServer without and
+// with the workload controllers.
+func BenchmarkHeapPerServerWorkloads(b *testing.B) {
+	b.Run("without", func(b *testing.B) { benchmarkHeap(b, apiserver.Options{Controllers: withoutWorkloads}) })
+	b.Run("with", func(b *testing.B) { benchmarkHeap(b, apiserver.Options{}) })
 }
