@@ -67,7 +67,7 @@ type Controller struct {
 	replicaSets appslisters.ReplicaSetLister
 	pods        corev1listers.PodLister
 	queue       *controller.Queue
-	clock       clock.PassiveClock
+	clock       clock.WithTickerAndDelayedExecution
 
 	mu     sync.Mutex
 	events record.EventBroadcaster

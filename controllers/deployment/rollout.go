@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func (c *Controller) rolloutRolling(ctx context.Context, d *appsv1.Deployment, rss []*appsv1.ReplicaSet) error {
@@ -171,27 +172,29 @@ func (c *Controller) rolloutRecreate(ctx context.Context, d *appsv1.Deployment, 
 // not finished (terminating pods count).
 func (c *Controller) oldPodsRunning(newRS *appsv1.ReplicaSet, old []*appsv1.ReplicaSet) bool {
 	var replicas int32
+	oldUIDs := map[types.UID]bool{}
 	for _, rs := range old {
 		replicas += rs.Status.Replicas
+		if newRS == nil || rs.UID != newRS.UID {
+			oldUIDs[rs.UID] = true
+		}
 	}
 	if replicas > 0 {
 		return true
 	}
-	for _, rs := range old {
-		if newRS != nil && rs.UID == newRS.UID {
+	if len(oldUIDs) == 0 {
+		return false
+	}
+	pods, err := c.pods.Pods(old[0].Namespace).List(labels.Everything())
+	if err != nil {
+		return false
+	}
+	for _, p := range pods {
+		if ref := metav1.GetControllerOf(p); ref == nil || ref.Kind != "ReplicaSet" || !oldUIDs[ref.UID] {
 			continue
 		}
-		pods, err := c.pods.Pods(rs.Namespace).List(labels.Everything())
-		if err != nil {
-			continue
-		}
-		for _, p := range pods {
-			if ref := metav1.GetControllerOf(p); ref == nil || ref.UID != rs.UID || ref.Kind != "ReplicaSet" {
-				continue
-			}
-			if p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded {
-				return true
-			}
+		if p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded {
+			return true
 		}
 	}
 	return false

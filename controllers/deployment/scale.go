@@ -55,7 +55,7 @@ func (c *Controller) scaleAndSync(ctx context.Context, d *appsv1.Deployment, rss
 	if err := c.scale(ctx, d, newRS, old); err != nil {
 		return err
 	}
-	if d.Spec.Paused && d.Annotations[rollbackToAnnotation] == "" {
+	if _, err := strconv.ParseInt(d.Annotations[rollbackToAnnotation], 10, 64); d.Spec.Paused && err != nil {
 		if err := c.cleanup(ctx, d, old); err != nil {
 			return err
 		}

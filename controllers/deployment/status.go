@@ -214,7 +214,7 @@ func (c *Controller) requeueStuck(d *appsv1.Deployment, s appsv1.DeploymentStatu
 		c.queue.AddRateLimited(k)
 		return
 	}
-	c.queue.AddAfter(k, after+time.Second)
+	c.queue.AddAfterOn(c.clock, k, after+time.Second)
 }
 
 // checkPausedConditions says in Progressing that the rollout is paused or

@@ -173,7 +173,7 @@ func (c *Controller) recheck(ctx context.Context, d *appsv1.Deployment) func() e
 		case getErr != nil:
 			err = fmt.Errorf("can't recheck DeletionTimestamp: %v", getErr)
 		case fresh.UID != d.UID:
-			err = fmt.Errorf("original Deployment %v/%v is gone: got uid %v, wanted %v", d.Namespace, d.Name, fresh.UID, d.UID)
+			err = fmt.Errorf("can't recheck DeletionTimestamp: original Deployment %v/%v is gone: got uid %v, wanted %v", d.Namespace, d.Name, fresh.UID, d.UID)
 		case fresh.DeletionTimestamp != nil:
 			err = fmt.Errorf("%v/%v has just been deleted at %v", d.Namespace, d.Name, fresh.DeletionTimestamp)
 		}

@@ -82,7 +82,7 @@ func setNewReplicaSetAnnotations(d *appsv1.Deployment, rs *appsv1.ReplicaSet, ne
 		rs.Annotations = map[string]string{}
 	}
 	for k, v := range d.Annotations {
-		if annotationsToSkip[k] || rs.Annotations[k] == v {
+		if cur, ok := rs.Annotations[k]; annotationsToSkip[k] || ok && cur == v {
 			continue
 		}
 		rs.Annotations[k], changed = v, true

@@ -31,6 +31,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -39,6 +40,7 @@ import (
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/cache"
@@ -65,7 +67,7 @@ type Controller struct {
 	scales    scale.ScalesGetter
 	mapper    *restmapper.DeferredDiscoveryRESTMapper
 	discovery discovery.DiscoveryInterface
-	clock     clock.PassiveClock
+	clock     clock.WithTickerAndDelayedExecution
 
 	pdbs         policylisters.PodDisruptionBudgetLister
 	pods         corev1listers.PodLister
@@ -129,6 +131,7 @@ func (c *Controller) scaleClient(cfg controllers.Config) error {
 	}
 	rc := *cfg.RESTConfig
 	rc.UserAgent += "/" + clientName
+	rc.WarningHandler = rest.NoWarnings{}
 	c.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cfg.Discovery))
 	scales, err := scale.NewForConfig(&rc, c.mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(cfg.Discovery))
 	if err != nil {
@@ -152,10 +155,22 @@ func (c *Controller) Run(ctx context.Context) {
 	wg.Wait()
 }
 
+// recorder records events once Run has started the broadcaster; before,
+// (the informers' first list reaches the pod handlers) events are dropped.
 func (c *Controller) recorder() record.EventRecorder {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.events == nil {
+		return dropEvents{}
+	}
 	return c.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "controllermanager"})
+}
+
+type dropEvents struct{}
+
+func (dropEvents) Event(runtime.Object, string, string, string)          {}
+func (dropEvents) Eventf(runtime.Object, string, string, string, ...any) {}
+func (dropEvents) AnnotatedEventf(runtime.Object, map[string]string, string, string, string, ...any) {
 }
 
 // podChanged queues the first budget that covers the pod, and the pod
@@ -167,7 +182,7 @@ func (c *Controller) podChanged(obj any) {
 	}
 	c.queueBudgetOf(pod)
 	if wait, stale := staleDisruption(pod, c.clock.Now()); stale {
-		c.stale.AddAfter(pod.Namespace+"/"+pod.Name, wait)
+		c.stale.AddAfterOn(c.clock, pod.Namespace+"/"+pod.Name, wait)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -150,7 +151,14 @@ func (c *Controller) scalable(ctx context.Context, ref *metav1.OwnerReference, n
 	if err := ctx.Err(); err != nil {
 		return nil, err // closing: a discovery refresh now fails and logs an error
 	}
-	mapping, err := c.mapper.RESTMappingWithContext(ctx, schema.GroupKind{Group: gv.Group, Kind: ref.Kind}, gv.Version)
+	gk := schema.GroupKind{Group: gv.Group, Kind: ref.Kind}
+	mapping, err := c.mapper.RESTMappingWithContext(ctx, gk, gv.Version)
+	if meta.IsNoMatchError(err) {
+		// A kind served since discovery was cached (a new CRD); upstream
+		// resets its mapper every 30 s.
+		c.mapper.Reset()
+		mapping, err = c.mapper.RESTMappingWithContext(ctx, gk, gv.Version)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -47,7 +47,7 @@ func (c *Controller) syncStalePod(ctx context.Context, k string) error {
 		return nil
 	}
 	if wait > 0 {
-		c.stale.AddAfter(k, wait)
+		c.stale.AddAfterOn(c.clock, k, wait)
 		return nil
 	}
 	next := pod.DeepCopy()

@@ -58,7 +58,7 @@ func (c *Controller) trySync(ctx context.Context, pdb *policyv1.PodDisruptionBud
 		return err
 	}
 	if !recheck.IsZero() {
-		c.queue.AddAfter(pdb.Namespace+"/"+pdb.Name, recheck.Sub(now))
+		c.queue.AddAfterOn(c.clock, pdb.Namespace+"/"+pdb.Name, recheck.Sub(now))
 	}
 	return nil
 }

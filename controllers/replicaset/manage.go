@@ -164,20 +164,22 @@ func (c *Controller) relatedOnNode(rs *appsv1.ReplicaSet) map[string]int {
 }
 
 // nextAvailable is when the next ready pod becomes available (ready for
-// minReadySeconds): the soonest, or minReadySeconds when none is known.
-func nextAvailable(active []*corev1.Pod, minReady int32, now time.Time) time.Duration {
-	next := time.Duration(-1)
+// minReadySeconds), as upstream's FindMinNextPodAvailabilityCheck: the
+// soonest at the sync's now, checked again at the current time (0 when it
+// is due already); minReadySeconds when no ready pod is waiting.
+func nextAvailable(active []*corev1.Pod, minReady int32, now, current time.Time) time.Duration {
+	var soonest time.Time
 	for _, p := range active {
 		since := readySince(p)
 		if !isReady(p) || since.IsZero() {
 			continue
 		}
-		if d := since.Add(seconds(minReady)).Sub(now); d > 0 && (next < 0 || d < next) {
-			next = d
+		if at := since.Add(seconds(minReady)); at.After(now) && (soonest.IsZero() || at.Before(soonest)) {
+			soonest = at
 		}
 	}
-	if next < 0 {
+	if soonest.IsZero() {
 		return seconds(minReady)
 	}
-	return next
+	return max(0, soonest.Sub(current))
 }

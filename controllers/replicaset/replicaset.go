@@ -65,7 +65,7 @@ type Controller struct {
 	client kubernetes.Interface
 	pods   cache.Indexer
 	queue  *controller.Queue
-	clock  clock.PassiveClock
+	clock  clock.WithTickerAndDelayedExecution
 	expect *expectations
 
 	mu     sync.Mutex
@@ -103,7 +103,7 @@ func newController(cfg controllers.Config, k *kind) (*Controller, error) {
 	}
 	return c, errors.Join(
 		c.Observer.Watch(k.resource, k.informer, cache.ResourceEventHandlerFuncs{
-			AddFunc: c.ownerChanged, UpdateFunc: func(_, o any) { c.ownerChanged(o) }, DeleteFunc: c.ownerDeleted}),
+			AddFunc: c.ownerChanged, UpdateFunc: c.ownerUpdated, DeleteFunc: c.ownerDeleted}),
 		c.Observer.Watch(corev1.Resource("pods"), pods, cache.ResourceEventHandlerFuncs{
 			AddFunc: c.podAdded, UpdateFunc: c.podUpdated, DeleteFunc: c.podDeleted}),
 	)
@@ -131,6 +131,17 @@ func (c *Controller) ownerChanged(obj any) {
 	if m, ok := c.kind.meta(obj); ok {
 		c.queue.Add(key(m))
 	}
+}
+
+// ownerUpdated handles an owner replaced under its name (another uid) as
+// the old one deleted first.
+func (c *Controller) ownerUpdated(oldObj, obj any) {
+	if old, ok := c.kind.meta(oldObj); ok {
+		if cur, ok := c.kind.meta(obj); ok && old.GetUID() != cur.GetUID() {
+			c.ownerDeleted(oldObj)
+		}
+	}
+	c.ownerChanged(obj)
 }
 
 func (c *Controller) ownerDeleted(obj any) {
@@ -237,7 +248,7 @@ func (c *Controller) podOfOwnerUpdated(old, pod *corev1.Pod) {
 		return
 	}
 	if rs, err := c.kind.get(pod.Namespace, metav1.GetControllerOf(pod).Name); err == nil && rs.Spec.MinReadySeconds > 0 {
-		c.queue.AddAfter(k, seconds(rs.Spec.MinReadySeconds))
+		c.queue.AddAfterOn(c.clock, k, seconds(rs.Spec.MinReadySeconds))
 	}
 }
 

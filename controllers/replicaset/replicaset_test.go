@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver"
@@ -205,4 +206,29 @@ func TestReplicationController(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, corev1.ReplicationControllerStatus{Replicas: 2, FullyLabeledReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2,
 		ObservedGeneration: 1}, rc.Status)
+}
+
+// minReadySeconds runs on the server's clock: with a fake one, a ready pod
+// becomes available once the test steps it past them.
+func TestReplicaSetMinReadySecondsOnTheServersClock(t *testing.T) {
+	t.Parallel()
+	clk := clocktesting.NewFakeClock(time.Now())
+	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{Nodes: controllers.Nodes(1), Clock: clk,
+		Controllers: []controllers.Name{controllers.ServiceAccount, controllers.Kubelet, controllers.Scheduler, controllers.NodeLifecycle,
+			controllers.ReplicaSet}}))
+	c, err := srv.Clientset()
+	require.NoError(t, err)
+	rs := replicaSet("web", 1)
+	rs.Spec.MinReadySeconds = 30
+	_, err = c.AppsV1().ReplicaSets("default").Create(t.Context(), rs, metav1.CreateOptions{})
+	require.NoError(t, err)
+	apiservertest.WaitIdle(t, srv)
+	got, err := c.AppsV1().ReplicaSets("default").Get(t.Context(), "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, int32(1), got.Status.ReadyReplicas)
+	assert.Equal(t, int32(0), got.Status.AvailableReplicas)
+	apiservertest.StepClock(t, srv, clk, 31*time.Second)
+	got, err = c.AppsV1().ReplicaSets("default").Get(t.Context(), "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, int32(1), got.Status.AvailableReplicas)
 }

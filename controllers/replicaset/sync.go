@@ -66,7 +66,7 @@ func (c *Controller) sync(ctx context.Context, k string) error {
 		return manageErr
 	}
 	if m := written.Spec.MinReadySeconds; m > 0 && written.Status.ReadyReplicas != written.Status.AvailableReplicas {
-		c.queue.AddAfter(k, nextAvailable(active, m, c.clock.Now()))
+		c.queue.AddAfterOn(c.clock, k, nextAvailable(active, m, now, c.clock.Now()))
 	}
 	return nil
 }
@@ -142,7 +142,7 @@ func (c *Controller) claim(ctx context.Context, rs *appsv1.ReplicaSet, selector 
 		if err == nil {
 			err = c.adopt(ctx, rs, p)
 		} else {
-			err = fmt.Errorf("can't adopt Pod %s/%s (%s): %w", p.Namespace, p.Name, p.UID, err)
+			err = fmt.Errorf("can't adopt Pod %s/%s (%s): %v", p.Namespace, p.Name, p.UID, err)
 		}
 		switch {
 		case err == nil:
@@ -167,7 +167,7 @@ func (c *Controller) recheck(ctx context.Context, rs *appsv1.ReplicaSet) func() 
 		fresh, getErr := c.kind.live(ctx, rs.Namespace, rs.Name)
 		switch {
 		case getErr != nil:
-			err = fmt.Errorf("can't recheck DeletionTimestamp: %w", getErr)
+			err = fmt.Errorf("can't recheck DeletionTimestamp: %v", getErr)
 		case fresh.UID != rs.UID:
 			err = fmt.Errorf("can't recheck DeletionTimestamp: original %s %s/%s is gone: got uid %v, wanted %v",
 				c.kind.gvk.Kind, rs.Namespace, rs.Name, fresh.UID, rs.UID)

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // Queue is a rate-limited work queue (client-go's, named as
@@ -82,6 +83,17 @@ func (q *Queue) next(ctx context.Context, sync func(ctx context.Context, key str
 		q.AddRateLimited(key)
 	}
 	return true
+}
+
+// AddAfterOn adds key after d of clk: the queue's own delay when clk is
+// the real clock (or nil), a timer of clk otherwise, so that a fake clock
+// a test steps brings the item back (and WaitIdle sees it once due).
+func (q *Queue) AddAfterOn(clk clock.WithDelayedExecution, key string, d time.Duration) {
+	if _, real := clk.(clock.RealClock); real || clk == nil {
+		q.AddAfter(key, d)
+		return
+	}
+	clk.AfterFunc(d, func() { q.Add(key) })
 }
 
 // Later is the error a sync returns to be called again after a while for
