@@ -63,6 +63,7 @@ type Normaliser struct {
 
 var (
 	timeRE   = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$`)
+	uidAnyRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	uidRE    = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 	serverRE = regexp.MustCompile(`(127\.0\.0\.1|localhost|\[::1\]):\d{2,5}`)
 	digitsRE = regexp.MustCompile(`\b\d+\b`)
@@ -84,6 +85,14 @@ func NormaliseAll(cidr *net.IPNet, resps []Response) []Response {
 // which it fills.
 func Normalise(n *Normaliser, resps []Response) []Response {
 	n.uids, n.gens, n.rvs = map[string]string{}, map[string]string{}, map[string]string{}
+	if n.Concurrent {
+		// Before uids and names are numbered in order of appearance.
+		for _, r := range resps {
+			if m, ok := r.Body.(map[string]any); ok {
+				sortEvents(m)
+			}
+		}
+	}
 	var rvs []uint64
 	seen := map[uint64]bool{}
 	for _, r := range resps {
@@ -229,7 +238,6 @@ func (n *Normaliser) rewriteMap(v map[string]any) map[string]any {
 	}
 	if n.Concurrent {
 		withoutSyncTiming(out)
-		sortEvents(out)
 	}
 	if _, ok := v["resourceVersion"].(string); ok && n.Concurrent && !isList(v) {
 		out["resourceVersion"] = "<rv>"
@@ -282,7 +290,9 @@ func sortEvents(list map[string]any) {
 		if text == nil {
 			text = getPath(e, "note")
 		}
-		return fmt.Sprint(getPath(e, "reason"), "/", text)
+		// Without what differs between servers (uids, generated names'
+		// suffixes are kept: they sort alike only by chance).
+		return fmt.Sprint(getPath(e, "reason"), "/", uidAnyRE.ReplaceAllString(fmt.Sprint(text), ""))
 	}
 	slices.SortStableFunc(items, func(a, b any) int { return strings.Compare(key(a), key(b)) })
 }
