@@ -2,7 +2,6 @@ package deployment
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -14,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubeembed/apiserver/internal/controller"
 )
 
 // maxRetries is how often a failing Deployment is retried before it is
@@ -113,70 +114,13 @@ func (c *Controller) claimReplicaSets(ctx context.Context, d *appsv1.Deployment)
 	if err != nil {
 		return nil, err
 	}
-	var owned []*appsv1.ReplicaSet
-	var errs []error
-	var canAdopt func() error
-	for _, rs := range all {
-		matches := sel.Matches(labels.Set(rs.Labels))
-		if ref := metav1.GetControllerOf(rs); ref != nil {
-			switch {
-			case ref.UID != d.UID:
-			case matches:
-				owned = append(owned, rs)
-			case d.DeletionTimestamp == nil:
-				body := fmt.Sprintf(`{"metadata":{"uid":%q,"ownerReferences":[{"$patch":"delete","uid":%q}]}}`, rs.UID, d.UID)
-				if err := c.patch(ctx, rs, body); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
-					errs = append(errs, err)
-				}
-			}
-			continue
-		}
-		if d.DeletionTimestamp != nil || !matches || rs.DeletionTimestamp != nil || rs.Namespace != d.Namespace {
-			continue
-		}
-		if canAdopt == nil {
-			canAdopt = c.recheck(ctx, d)
-		}
-		err := canAdopt()
-		if err == nil {
-			err = c.patch(ctx, rs, fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":"apps/v1","kind":"Deployment","name":%q,"uid":%q,"controller":true,"blockOwnerDeletion":true}],"uid":%q}}`,
-				d.Name, d.UID, rs.UID))
-		} else {
-			err = fmt.Errorf("can't adopt ReplicaSet %v/%v (%v): %v", rs.Namespace, rs.Name, rs.UID, err)
-		}
-		switch {
-		case err == nil:
-			owned = append(owned, rs)
-		case !apierrors.IsNotFound(err):
-			errs = append(errs, err)
-		}
-	}
-	return owned, errors.Join(errs...)
-}
-
-func (c *Controller) patch(ctx context.Context, rs *appsv1.ReplicaSet, body string) error {
-	_, err := c.client.AppsV1().ReplicaSets(rs.Namespace).Patch(ctx, rs.Name, types.StrategicMergePatchType, []byte(body), metav1.PatchOptions{})
-	return err
-}
-
-// recheck reads d uncached, once, before a sync's first adoption.
-func (c *Controller) recheck(ctx context.Context, d *appsv1.Deployment) func() error {
-	var done bool
-	var err error
-	return func() error {
-		if done {
+	return controller.Claim(ctx, controller.Claimer{Owner: d, OwnerKind: appsv1.SchemeGroupVersion.WithKind("Deployment"), Selector: sel,
+		Kind: "ReplicaSet",
+		Live: func(ctx context.Context) (metav1.Object, error) {
+			return c.client.AppsV1().Deployments(d.Namespace).Get(ctx, d.Name, metav1.GetOptions{})
+		},
+		Patch: func(ctx context.Context, o metav1.Object, body string) error {
+			_, err := c.client.AppsV1().ReplicaSets(o.GetNamespace()).Patch(ctx, o.GetName(), types.StrategicMergePatchType, []byte(body), metav1.PatchOptions{})
 			return err
-		}
-		done = true
-		fresh, getErr := c.client.AppsV1().Deployments(d.Namespace).Get(ctx, d.Name, metav1.GetOptions{})
-		switch {
-		case getErr != nil:
-			err = fmt.Errorf("can't recheck DeletionTimestamp: %v", getErr)
-		case fresh.UID != d.UID:
-			err = fmt.Errorf("can't recheck DeletionTimestamp: original Deployment %v/%v is gone: got uid %v, wanted %v", d.Namespace, d.Name, fresh.UID, d.UID)
-		case fresh.DeletionTimestamp != nil:
-			err = fmt.Errorf("%v/%v has just been deleted at %v", d.Namespace, d.Name, fresh.DeletionTimestamp)
-		}
-		return err
-	}
+		}}, all)
 }

@@ -2,8 +2,6 @@ package replicaset
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -12,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubeembed/apiserver/internal/controller"
 )
 
 // ownerIndex indexes pods by "ns/Kind/name/uid" of their controller, and
@@ -115,82 +115,10 @@ func terminatingOf(rs *appsv1.ReplicaSet, selector labels.Selector, pods []*core
 // claim adopts matching orphans and releases own pods that no longer
 // match, returning the pods rs then owns; any failed patch fails the sync.
 func (c *Controller) claim(ctx context.Context, rs *appsv1.ReplicaSet, selector labels.Selector, pods []*corev1.Pod) ([]*corev1.Pod, error) {
-	var owned []*corev1.Pod
-	var errs []error
-	var canAdopt func() error
-	for _, p := range pods {
-		matches := selector.Matches(labels.Set(p.Labels))
-		if ref := metav1.GetControllerOf(p); ref != nil {
-			switch {
-			case ref.UID != rs.UID:
-			case matches:
-				owned = append(owned, p)
-			case rs.DeletionTimestamp == nil:
-				if err := c.release(ctx, rs, p); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
-					errs = append(errs, err)
-				}
-			}
-			continue
-		}
-		if rs.DeletionTimestamp != nil || !matches || p.DeletionTimestamp != nil || p.Namespace != rs.Namespace {
-			continue
-		}
-		if canAdopt == nil {
-			canAdopt = c.recheck(ctx, rs)
-		}
-		err := canAdopt()
-		if err == nil {
-			err = c.adopt(ctx, rs, p)
-		} else {
-			err = fmt.Errorf("can't adopt Pod %s/%s (%s): %v", p.Namespace, p.Name, p.UID, err)
-		}
-		switch {
-		case err == nil:
-			owned = append(owned, p)
-		case !apierrors.IsNotFound(err):
-			errs = append(errs, err)
-		}
-	}
-	return owned, errors.Join(errs...)
-}
-
-// recheck reads rs uncached, once, before a sync's first adoption: it must
-// be the same object and not being deleted.
-func (c *Controller) recheck(ctx context.Context, rs *appsv1.ReplicaSet) func() error {
-	var done bool
-	var err error
-	return func() error {
-		if done {
+	return controller.Claim(ctx, controller.Claimer{Owner: rs, OwnerKind: c.kind.gvk, Selector: selector, Kind: "Pod",
+		Live: func(ctx context.Context) (metav1.Object, error) { return c.kind.live(ctx, rs.Namespace, rs.Name) },
+		Patch: func(ctx context.Context, o metav1.Object, body string) error {
+			_, err := c.client.CoreV1().Pods(o.GetNamespace()).Patch(ctx, o.GetName(), types.StrategicMergePatchType, []byte(body), metav1.PatchOptions{})
 			return err
-		}
-		done = true
-		fresh, getErr := c.kind.live(ctx, rs.Namespace, rs.Name)
-		switch {
-		case getErr != nil:
-			err = fmt.Errorf("can't recheck DeletionTimestamp: %v", getErr)
-		case fresh.UID != rs.UID:
-			err = fmt.Errorf("can't recheck DeletionTimestamp: original %s %s/%s is gone: got uid %v, wanted %v",
-				c.kind.gvk.Kind, rs.Namespace, rs.Name, fresh.UID, rs.UID)
-		case fresh.DeletionTimestamp != nil:
-			err = fmt.Errorf("%s/%s has just been deleted at %v", rs.Namespace, rs.Name, fresh.DeletionTimestamp)
-		}
-		return err
-	}
-}
-
-// adopt and release patch the pod's owner references (strategic merge,
-// guarded by the pod's uid), with upstream's bodies.
-func (c *Controller) adopt(ctx context.Context, rs *appsv1.ReplicaSet, p *corev1.Pod) error {
-	body := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":%q,"kind":%q,"name":%q,"uid":%q,"controller":true,"blockOwnerDeletion":true}],"uid":%q}}`,
-		c.kind.gvk.GroupVersion().String(), c.kind.gvk.Kind, rs.Name, rs.UID, p.UID)
-	return c.patch(ctx, p, body)
-}
-
-func (c *Controller) release(ctx context.Context, rs *appsv1.ReplicaSet, p *corev1.Pod) error {
-	return c.patch(ctx, p, fmt.Sprintf(`{"metadata":{"uid":%q,"ownerReferences":[{"$patch":"delete","uid":%q}]}}`, p.UID, rs.UID))
-}
-
-func (c *Controller) patch(ctx context.Context, p *corev1.Pod, body string) error {
-	_, err := c.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, []byte(body), metav1.PatchOptions{})
-	return err
+		}}, pods)
 }
