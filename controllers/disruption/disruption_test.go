@@ -78,11 +78,19 @@ func eventReasons(t *testing.T, c kubernetes.Interface, kind string) []string {
 }
 
 // A budget's status counts its ready pods; evictions use it: one allowed,
-// the next refused until the evicted pod is replaced and Ready.
+// the next refused until the evicted pod is replaced and Ready. Bare pods:
+// a ReplicaSet's replacement could be Ready before the second eviction.
 func TestBudgetAllowsEvictions(t *testing.T) {
 	t.Parallel()
 	srv, c := start(t)
-	replicaSet(t, c, 3)
+	pod := func(name string) {
+		_, err := c.CoreV1().Pods("default").Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: web},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx:1.27"}}}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	for _, name := range []string{"web-0", "web-1", "web-2"} {
+		pod(name)
+	}
 	budget(t, c, policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2))})
 	apiservertest.WaitIdle(t, srv)
 	s := status(t, c)
@@ -102,7 +110,8 @@ func TestBudgetAllowsEvictions(t *testing.T) {
 	require.NoError(t, evict(c, t, pods.Items[0].Name))
 	err = evict(c, t, pods.Items[1].Name)
 	assert.True(t, apierrors.IsTooManyRequests(err), "%v", err)
-	apiservertest.WaitIdle(t, srv) // the evicted pod is gone and replaced, Ready
+	pod("web-3")                   // the evicted pod's replacement
+	apiservertest.WaitIdle(t, srv) // the evicted pod is gone, its replacement Ready
 	assert.Equal(t, int32(1), status(t, c).DisruptionsAllowed)
 	require.NoError(t, evict(c, t, pods.Items[1].Name))
 }
