@@ -74,16 +74,15 @@ func TestKubectl(t *testing.T) {
 		return err == nil && strings.Contains(string(out), "size")
 	}, 10*time.Second, 100*time.Millisecond, "kubectl explain widgets.spec")
 
-	// The Deployment rolls out on the simulated node.
+	// The Deployment rolls out on the simulated node; kubectl waits for it.
 	run("create", "deployment", "web", "--image=nginx:1.27")
-	apiservertest.WaitIdle(t, srv)
+	assert.Contains(t, run("rollout", "status", "deployment/web", "--timeout=30s"), `deployment "web" successfully rolled out`)
 	out = run("get", "deploy", "web")
 	assert.Regexp(t, `(?m)^NAME\s+READY\s+UP-TO-DATE\s+AVAILABLE\s+AGE\s*$`, out)
 	assert.Regexp(t, `(?m)^web\s+1/1\s+1\s+1\s+`, out)
 	run("scale", "deployment", "web", "--replicas=2")
-	apiservertest.WaitIdle(t, srv)
+	assert.Contains(t, run("rollout", "status", "deployment/web", "--timeout=30s"), `deployment "web" successfully rolled out`)
 	assert.Regexp(t, `(?m)^(deployment.apps/)?web\s+2/2\s+`, run("get", "all"))
-	assert.Contains(t, run("rollout", "status", "deployment/web", "--timeout=10s"), `deployment "web" successfully rolled out`)
 	out = run("describe", "deployment", "web")
 	assert.Regexp(t, `(?m)^Replicas:\s+2 desired`, out)
 	assert.Regexp(t, `(?m)^StrategyType:\s+RollingUpdate`, out)
