@@ -89,6 +89,20 @@ const (
 	// Disruption keeps each PodDisruptionBudget's status (how many of its
 	// pods are healthy, how many may be disrupted), which evictions read.
 	Disruption Name = "disruption"
+	// StatefulSet creates the pods of StatefulSets, one ordinal at a time
+	// or in parallel, their claims, and rolls them out by revision.
+	StatefulSet Name = "statefulset"
+	// DaemonSet runs one pod of each DaemonSet on every node it fits,
+	// and rolls them out.
+	DaemonSet Name = "daemonset"
+	// Job runs the pods of Jobs to completion, within their failure
+	// policies, and marks them Complete or Failed.
+	Job Name = "job"
+	// CronJob creates Jobs on CronJobs' schedules, on the server's clock.
+	CronJob Name = "cronjob"
+	// TTLAfterFinished deletes finished Jobs once their
+	// ttlSecondsAfterFinished passes.
+	TTLAfterFinished Name = "ttl-after-finished"
 	// Endpoint keeps each Service's Endpoints (the v1 API, deprecated
 	// but still kept by kube-controller-manager v1.37).
 	Endpoint Name = "endpoint"
@@ -124,7 +138,7 @@ const (
 // All are every controller, in the order they start.
 func All() []Name {
 	return []Name{ServiceAccount, GarbageCollector, Namespace, RootCACertPublisher, ServiceAccountToken, ResourceQuota, ClusterRoleAggregation,
-		Kubelet, Scheduler, NodeLifecycle, TaintEviction, PodGC, Deployment, ReplicaSet, ReplicationController, Disruption, Endpoint, EndpointSlice, EndpointSliceMirroring,
+		Kubelet, Scheduler, NodeLifecycle, TaintEviction, PodGC, Deployment, ReplicaSet, ReplicationController, StatefulSet, DaemonSet, Job, CronJob, TTLAfterFinished, Disruption, Endpoint, EndpointSlice, EndpointSliceMirroring,
 		PersistentVolumeBinder, VolumeProvisioner, PVCProtection, PVProtection, CSRSigning, CSRApproving, CSRCleaner}
 }
 

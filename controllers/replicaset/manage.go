@@ -26,10 +26,10 @@ func (c *Controller) manage(ctx context.Context, k string, rs *appsv1.ReplicaSet
 	switch {
 	case diff < 0:
 		n := min(-diff, burstReplicas)
-		c.expect.expectCreations(k, n)
+		c.expect.ExpectCreations(k, n)
 		made, err := slowStart(n, func() error { return c.createPod(ctx, rs) })
 		for range n - made {
-			c.expect.created(k) // never made: not to be waited for
+			c.expect.Created(k) // never made: not to be waited for
 		}
 		return err
 	case diff > 0:
@@ -38,7 +38,7 @@ func (c *Controller) manage(ctx context.Context, k string, rs *appsv1.ReplicaSet
 		for i, p := range doomed {
 			keys[i] = key(p)
 		}
-		c.expect.expectDeletions(k, keys)
+		c.expect.ExpectDeletions(k, keys)
 		return c.deletePods(ctx, k, rs, doomed)
 	}
 	return nil
@@ -103,9 +103,9 @@ func (c *Controller) deletePods(ctx context.Context, k string, rs *appsv1.Replic
 			case err == nil:
 				c.recorder().Eventf(c.kind.object(rs), corev1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: %v", p.Name)
 			case apierrors.IsNotFound(err):
-				c.expect.deleted(k, key(p))
+				c.expect.Deleted(k, key(p))
 			default:
-				c.expect.deleted(k, key(p))
+				c.expect.Deleted(k, key(p))
 				c.recorder().Eventf(c.kind.object(rs), corev1.EventTypeWarning, "FailedDelete", "Error deleting: %v", err)
 				errs <- fmt.Errorf("unable to delete pods: %w", err)
 			}

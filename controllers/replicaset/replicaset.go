@@ -66,7 +66,7 @@ type Controller struct {
 	pods   cache.Indexer
 	queue  *controller.Queue
 	clock  clock.WithTickerAndDelayedExecution
-	expect *expectations
+	expect *controller.Expectations
 
 	mu     sync.Mutex
 	events record.EventBroadcaster
@@ -91,7 +91,7 @@ func newController(cfg controllers.Config, k *kind) (*Controller, error) {
 	k.bind(client)
 	pods := cfg.Informers.Core().V1().Pods().Informer()
 	c := &Controller{kind: k, client: client, pods: pods.GetIndexer(), queue: controller.NewQueue(k.queueName, cfg.QueueMetrics),
-		clock: cfg.Clock, expect: newExpectations()}
+		clock: cfg.Clock, expect: controller.NewExpectations()}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
 	}
@@ -149,7 +149,7 @@ func (c *Controller) ownerDeleted(obj any) {
 		obj = d.Obj
 	}
 	if m, ok := c.kind.meta(obj); ok {
-		c.expect.forget(key(m))
+		c.expect.Forget(key(m))
 		c.queue.Add(key(m))
 	}
 }
@@ -198,7 +198,7 @@ func (c *Controller) podAdded(obj any) {
 	}
 	if metav1.GetControllerOf(pod) != nil {
 		if k := c.owner(pod); k != "" {
-			c.expect.created(k)
+			c.expect.Created(k)
 			c.queue.Add(k)
 		}
 		return
@@ -261,7 +261,7 @@ func (c *Controller) podDeleted(obj any) {
 		return
 	}
 	if k := c.owner(pod); k != "" {
-		c.expect.deleted(k, key(pod))
+		c.expect.Deleted(k, key(pod))
 		c.queue.Add(k)
 	}
 }

@@ -34,13 +34,13 @@ func (c *Controller) sync(ctx context.Context, k string) error {
 	ns, name, _ := strings.Cut(k, "/")
 	rs, err := c.kind.get(ns, name)
 	if apierrors.IsNotFound(err) {
-		c.expect.forget(k)
+		c.expect.Forget(k)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	needsSync := c.expect.satisfied(k)
+	needsSync := c.expect.Satisfied(k)
 	selector, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
 	if err != nil || rs.Spec.Selector == nil {
 		return nil // refused by validation; upstream logs and drops it

@@ -24,15 +24,18 @@ import (
 
 	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/controllers/clusterroleaggregation"
+	"github.com/kubeembed/apiserver/controllers/cronjob"
 	"github.com/kubeembed/apiserver/controllers/csrapproving"
 	"github.com/kubeembed/apiserver/controllers/csrcleaner"
 	"github.com/kubeembed/apiserver/controllers/csrsigning"
+	"github.com/kubeembed/apiserver/controllers/daemonset"
 	"github.com/kubeembed/apiserver/controllers/deployment"
 	"github.com/kubeembed/apiserver/controllers/disruption"
 	"github.com/kubeembed/apiserver/controllers/endpoint"
 	"github.com/kubeembed/apiserver/controllers/endpointslice"
 	"github.com/kubeembed/apiserver/controllers/endpointslicemirroring"
 	"github.com/kubeembed/apiserver/controllers/garbagecollector"
+	"github.com/kubeembed/apiserver/controllers/job"
 	"github.com/kubeembed/apiserver/controllers/kubelet"
 	"github.com/kubeembed/apiserver/controllers/namespace"
 	"github.com/kubeembed/apiserver/controllers/nodelifecycle"
@@ -46,7 +49,9 @@ import (
 	"github.com/kubeembed/apiserver/controllers/rootcacert"
 	"github.com/kubeembed/apiserver/controllers/scheduler"
 	"github.com/kubeembed/apiserver/controllers/serviceaccounttoken"
+	"github.com/kubeembed/apiserver/controllers/statefulset"
 	"github.com/kubeembed/apiserver/controllers/tainteviction"
+	"github.com/kubeembed/apiserver/controllers/ttlafterfinished"
 	"github.com/kubeembed/apiserver/internal/controller"
 	"github.com/kubeembed/apiserver/internal/version"
 	"github.com/kubeembed/apiserver/internal/writes"
@@ -69,6 +74,11 @@ var newController = map[controllers.Name]func(controllers.Config) (controllers.C
 	controllers.Deployment:             loop(deployment.New),
 	controllers.ReplicaSet:             loop(replicaset.NewReplicaSets),
 	controllers.ReplicationController:  loop(replicaset.NewReplicationControllers),
+	controllers.StatefulSet:            loop(statefulset.New),
+	controllers.DaemonSet:              loop(daemonset.New),
+	controllers.Job:                    loop(job.New),
+	controllers.CronJob:                loop(cronjob.New),
+	controllers.TTLAfterFinished:       loop(ttlafterfinished.New),
 	controllers.Disruption:             loop(disruption.New),
 	controllers.Endpoint:               loop(endpoint.New),
 	controllers.EndpointSlice:          loop(endpointslice.New),
