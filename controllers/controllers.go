@@ -103,6 +103,9 @@ const (
 	// TTLAfterFinished deletes finished Jobs once their
 	// ttlSecondsAfterFinished passes.
 	TTLAfterFinished Name = "ttl-after-finished"
+	// HorizontalPodAutoscaling scales the targets of
+	// HorizontalPodAutoscalers from their metrics.
+	HorizontalPodAutoscaling Name = "horizontalpodautoscaling"
 	// Endpoint keeps each Service's Endpoints (the v1 API, deprecated
 	// but still kept by kube-controller-manager v1.37).
 	Endpoint Name = "endpoint"
@@ -138,7 +141,7 @@ const (
 // All are every controller, in the order they start.
 func All() []Name {
 	return []Name{ServiceAccount, GarbageCollector, Namespace, RootCACertPublisher, ServiceAccountToken, ResourceQuota, ClusterRoleAggregation,
-		Kubelet, Scheduler, NodeLifecycle, TaintEviction, PodGC, Deployment, ReplicaSet, ReplicationController, StatefulSet, DaemonSet, Job, CronJob, TTLAfterFinished, Disruption, Endpoint, EndpointSlice, EndpointSliceMirroring,
+		Kubelet, Scheduler, NodeLifecycle, TaintEviction, PodGC, Deployment, ReplicaSet, ReplicationController, StatefulSet, DaemonSet, Job, CronJob, TTLAfterFinished, HorizontalPodAutoscaling, Disruption, Endpoint, EndpointSlice, EndpointSliceMirroring,
 		PersistentVolumeBinder, VolumeProvisioner, PVCProtection, PVProtection, CSRSigning, CSRApproving, CSRCleaner}
 }
 
