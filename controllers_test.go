@@ -197,6 +197,33 @@ func TestGarbageCollectorCustomResources(t *testing.T) {
 	requireGone(t, err, "a built-in dependent of a custom resource")
 }
 
+// A custom resource created and deleted while the controllers' watch of
+// its kind is down (on etcd behind the watch cache, the watch of a CRD's
+// resources ends as its storage is rebuilt with the accepted names, and
+// cannot resume: the informers relist) is never shown to them; WaitIdle
+// counts the relist as having seen it, instead of waiting for an event
+// that never comes (it did: "garbagecollector: widgets...: seen
+// resourceVersion 0 of N" until its deadline). Several servers at once,
+// as the race needs load to show.
+func TestWaitIdleAfterCustomResourceCreatedAndDeleted(t *testing.T) {
+	t.Parallel()
+	for i := range 4 {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			t.Parallel()
+			srv := apiservertest.Start(t, apiservertest.WithCRDPaths("testdata/crds"))
+			dyn, err := srv.DynamicClient()
+			require.NoError(t, err)
+			gvr := schema.GroupVersionResource{Group: "example.kubeembed.dev", Version: "v1", Resource: "widgets"}
+			w := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.kubeembed.dev/v1", "kind": "Widget",
+				"metadata": map[string]any{"name": "small"}, "spec": map[string]any{"size": int64(3)}}}
+			_, err = dyn.Resource(gvr).Namespace("default").Create(t.Context(), w, metav1.CreateOptions{})
+			require.NoError(t, err)
+			require.NoError(t, dyn.Resource(gvr).Namespace("default").Delete(t.Context(), "small", metav1.DeleteOptions{}))
+			apiservertest.WaitIdle(t, srv)
+		})
+	}
+}
+
 var widgetsGVR = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
 
 func widget(name string, owners []metav1.OwnerReference) *unstructured.Unstructured {

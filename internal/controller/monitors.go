@@ -239,10 +239,16 @@ func (m *Monitors) Finished() uint64 { return 0 }
 // listedInformer is a metadata-only informer that tells the resourceVersion
 // of its lists: the first (its handlers' initial list covers every write
 // before it, deletions included, which no event will show them) and the
-// last (the tombstones of a relist come from it).
+// last, with a digest of what it listed (a relist, after a watch that could
+// not resume, covers the writes since the watch ended: an object created
+// and deleted in between is never shown to a handler, which has caught up
+// once its view is the list's).
 type listedInformer struct {
 	cache.SharedIndexInformer
-	first, last atomic.Uint64
+	first atomic.Uint64
+
+	mu         sync.Mutex
+	last, view uint64
 }
 
 func newListedInformer(client metadata.Interface, gvr schema.GroupVersionResource) *listedInformer {
@@ -252,9 +258,7 @@ func newListedInformer(client metadata.Interface, gvr schema.GroupVersionResourc
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			list, err := resource.List(ctx, opts)
 			if err == nil {
-				rv, _ := strconv.ParseUint(list.ResourceVersion, 10, 64)
-				i.first.CompareAndSwap(0, rv)
-				i.last.Store(rv)
+				i.listed(list)
 			}
 			return list, err
 		},
@@ -283,5 +287,28 @@ type listOnly struct{ *cache.ListWatch }
 
 func (listOnly) IsWatchListSemanticsUnSupported() bool { return true }
 
+func (i *listedInformer) listed(list *metav1.PartialObjectMetadataList) {
+	rv, _ := strconv.ParseUint(list.ResourceVersion, 10, 64)
+	var view uint64
+	for j := range list.Items {
+		view ^= digest(&list.Items[j])
+	}
+	i.first.CompareAndSwap(0, rv)
+	i.mu.Lock()
+	i.last, i.view = rv, view
+	i.mu.Unlock()
+}
+
 // Listed implements listed, for Observer.
-func (i *listedInformer) Listed() (first, last uint64) { return i.first.Load(), i.last.Load() }
+func (i *listedInformer) Listed() (first, last uint64) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.first.Load(), i.last
+}
+
+// LastList implements listed, for Observer.
+func (i *listedInformer) LastList() (rv, view uint64) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.last, i.view
+}

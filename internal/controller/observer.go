@@ -2,8 +2,11 @@ package controller
 
 import (
 	"fmt"
+	"hash/fnv"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
@@ -29,6 +32,9 @@ type watched struct {
 	// its first list's revision (Monitors') covers up to that.
 	since    uint64
 	observed uint64
+	// view is the digest of the objects the handler holds, as the
+	// events it handled leave them (see listed).
+	view uint64
 }
 
 // NewObserver returns an observer comparing what it sees with writes; nil
@@ -56,11 +62,11 @@ func (o *Observer) Watch(gr schema.GroupResource, informer cache.SharedIndexInfo
 	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			h.OnAdd(obj, initial)
-			o.saw(w, obj)
+			o.saw(w, obj, digestOf(obj))
 		},
 		UpdateFunc: func(old, obj any) {
 			h.OnUpdate(old, obj)
-			o.saw(w, obj)
+			o.saw(w, obj, digestOf(old)^digestOf(obj))
 		},
 		DeleteFunc: func(obj any) {
 			h.OnDelete(obj)
@@ -69,10 +75,10 @@ func (o *Observer) Watch(gr schema.GroupResource, informer cache.SharedIndexInfo
 				obj = d.Obj
 				if l, ok := informer.(listed); ok {
 					_, last := l.Listed()
-					o.sawRevision(w, last)
+					o.sawRevision(w, last, 0)
 				}
 			}
-			o.saw(w, obj)
+			o.saw(w, obj, digestOf(obj))
 		},
 	})
 	if err != nil {
@@ -104,18 +110,58 @@ func (o *Observer) Watching(gr schema.GroupResource) bool {
 	return ok
 }
 
-func (o *Observer) saw(w *watched, obj any) { o.sawRevision(w, writes.Revision(obj)) }
+// saw notes that the handler has handled obj, changing its view by change.
+func (o *Observer) saw(w *watched, obj any, change uint64) {
+	o.sawRevision(w, writes.Revision(obj), change)
+}
 
-func (o *Observer) sawRevision(w *watched, rv uint64) {
+func (o *Observer) sawRevision(w *watched, rv, change uint64) {
 	o.mu.Lock()
 	w.observed = max(w.observed, rv)
+	w.view ^= change
 	o.mu.Unlock()
 }
 
 // listed is an informer that tells the resourceVersion of its first and
-// last lists (Monitors' informers).
+// last lists, and the digest of its last (Monitors' informers).
 type listed interface {
 	Listed() (first, last uint64)
+	LastList() (rv, view uint64)
+}
+
+// relisted reports whether w's informer last listed at rv or later and its
+// handler holds what that list held: it has handled the list, which covers
+// every write up to it, including objects created and deleted while its
+// watch was down, which no event shows.
+func relisted(w *watched, rv uint64) bool {
+	l, ok := w.informer.(listed)
+	if !ok {
+		return false
+	}
+	last, view := l.LastList()
+	return last >= rv && view == w.view
+}
+
+// digest is an object's identity at one revision (namespace, name,
+// resourceVersion); a set of objects' is the XOR of theirs.
+func digest(m metav1.Object) uint64 {
+	h := fnv.New64a()
+	for _, s := range []string{m.GetNamespace(), m.GetName(), m.GetResourceVersion()} {
+		_, _ = h.Write([]byte(s))
+		_, _ = h.Write([]byte{0})
+	}
+	return h.Sum64()
+}
+
+func digestOf(obj any) uint64 {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return 0
+	}
+	return digest(m)
 }
 
 // Synced reports whether every handler has had its informer's initial list.
@@ -155,7 +201,7 @@ func (o *Observer) CaughtUp(written map[schema.GroupResource]uint64) error {
 			first, _ := l.Listed()
 			since = max(since, first) // synced: the initial list is handled
 		}
-		if rv := written[gr]; rv > w.observed && rv > since {
+		if rv := written[gr]; rv > w.observed && rv > since && !relisted(w, rv) {
 			return fmt.Errorf("%v: seen resourceVersion %d of %d (informer at %s)", gr, w.observed, rv, w.informer.LastSyncResourceVersion())
 		}
 	}
