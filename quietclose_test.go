@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime/pprof"
-	"strings"
 	"testing"
 	"time"
 
@@ -41,16 +40,12 @@ func TestCloseIsQuiet(t *testing.T) {
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	require.NoError(t, cmd.Run(), "%s", stderr.String())
-	for line := range strings.Lines(stderr.String()) {
-		// k8s.io/apiserver's API Priority and Fairness config controller
-		// writes its flow schemas' status in goroutines no one can wait
-		// for: a server closed while it does (a few ms after Start) makes
-		// it log this once, as kube-apiserver's can at shutdown.
-		if strings.Contains(line, "failed to set a status.condition for FlowSchema") {
-			continue
-		}
-		assert.NotContains(t, line, "ERROR", "an error logged while servers closed")
-	}
+	// Not even k8s.io/apiserver's API Priority and Fairness config
+	// controller, which writes its flow schemas' status in goroutines no
+	// one can wait for: a server closed while it does (a few ms after
+	// Start) made it log "failed to set a status.condition for FlowSchema
+	// ...: inproc: transport closed" (internal/globals drops it).
+	assert.NotContains(t, stderr.String(), "ERROR", "an error logged while servers closed")
 }
 
 func runBusyServers(t *testing.T) {

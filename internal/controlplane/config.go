@@ -299,6 +299,10 @@ func loopbackConfig(serverURL string) (*rest.Config, *inproc.Transport) {
 		// name.
 		UserAgent: "kube-apiserver/v" + version.Kubernetes(),
 		Transport: t,
+		// The warnings the server's own requests earn (v1 Endpoints is
+		// deprecated, read by its endpoint controllers) are not a user's:
+		// client-go would log each one.
+		WarningHandler: rest.NoWarnings{},
 		QPS:       -1,
 		ContentConfig: rest.ContentConfig{
 			ContentType:        runtime.ContentTypeProtobuf,

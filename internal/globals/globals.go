@@ -26,7 +26,9 @@
 package globals
 
 import (
+	"errors"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/go-logr/zapr"
@@ -36,20 +38,52 @@ import (
 	basecompatibility "k8s.io/component-base/compatibility"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
+
+	"github.com/kubeembed/apiserver/internal/inproc"
 )
 
 var initOnce sync.Once
 
 // InitKlog points klog's global logger, once per process, at a logger that
 // prints errors to stderr and drops the rest: the libraries' info logs
-// would otherwise flood a test's output. apiserver.Options.KeepKlogLogger
-// skips it.
+// would otherwise flood a test's output. Errors of a request a closing
+// server cut off (internal/inproc's ErrClosed: the API Priority and
+// Fairness controller writes its status from goroutines no Close can wait
+// for) are dropped too: they are the server's Close, not a failure.
+// apiserver.Options.KeepKlogLogger skips it.
 func InitKlog() {
 	initOnce.Do(func() {
 		core := zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()),
 			zapcore.Lock(os.Stderr), zapcore.ErrorLevel)
-		klog.SetLoggerWithOptions(zapr.NewLogger(zap.New(core)), klog.ContextualLogger(true))
+		klog.SetLoggerWithOptions(zapr.NewLogger(zap.New(withoutClosing{core})), klog.ContextualLogger(true))
 	})
+}
+
+// withoutClosing drops the entries that report inproc.ErrClosed (klog's
+// printf-style errors carry it in their message only).
+type withoutClosing struct{ zapcore.Core }
+
+func (c withoutClosing) With(fields []zapcore.Field) zapcore.Core {
+	return withoutClosing{c.Core.With(fields)}
+}
+
+func (c withoutClosing) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(e.Level) {
+		return ce.AddCore(e, c)
+	}
+	return ce
+}
+
+func (c withoutClosing) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	if strings.Contains(e.Message, inproc.ErrClosed.Error()) {
+		return nil
+	}
+	for _, f := range fields {
+		if err, ok := f.Interface.(error); ok && errors.Is(err, inproc.ErrClosed) {
+			return nil
+		}
+	}
+	return c.Core.Write(e, fields)
 }
 
 var (

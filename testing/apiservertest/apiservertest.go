@@ -10,6 +10,7 @@ package apiservertest
 
 import (
 	"context"
+	"os"
 	"reflect"
 	"sync"
 	"time"
@@ -70,8 +71,9 @@ func WithCRDPaths(paths ...string) Option {
 const StartTimeout = time.Minute
 
 // Start creates and starts a server, registers its Close with t.Cleanup and
-// fails the test if it cannot start. The server logs to t at Info level and
-// above until it is closed.
+// fails the test if it cannot start. The server logs to t at Warn level and
+// above until it is closed (LogLevelEnv changes the level): a test that
+// does nothing wrong sees nothing from it.
 func Start(t TB, opts ...Option) *apiserver.Server {
 	t.Helper()
 	log := newTestLogger(t)
@@ -120,10 +122,23 @@ type testLogger struct {
 	logger  *zap.Logger
 }
 
+// LogLevelEnv names the environment variable that sets the level of the
+// servers' logs in tests (debug, info, warn, error; default warn):
+// KUBEEMBED_TEST_LOG_LEVEL=info go test -v ./... shows a server's start,
+// its post-start hooks and its Close.
+const LogLevelEnv = "KUBEEMBED_TEST_LOG_LEVEL"
+
 func newTestLogger(t TB) *testLogger {
 	l := &testLogger{t: t}
+	level := zapcore.WarnLevel
+	if v := os.Getenv(LogLevelEnv); v != "" {
+		if err := level.UnmarshalText([]byte(v)); err != nil {
+			t.Logf("apiservertest: %s=%q: %v; logging at warn", LogLevelEnv, v, err)
+			level = zapcore.WarnLevel
+		}
+	}
 	enc := zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig())
-	l.logger = zap.New(zapcore.NewCore(enc, zapcore.AddSync(l), zapcore.InfoLevel))
+	l.logger = zap.New(zapcore.NewCore(enc, zapcore.AddSync(l), level))
 	return l
 }
 

@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -141,11 +142,6 @@ func TestStartServesUntilCleanup(t *testing.T) {
 	conn, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	_ = conn.Close()
-	tb.mu.Lock()
-	logged := strings.Join(tb.logs, "\n")
-	tb.mu.Unlock()
-	assert.Contains(t, logged, "kube-apiserver ready", "the server logs to the test")
-
 	tb.runCleanups()
 	_, err = net.Dial("tcp", addr)
 	assert.True(t, errors.Is(err, syscall.ECONNREFUSED), "closed by the cleanup: %v", err)
@@ -186,4 +182,49 @@ func TestStartStoresInTestEtcd(t *testing.T) {
 		}
 	}
 	assert.Len(t, keys, 1, "the namespace is a key in etcd")
+}
+
+// A test that does nothing wrong sees nothing from its servers at the
+// default level: five cluster-profile servers that roll a Deployment out,
+// delete a namespace and close log no line to the test (client-go's
+// warnings of the servers' own requests, "v1 Endpoints is deprecated",
+// included).
+func TestServersLogNothingByDefault(t *testing.T) {
+	t.Parallel()
+	for i := range 5 {
+		tb := &fakeTB{ctx: t.Context()}
+		srv := Start(tb)
+		require.Empty(t, tb.fatal)
+		c, err := srv.Clientset()
+		require.NoError(t, err)
+		_, err = c.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "work"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = c.AppsV1().Deployments("work").Create(t.Context(), &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}}}}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		WaitIdle(t, srv)
+		require.NoError(t, c.CoreV1().Namespaces().Delete(t.Context(), "work", metav1.DeleteOptions{}))
+		if i%2 == 0 {
+			WaitIdle(t, srv) // the others close while the namespace goes
+		}
+		tb.runCleanups()
+		tb.mu.Lock()
+		assert.Empty(t, tb.logs, "server %d logged to the test", i)
+		tb.mu.Unlock()
+	}
+}
+
+// LogLevelEnv lowers the level: at info, a server says when it is ready.
+// Not parallel: it sets an environment variable of the process.
+func TestLogLevelEnv(t *testing.T) {
+	t.Setenv(LogLevelEnv, "info")
+	tb := &fakeTB{ctx: t.Context()}
+	Start(tb)
+	require.Empty(t, tb.fatal)
+	tb.runCleanups()
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	assert.Contains(t, strings.Join(tb.logs, "\n"), "kube-apiserver ready")
 }
