@@ -86,6 +86,10 @@ func New(opts Options) (_ *Server, err error) {
 	if s.keys, err = controlplane.LoadKeys(c.certDir); err != nil {
 		return nil, err
 	}
+	if c.token == "" {
+		c.token = s.keys.AdminToken
+		s.opts.token = c.token
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.host, strconv.Itoa(c.port)))
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s port %d: %w", c.host, c.port, err)

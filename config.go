@@ -66,7 +66,8 @@ type Options struct {
 	RBACPaths []string
 
 	// AdminToken is the bearer token of an admin in system:masters. Default:
-	// a random token.
+	// a random token, kept in CertDir (admin.token) when it is set, so that
+	// a kubeconfig of the server works with the next one.
 	AdminToken string
 
 	// AuditPolicy or AuditPolicyFile (YAML or JSON, kube-apiserver's
@@ -220,9 +221,6 @@ func (o Options) complete() (completedOptions, error) {
 	}
 	if c.host == "" {
 		c.host = "127.0.0.1"
-	}
-	if c.token == "" {
-		c.token = controlplane.NewToken()
 	}
 	if c.storage == nil {
 		c.storage, c.ownsStorage = memory.NewBackend(memory.Options{}), true

@@ -96,7 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, *flag.FlagSet, error) 
 	f := &flags{}
 	fs.StringVar(&f.kubeconfig, "kubeconfig", filepath.Join(os.TempDir(), "kubeembed.kubeconfig"), "where to write the kubeconfig of the admin user")
 	fs.StringVar(&f.bind, "bind-address", "127.0.0.1", "IP address to listen on")
-	fs.IntVar(&f.port, "port", 0, "TCP port to listen on; 0 picks a free one")
+	fs.IntVar(&f.port, "port", 0, "TCP port to listen on; 0 picks a free one (with --data-dir: the one its last server used, if any)")
 	fs.BoolVar(&f.verbose, "v", false, "log at debug level")
 	fs.BoolVar(&f.apf, "enable-priority-and-fairness", true, "apply API Priority and Fairness, as kube-apiserver's flag of that name")
 	fs.StringVar(&f.auditLog, "audit-log-path", "", "write audit events (audit.k8s.io/v1 JSON lines) to this file; - for standard output")
@@ -142,12 +142,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}()
 	}
-	srv, err := apiserver.New(apiserver.Options{Logger: log, BindAddress: f.bind, Port: f.port, CRDPaths: f.crds, RBACPaths: f.rbac,
+	port, err := f.storage.port(f.port)
+	if err != nil {
+		return err
+	}
+	srv, err := apiserver.New(apiserver.Options{Logger: log, BindAddress: f.bind, Port: port, CRDPaths: f.crds, RBACPaths: f.rbac,
 		DisablePriorityAndFairness: !f.apf, AuditLogPath: f.auditLog, AuditPolicyFile: f.auditPolicy,
 		Profile: apiserver.Profile(f.profile), Controllers: controllersFlag(fs, f.ctrls), Nodes: nodesFlag(f.nodes),
 		Storage: backend, CertDir: f.storage.certDir()})
+	if err != nil && port != f.port {
+		return fmt.Errorf("%w (the port of --data-dir's last server, kept in %s: give --port to choose another)", err, f.storage.portFile())
+	}
 	if err != nil {
 		return err
+	}
+	if err := f.storage.keepPort(srv.URL()); err != nil {
+		return errors.Join(err, srv.Close())
 	}
 	defer func() {
 		if err := srv.Close(); err != nil {

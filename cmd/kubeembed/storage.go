@@ -4,7 +4,12 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -59,4 +64,45 @@ func (f *storageFlags) certDir() string {
 		return ""
 	}
 	return filepath.Join(f.dataDir, "pki")
+}
+
+// portFile keeps, in the data directory, the port the server last listened
+// on: a dev cluster comes back at the address its kubeconfig names.
+func (f *storageFlags) portFile() string {
+	if f.dataDir == "" {
+		return ""
+	}
+	return filepath.Join(f.dataDir, "port")
+}
+
+// port is the port to listen on: flag's if set, else the one kept in the
+// data directory, else 0 (a free one).
+func (f *storageFlags) port(flag int) (int, error) {
+	if flag != 0 || f.portFile() == "" {
+		return flag, nil
+	}
+	data, err := os.ReadFile(f.portFile())
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	p, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || p <= 0 || p > 65535 {
+		return 0, fmt.Errorf("%s: not a port: %q", f.portFile(), data)
+	}
+	return p, nil
+}
+
+// keepPort writes the server's port to the data directory.
+func (f *storageFlags) keepPort(serverURL string) error {
+	if f.portFile() == "" {
+		return nil
+	}
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(f.portFile(), []byte(u.Port()+"\n"), 0o600)
 }

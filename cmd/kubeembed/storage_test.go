@@ -1,17 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -27,10 +30,16 @@ var widgets = schema.GroupVersionResource{Group: "example.kubeembed.dev", Versio
 // returns once the server serves.
 func runUntilServing(t *testing.T, args ...string) (stop func()) {
 	t.Helper()
+	return runLogging(t, io.Discard, args...)
+}
+
+// runLogging is runUntilServing with the command's log to stderr.
+func runLogging(t *testing.T, stderr io.Writer, args ...string) (stop func()) {
+	t.Helper()
 	out := make(lineWriter, 16)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, args, out, io.Discard) }()
+	go func() { done <- run(ctx, args, out, stderr) }()
 	stopped := false
 	stop = func() {
 		if !stopped {
@@ -113,6 +122,68 @@ func TestCLIDataDir(t *testing.T) {
 	assert.Equal(t, "v", cm.Data["k"])
 	_, err = d.Resource(widgets).Namespace("default").Get(t.Context(), "kept", metav1.GetOptions{})
 	require.NoError(t, err)
+}
+
+// A dev cluster on --data-dir comes back as it was left: at the same
+// address, with the same credentials, so that the kubeconfig written by
+// the first start and a service account token issued then work with the
+// next (as kind's and k3d's clusters do); neither start nor stop logs an
+// error (the embedded etcd's, at a clean stop, included).
+func TestCLIDataDirKeepsTheKubeconfig(t *testing.T) {
+	t.Parallel()
+	dir, kc := t.TempDir(), filepath.Join(t.TempDir(), "kc")
+	log := &lockedBuffer{}
+	stop := runLogging(t, log, "--data-dir", dir, "--kubeconfig", kc)
+	first, err := os.ReadFile(kc)
+	require.NoError(t, err)
+	c, _ := clientsOf(t, kc)
+	tr, err := c.CoreV1().ServiceAccounts("default").CreateToken(t.Context(), "default",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	stop()
+
+	again := filepath.Join(t.TempDir(), "kc")
+	runLogging(t, log, "--data-dir", dir, "--kubeconfig", again)
+	second, err := os.ReadFile(again)
+	require.NoError(t, err)
+	assert.Equal(t, string(first), string(second), "the same kubeconfig: address, CA and token")
+	old := filepath.Join(t.TempDir(), "kc")
+	require.NoError(t, os.WriteFile(old, first, 0o600))
+	c, _ = clientsOf(t, old)
+	_, err = c.CoreV1().Namespaces().Get(t.Context(), "default", metav1.GetOptions{})
+	require.NoError(t, err, "the first start's kubeconfig")
+	cfg, err := clientcmd.BuildConfigFromFlags("", old)
+	require.NoError(t, err)
+	cfg.BearerToken = tr.Status.Token
+	sa, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	review, err := sa.AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	require.NoError(t, err, "the first start's service account token")
+	assert.Equal(t, "system:serviceaccount:default:default", review.Status.UserInfo.Username)
+	if kubectl := kubectlOn(t, old); kubectl != nil {
+		out, err := kubectl("get", "namespace", "default", "-o", "name")
+		require.NoError(t, err, out)
+		assert.Equal(t, "namespace/default", out)
+	}
+	assert.NotContains(t, log.String(), "ERROR")
+}
+
+// lockedBuffer is a buffer safe for the loggers' goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // A data directory in use by a running server is refused, at once.

@@ -303,7 +303,7 @@ func loopbackConfig(serverURL string) (*rest.Config, *inproc.Transport) {
 		// deprecated, read by its endpoint controllers) are not a user's:
 		// client-go would log each one.
 		WarningHandler: rest.NoWarnings{},
-		QPS:       -1,
+		QPS:            -1,
 		ContentConfig: rest.ContentConfig{
 			ContentType:        runtime.ContentTypeProtobuf,
 			AcceptContentTypes: runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON,

@@ -4,9 +4,12 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/request/headerrequest"
@@ -22,6 +25,10 @@ type Keys struct {
 	CA         *certs.CA
 	FrontProxy *FrontProxy
 	Issuer     *satoken.Issuer
+	// AdminToken is a token for the admin (apiserver.Options.AdminToken's
+	// default), kept in certDir's admin.token: a kubeconfig written by one
+	// server works with the next.
+	AdminToken string
 }
 
 // LoadKeys makes the server's keys, or reads them from certDir where an
@@ -41,8 +48,12 @@ func LoadKeys(certDir string) (_ Keys, err error) {
 		return Keys{}, err
 	}
 	if certDir == "" {
+		k.AdminToken = NewToken()
 		k.Issuer, err = satoken.New(satoken.DefaultIssuer)
 		return k, err
+	}
+	if k.AdminToken, err = loadOrNewToken(filepath.Join(certDir, "admin.token")); err != nil {
+		return Keys{}, err
 	}
 	key, err := certs.LoadOrNewKey(filepath.Join(certDir, "sa.key"))
 	if err != nil {
@@ -128,6 +139,26 @@ func (fp *FrontProxy) publishedInfo() map[string]string {
 		"requestheader-group-headers":        `["` + remoteGroup + `"]`,
 		"requestheader-extra-headers-prefix": `["` + remoteExtra + `"]`,
 	}
+}
+
+// loadOrNewToken reads the token in file, or writes a new one there.
+func loadOrNewToken(file string) (string, error) {
+	data, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		token := NewToken()
+		if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+			return "", err
+		}
+		return token, os.WriteFile(file, []byte(token+"\n"), 0o600)
+	}
+	if err != nil {
+		return "", err
+	}
+	token := strings.TrimSpace(string(data))
+	if token == "" {
+		return "", fmt.Errorf("%s: empty token", file)
+	}
+	return token, nil
 }
 
 // NewToken returns a random bearer token.

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -63,6 +64,7 @@ type Options struct {
 // Server is a running etcd member.
 type Server struct {
 	opts    Options
+	closing atomic.Bool // its logs of stopping are expected
 	etcd    *embed.Etcd
 	unlock  func() error
 	tempDir bool
@@ -154,7 +156,7 @@ func (s *Server) config() (*embed.Config, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(logger)
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(quietLogger(logger, &s.closing))
 	return cfg, nil
 }
 
@@ -196,6 +198,7 @@ func (s *Server) Options() Options { return s.opts }
 // Start made it). It is safe to call more than once.
 func (s *Server) Close() error {
 	if s.etcd != nil {
+		s.closing.Store(true)
 		s.etcd.Close()
 		s.etcd = nil
 	}
