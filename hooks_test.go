@@ -76,7 +76,10 @@ func TestHealthChecksByName(t *testing.T) {
 		"start-kube-aggregator-informers", "apiservice-status-local-available-controller", "apiservice-status-remote-available-controller",
 		"apiservice-registration-controller", "priority-and-fairness-config-consumer", "priority-and-fairness-filter",
 		"priority-and-fairness-config-producer",
-		"apiservice-discovery-controller", "kube-apiserver-autoregistration", "apiservice-openapiv3-controller"}
+		"apiservice-discovery-controller", "kube-apiserver-autoregistration", "apiservice-openapiv3-controller",
+		// Required by Kubernetes' e2e "health handlers should contain
+		// necessary checks" (test/e2e/apimachinery/health_handlers.go).
+		"apiservice-openapi-controller"}
 	for path, checks := range map[string][]string{
 		// autoregister-completion in all three, as kube-apiserver v1.37.2
 		// lists it (a boot-sequence check).

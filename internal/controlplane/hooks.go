@@ -69,6 +69,11 @@ func (h serverHooks) register(tier *genericapiserver.GenericAPIServer) error {
 		{"start-kube-apiserver-identity-lease-garbage-collector", collectIdentityLeases},
 		{"start-legacy-token-tracking-controller", h.trackLegacyTokens},
 		{"start-cluster-authentication-info-controller", h.publishAuthenticationInfo},
+		// By name only, as kube-apiserver v1.37 lists it (its
+		// UnknownVersionInteroperabilityProxy gate is on by default): it
+		// publishes the server's address to peer API servers of other
+		// versions, outside the API. A kubeembed server has no peers.
+		{"peer-endpoint-reconciler-controller", func(genericapiserver.PostStartHookContext) error { return nil }},
 	}
 	for _, hk := range hooks {
 		if err := tier.AddPostStartHook(hk.name, hk.hook); err != nil {
