@@ -161,3 +161,47 @@ func TestKubectlRBAC(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, out, `pods is forbidden: User "alice" cannot list resource "pods" in API group "" in the namespace "kube-system"`)
 }
+
+// kubectl's workload commands against the server's Deployment and
+// ReplicaSet controllers on a simulated node: wait for Available, set
+// image and watch the rollout, read its history, undo it (kubectl finds the
+// previous ReplicaSet by its revision annotation and writes its template
+// back), scale, pause and resume.
+func TestKubectlRollouts(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	run := kubectlFor(t, srv)
+	kube := func(args ...string) string {
+		t.Helper()
+		out, errOut, err := run(args...)
+		require.NoError(t, err, "kubectl %s: %s", strings.Join(args, " "), errOut)
+		return out
+	}
+	kube("create", "deployment", "web", "--image=nginx:1.27", "--replicas=2")
+	assert.Equal(t, "deployment.apps/web condition met", kube("wait", "--for=condition=Available", "deployment/web", "--timeout=30s"))
+	kube("set", "image", "deployment/web", "nginx=nginx:1.28")
+	assert.Contains(t, kube("rollout", "status", "deployment/web", "--timeout=30s"), `deployment "web" successfully rolled out`)
+	history := kube("rollout", "history", "deployment/web")
+	assert.Regexp(t, `(?m)^1\s+<none>$`, history)
+	assert.Regexp(t, `(?m)^2\s+<none>$`, history)
+
+	assert.Equal(t, "deployment.apps/web rolled back", kube("rollout", "undo", "deployment/web"))
+	assert.Contains(t, kube("rollout", "status", "deployment/web", "--timeout=30s"), `deployment "web" successfully rolled out`)
+	assert.Equal(t, "nginx:1.27", kube("get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}"))
+	// The first ReplicaSet is revision 3 now, as upstream renumbers it.
+	assert.Regexp(t, `(?m)^3\s+<none>$`, kube("rollout", "history", "deployment/web"))
+
+	kube("scale", "deployment/web", "--replicas=3")
+	assert.Contains(t, kube("rollout", "status", "deployment/web", "--timeout=30s"), `deployment "web" successfully rolled out`)
+	assert.Equal(t, "3", kube("get", "deployment", "web", "-o", "jsonpath={.status.availableReplicas}"))
+	assert.Equal(t, "deployment.apps/web paused", kube("rollout", "pause", "deployment/web"))
+	kube("set", "image", "deployment/web", "nginx=nginx:1.29")
+	apiservertest.WaitIdle(t, srv)
+	assert.Equal(t, "nginx:1.27 nginx:1.27 nginx:1.27", kube("get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].spec.containers[0].image}"),
+		"a paused Deployment does not roll out")
+	assert.Equal(t, "deployment.apps/web resumed", kube("rollout", "resume", "deployment/web"))
+	assert.Contains(t, kube("rollout", "status", "deployment/web", "--timeout=30s"), `deployment "web" successfully rolled out`)
+	apiservertest.WaitIdle(t, srv) // the old pods are gone
+	assert.Equal(t, "nginx:1.29 nginx:1.29 nginx:1.29", kube("get", "pods", "-l", "app=web", "--field-selector=status.phase=Running",
+		"-o", "jsonpath={.items[*].spec.containers[0].image}"))
+}
