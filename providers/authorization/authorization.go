@@ -20,6 +20,8 @@ import (
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
+
+	"github.com/kubeembed/apiserver/providers/internal/validation"
 )
 
 var gv = authorizationv1.SchemeGroupVersion
@@ -183,7 +185,7 @@ func validateSpec(spec authorizationv1.SubjectAccessReviewSpec, subjectRequired 
 	p := field.NewPath("spec")
 	var errs field.ErrorList
 	if (spec.ResourceAttributes != nil) == (spec.NonResourceAttributes != nil) {
-		errs = append(errs, field.Invalid(p, spec.NonResourceAttributes, "exactly one of nonResourceAttributes or resourceAttributes must be specified"))
+		errs = append(errs, field.Invalid(p, validation.AsInternal(spec.NonResourceAttributes), "exactly one of nonResourceAttributes or resourceAttributes must be specified"))
 	}
 	if subjectRequired && spec.User == "" && len(spec.Groups) == 0 {
 		errs = append(errs, field.Invalid(p.Child("user"), spec.User, "at least one of user or group must be specified"))

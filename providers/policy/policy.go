@@ -13,6 +13,8 @@ import (
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
+
+	"github.com/kubeembed/apiserver/providers/internal/validation"
 )
 
 // Provider serves policy.
@@ -52,7 +54,7 @@ var podDisruptionBudgets = registry.Kind[*policyv1.PodDisruptionBudget]{
 		p := field.NewPath("spec")
 		var errs field.ErrorList
 		if pdb.Spec.MinAvailable != nil && pdb.Spec.MaxUnavailable != nil {
-			errs = append(errs, field.Invalid(p, pdb.Spec, "minAvailable and maxUnavailable cannot be both set"))
+			errs = append(errs, field.Invalid(p, validation.AsInternal(pdb.Spec), "minAvailable and maxUnavailable cannot be both set"))
 		}
 		errs = append(errs, validateIntOrPercent(pdb.Spec.MinAvailable, p.Child("minAvailable"))...)
 		errs = append(errs, validateIntOrPercent(pdb.Spec.MaxUnavailable, p.Child("maxUnavailable"))...)
