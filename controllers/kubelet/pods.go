@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -65,7 +66,7 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 		return nil
 	}
 	k.record(pod, n, work)
-	if err := k.patchStatus(ctx, pod, work.status); err != nil {
+	if err := k.patchStatus(ctx, k.statusBase(pod), work.status); err != nil {
 		return fmt.Errorf("report status of pod %s: %w", key, err)
 	}
 	if work.remove {
@@ -168,6 +169,37 @@ func (k *Kubelet) forgetLocked(key string, keep types.UID) {
 // patchStatus writes status as the kubelet's status manager does: a
 // strategic merge patch from the pod's status, with its UID as a
 // precondition; nothing when nothing changed.
+// statusBase is the pod whose status the kubelet's next patch is computed
+// against: the informer's copy, or the server's answer to the kubelet's
+// last patch when the informer has not shown it yet. Against the informer's
+// copy alone, a patch made after another writer's (an adoption) but before
+// the informer showed the kubelet's own last one would diff against a
+// status without it, and leave its condition reasons behind (the real
+// kubelet diffs against the pod it reads from the API server).
+func (k *Kubelet) statusBase(pod *corev1.Pod) *corev1.Pod {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	r := k.running[pod.UID]
+	if r == nil || r.reported == nil {
+		return pod
+	}
+	seen, err1 := strconv.ParseUint(pod.ResourceVersion, 10, 64)
+	reported, err2 := strconv.ParseUint(r.reported.ResourceVersion, 10, 64)
+	if err1 != nil || err2 != nil || seen >= reported {
+		return pod
+	}
+	return r.reported
+}
+
+// keepReported keeps the server's answer to a status patch of the kubelet.
+func (k *Kubelet) keepReported(pod *corev1.Pod) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if r := k.running[pod.UID]; r != nil {
+		r.reported = pod
+	}
+}
+
 func (k *Kubelet) patchStatus(ctx context.Context, pod *corev1.Pod, status corev1.PodStatus) error {
 	old, err := json.Marshal(corev1.Pod{Status: pod.Status})
 	if err != nil {
@@ -184,7 +216,10 @@ func (k *Kubelet) patchStatus(ctx context.Context, pod *corev1.Pod, status corev
 	if string(patch) == fmt.Sprintf(`{"metadata":{"uid":%q}}`, pod.UID) {
 		return nil
 	}
-	_, err = k.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	patched, err := k.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err == nil {
+		k.keepReported(patched)
+	}
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // gone, or another pod of that name: its own sync follows
 	}

@@ -44,6 +44,9 @@ type podRuntime struct {
 	// deleted: the kubelet deleted the pod (grace 0) after its final
 	// status.
 	deleted bool
+	// reported is the server's answer to the kubelet's last status patch
+	// (statusBase).
+	reported *corev1.Pod
 }
 
 // container is one container of a pod: its current instance and the
