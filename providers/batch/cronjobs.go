@@ -2,10 +2,10 @@ package batch
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/robfig/cron/v3"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -64,15 +64,19 @@ func validateCronJob(c *batchv1.CronJob) field.ErrorList {
 	}
 	if c.Spec.Schedule == "" {
 		errs = append(errs, field.Required(p.Child("schedule"), ""))
-	} else if err := validateSchedule(c.Spec.Schedule); err != nil {
-		errs = append(errs, field.Invalid(p.Child("schedule"), c.Spec.Schedule, err.Error()))
+	} else {
+		if err := validateSchedule(c.Spec.Schedule); err != nil {
+			errs = append(errs, field.Invalid(p.Child("schedule"), c.Spec.Schedule, err.Error()))
+		}
+		// kube-apiserver keeps TZ in a schedule only for CronJobs that
+		// had it before it was refused; none is stored here.
+		if strings.Contains(c.Spec.Schedule, "TZ") {
+			errs = append(errs, field.Invalid(p.Child("schedule"), c.Spec.Schedule, "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"))
+		}
 	}
 	if tz := c.Spec.TimeZone; tz != nil {
 		if _, err := time.LoadLocation(*tz); err != nil || strings.EqualFold(*tz, "local") {
 			errs = append(errs, field.Invalid(p.Child("timeZone"), *tz, "unknown time zone "+*tz))
-		}
-		if strings.Contains(c.Spec.Schedule, "TZ") {
-			errs = append(errs, field.Invalid(p.Child("schedule"), c.Spec.Schedule, "cannot use both timeZone field and TZ or CRON_TZ in schedule"))
 		}
 	}
 	switch c.Spec.ConcurrencyPolicy {
@@ -102,88 +106,19 @@ func validateCronJob(c *batchv1.CronJob) field.ErrorList {
 	return errs
 }
 
-// validateSchedule accepts what the CronJob controller's parser does: five
-// fields (minute hour day-of-month month day-of-week) of *, numbers, names,
-// ranges, lists and steps, or a descriptor such as @hourly, optionally
-// behind TZ= or CRON_TZ=.
-func validateSchedule(s string) error {
-	fields := strings.Fields(s)
-	if len(fields) > 0 && (strings.HasPrefix(fields[0], "TZ=") || strings.HasPrefix(fields[0], "CRON_TZ=")) {
-		fields = fields[1:]
-	}
-	if len(fields) == 1 && strings.HasPrefix(fields[0], "@") {
-		switch fields[0] {
-		case "@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly":
-			return nil
+// validateSchedule checks a schedule as kube-apiserver does: with the
+// parser the CronJob controller uses (robfig/cron's standard parser: five
+// fields or a descriptor such as @hourly or @every 1h, optionally behind
+// TZ= or CRON_TZ=), whose panics are errors too, so that what validation
+// accepts the controller can schedule.
+func validateSchedule(s string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("invalid schedule format: %v", r)
 		}
-		if strings.HasPrefix(fields[0], "@every ") {
-			return nil
-		}
-		return fmt.Errorf("unrecognized descriptor: %s", fields[0])
-	}
-	if len(fields) != 5 {
-		return fmt.Errorf("expected exactly 5 fields, found %d: %s", len(fields), s)
-	}
-	bounds := []struct {
-		min, max int
-		names    []string
-	}{
-		{0, 59, nil}, {0, 23, nil}, {1, 31, nil},
-		{1, 12, []string{"jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"}},
-		{0, 6, []string{"sun", "mon", "tue", "wed", "thu", "fri", "sat"}},
-	}
-	for i, f := range fields {
-		b := bounds[i]
-		for _, part := range strings.Split(f, ",") {
-			if err := validateCronPart(part, b.min, b.max, b.names); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func validateCronPart(part string, min, max int, names []string) error {
-	rangePart, step, hasStep := strings.Cut(part, "/")
-	if hasStep {
-		n, err := strconv.Atoi(step)
-		if err != nil || n <= 0 {
-			return fmt.Errorf("failed to parse int from %s: %v", step, err)
-		}
-	}
-	if rangePart == "*" || rangePart == "?" {
-		return nil
-	}
-	lo, hi, isRange := strings.Cut(rangePart, "-")
-	value := func(s string) (int, error) {
-		for i, n := range names {
-			if strings.EqualFold(s, n) {
-				return min + i, nil
-			}
-		}
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			return 0, fmt.Errorf("failed to parse int from %s: %v", s, err)
-		}
-		if n < min || n > max {
-			return 0, fmt.Errorf("end of range (%d) above maximum (%d): %s", n, max, s)
-		}
-		return n, nil
-	}
-	a, err := value(lo)
-	if err != nil {
-		return err
-	}
-	if isRange {
-		z, err := value(hi)
-		if err != nil {
-			return err
-		}
-		if a > z {
-			return fmt.Errorf("beginning of range (%d) beyond end of range (%d): %s", a, z, part)
-		}
-	}
-	return nil
+	}()
+	_, err = cron.ParseStandard(s)
+	return err
 }
 
 func cronJobTemplate(c *batchv1.CronJob) *corev1.PodTemplateSpec {
