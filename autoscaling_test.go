@@ -45,3 +45,28 @@ func TestHorizontalPodAutoscalerVersions(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, list.Items, 1)
 }
+
+// A behavior given is filled in as kube-apiserver's defaulting fills it:
+// both rules' selectPolicy, the scale-up window and policies, the
+// scale-down policy; the scale-down window stays unset (the controller's).
+func TestHorizontalPodAutoscalerBehaviorDefaults(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	c, err := srv.Clientset()
+	require.NoError(t, err)
+	hpa, err := c.AutoscalingV2().HorizontalPodAutoscalers("default").Create(t.Context(), &autoscalingv2.HorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MaxReplicas: 5,
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+			Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleUp: &autoscalingv2.HPAScalingRules{
+				StabilizationWindowSeconds: new(int32(60))}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	maxPolicy := autoscalingv2.MaxChangePolicySelect
+	assert.Equal(t, &autoscalingv2.HorizontalPodAutoscalerBehavior{
+		ScaleUp: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: new(int32(60)), SelectPolicy: &maxPolicy,
+			Policies: []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: 4, PeriodSeconds: 15},
+				{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: 15}}},
+		ScaleDown: &autoscalingv2.HPAScalingRules{SelectPolicy: &maxPolicy,
+			Policies: []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: 15}}},
+	}, hpa.Spec.Behavior)
+}

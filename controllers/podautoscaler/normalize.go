@@ -11,6 +11,8 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
+
+	apidefaults "github.com/kubeembed/apiserver/internal/hpa"
 )
 
 // recommendation is a count the metrics proposed, before normalisation.
@@ -120,41 +122,17 @@ func withinRules(current, desired, minReplicas, maxReplicas int32) (int32, strin
 	return desired, "DesiredWithinRange", "the desired count is within the acceptable range"
 }
 
-// defaultBehavior fills what the API server's defaulting fills in a
-// behavior (kubeembed's does not): the scale-up rules' window 0,
-// selectPolicy Max, policies 4 pods and 100 % per 15 s; the scale-down
-// rules' selectPolicy Max and policy 100 % per 15 s. A scale-down window
-// left unset is the controller's 300 s.
+// defaultBehavior fills a behavior as kube-apiserver's defaulting does
+// (kubeembed's too; another API server's may not have), and a scale-down
+// window left unset with the controller's 300 s.
 func defaultBehavior(b *autoscalingv2.HorizontalPodAutoscalerBehavior) {
 	if b == nil {
 		return
 	}
-	b.ScaleUp = filled(b.ScaleUp, autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0),
-		Policies: []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: 4, PeriodSeconds: 15},
-			{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: 15}}})
-	b.ScaleDown = filled(b.ScaleDown, autoscalingv2.HPAScalingRules{
-		Policies: []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: 15}}})
+	apidefaults.DefaultBehavior(b)
 	if b.ScaleDown.StabilizationWindowSeconds == nil {
 		b.ScaleDown.StabilizationWindowSeconds = ptr.To(int32(downscaleStabilisationWindow.Seconds()))
 	}
-}
-
-func filled(r *autoscalingv2.HPAScalingRules, d autoscalingv2.HPAScalingRules) *autoscalingv2.HPAScalingRules {
-	d.SelectPolicy = ptr.To(autoscalingv2.MaxChangePolicySelect)
-	if r == nil {
-		return &d
-	}
-	if r.SelectPolicy != nil {
-		d.SelectPolicy = r.SelectPolicy
-	}
-	if r.StabilizationWindowSeconds != nil {
-		d.StabilizationWindowSeconds = r.StabilizationWindowSeconds
-	}
-	if r.Policies != nil {
-		d.Policies = r.Policies
-	}
-	d.Tolerance = r.Tolerance
-	return &d
 }
 
 // normalizeWithBehavior is the count of an HPA with a behavior: within

@@ -15,6 +15,8 @@ import (
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
+
+	"github.com/kubeembed/apiserver/internal/hpa"
 )
 
 var gv = autoscalingv2.SchemeGroupVersion
@@ -37,6 +39,7 @@ var group = registry.Group{
 					Resource: &autoscalingv2.ResourceMetricSource{Name: corev1.ResourceCPU,
 						Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To[int32](80)}}}}
 			}
+			hpa.DefaultBehavior(h.Spec.Behavior)
 		},
 
 		GroupVersion: gv, Resource: "horizontalpodautoscalers", Singular: "horizontalpodautoscaler",
