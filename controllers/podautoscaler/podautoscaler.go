@@ -91,9 +91,8 @@ type Controller struct {
 	selectors *selectorStore
 	history   *history
 
-	mu      sync.Mutex
-	events  record.EventBroadcaster
-	pending map[string]bool // keys whose next periodic sync is scheduled
+	mu     sync.Mutex
+	events record.EventBroadcaster
 }
 
 // New returns the horizontalpodautoscaling controller of cfg's server.
@@ -106,7 +105,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{client: client, clock: cfg.Clock, queue: controller.NewQueue("horizontalpodautoscaler", cfg.QueueMetrics),
-		selectors: newSelectorStore(), history: newHistory(), pending: map[string]bool{}}
+		selectors: newSelectorStore(), history: newHistory()}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
 	}
@@ -202,23 +201,9 @@ func (c *Controller) hpaDeleted(obj any) {
 	}
 }
 
-// syncLater syncs key again after the sync period, unless a sync of it is
-// already scheduled (the earlier one stands, as in upstream's queue).
-func (c *Controller) syncLater(key string) {
-	c.mu.Lock()
-	if c.pending[key] {
-		c.mu.Unlock()
-		return
-	}
-	c.pending[key] = true
-	c.mu.Unlock()
-	c.clock.AfterFunc(syncPeriod, func() {
-		c.mu.Lock()
-		delete(c.pending, key)
-		c.mu.Unlock()
-		c.queue.Add(key)
-	})
-}
+// syncLater syncs key again after the sync period, on the server's clock;
+// a sync already put off stands, as in upstream's queue.
+func (c *Controller) syncLater(key string) { c.queue.AddAfterOn(c.clock, key, syncPeriod) }
 
 // sync reconciles one HPA. Its failures are in its status and events: as
 // upstream, they are logged and the HPA is synced again after the sync

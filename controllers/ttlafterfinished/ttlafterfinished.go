@@ -119,7 +119,11 @@ func (c *Controller) expired(ctx context.Context, k string, job *batchv1.Job) (b
 	}
 	finished, err := finishTime(job)
 	if err != nil {
-		return false, err
+		// A condition written without its time: upstream retries it with
+		// back-off forever; here it waits for the Job's next update, so
+		// that WaitIdle is not held by a Job that cannot expire.
+		klog.FromContext(ctx).Info("Job cannot expire", "job", klog.KObj(job), "err", err)
+		return false, nil
 	}
 	now := c.clock.Now()
 	if finished.After(now) {

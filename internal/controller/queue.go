@@ -30,12 +30,20 @@ type Queue struct {
 	// retrying are the items waiting to be retried after an error, with
 	// the error.
 	retrying map[string]error
+	// timers are the items AddAfterOn put off on a clock of a test's, by
+	// key: one each, the earliest (as the queue's own AddAfter keeps).
+	timers map[string]timer
+}
+
+type timer struct {
+	at time.Time
+	t  clock.Timer
 }
 
 // NewQueue returns a queue named name (its workqueue metrics' label)
 // reporting to metrics, which may be nil.
 func NewQueue(name string, metrics workqueue.MetricsProvider) *Queue {
-	q := &Queue{name: name, retrying: map[string]error{}}
+	q := &Queue{name: name, retrying: map[string]error{}, timers: map[string]timer{}}
 	q.TypedRateLimitingInterface = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: name, MetricsProvider: idleMetrics{q, metrics}})
@@ -87,13 +95,44 @@ func (q *Queue) next(ctx context.Context, sync func(ctx context.Context, key str
 
 // AddAfterOn adds key after d of clk: the queue's own delay when clk is
 // the real clock (or nil), a timer of clk otherwise, so that a fake clock
-// a test steps brings the item back (and WaitIdle sees it once due).
+// a test steps brings the item back (and WaitIdle sees it once due). As
+// the queue's AddAfter, a key waits once, for the earliest time asked;
+// ShutDown stops the timers.
 func (q *Queue) AddAfterOn(clk clock.WithDelayedExecution, key string, d time.Duration) {
 	if _, real := clk.(clock.RealClock); real || clk == nil {
 		q.AddAfter(key, d)
 		return
 	}
-	clk.AfterFunc(d, func() { q.Add(key) })
+	at := clk.Now().Add(d)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if w, ok := q.timers[key]; ok {
+		if !w.at.After(at) {
+			return
+		}
+		w.t.Stop()
+	}
+	var t clock.Timer
+	t = clk.AfterFunc(d, func() {
+		q.mu.Lock()
+		if w, ok := q.timers[key]; ok && w.t == t {
+			delete(q.timers, key)
+		}
+		q.mu.Unlock()
+		q.Add(key)
+	})
+	q.timers[key] = timer{at: at, t: t}
+}
+
+// ShutDown stops AddAfterOn's timers and shuts the queue down.
+func (q *Queue) ShutDown() {
+	q.mu.Lock()
+	for key, w := range q.timers {
+		w.t.Stop()
+		delete(q.timers, key)
+	}
+	q.mu.Unlock()
+	q.TypedRateLimitingInterface.ShutDown()
 }
 
 // Later is the error a sync returns to be called again after a while for

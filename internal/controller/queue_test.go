@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // A queue is idle only when nothing is queued, in a worker or waiting to
@@ -60,4 +61,27 @@ func TestQueueIdle(t *testing.T) {
 	<-entered // the retry
 	release <- struct{}{}
 	require.NoError(t, Wait(t.Context(), q.Idle), "succeeded on retry")
+}
+
+// AddAfterOn on a test's clock keeps one timer per key, the earliest, and
+// ShutDown stops them: a controller that puts a key off at every event
+// does not pile up timers that outlive it.
+func TestQueueAddAfterOnFakeClock(t *testing.T) {
+	t.Parallel()
+	clk := clocktesting.NewFakeClock(time.Now())
+	q := NewQueue("test", nil)
+	q.AddAfterOn(clk, "a", 10*time.Second)
+	q.AddAfterOn(clk, "a", 20*time.Second) // later: the first stands
+	q.AddAfterOn(clk, "a", 5*time.Second)  // earlier: replaces it
+	q.AddAfterOn(clk, "b", time.Minute)
+	clk.Step(5 * time.Second)
+	require.Eventually(t, func() bool { return q.Len() == 1 }, 5*time.Second, time.Millisecond)
+	key, _ := q.Get()
+	assert.Equal(t, "a", key)
+	q.Done(key)
+	clk.Step(10 * time.Second) // the replaced timers do not fire
+	assert.Equal(t, 0, q.Len())
+	assert.True(t, clk.HasWaiters(), "b's timer")
+	q.ShutDown()
+	assert.False(t, clk.HasWaiters(), "ShutDown stops the timers")
 }
