@@ -10,10 +10,8 @@ package daemonset
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"sort"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -23,25 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
-	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/utils/dump"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/internal/controller"
 )
-
-// computeHash is upstream's controller.ComputeHash: fnv32a over the
-// template's spew dump, the collision count appended, as a safe string.
-func computeHash(ds *appsv1.DaemonSet) string {
-	h := fnv.New32a()
-	fmt.Fprintf(h, "%v", dump.ForHash(ds.Spec.Template))
-	if cc := ds.Status.CollisionCount; cc != nil {
-		b := make([]byte, 8)
-		binary.LittleEndian.PutUint32(b, uint32(*cc))
-		h.Write(b)
-	}
-	return rand.SafeEncodeString(fmt.Sprint(h.Sum32()))
-}
 
 // templatePatch is the revision data of ds's template: its JSON (keys
 // sorted) as {"spec":{"template":{...,"$patch":"replace"}}}.
@@ -149,7 +132,7 @@ func (c *Controller) snapshot(ctx context.Context, ds *appsv1.DaemonSet, revisio
 	if err != nil {
 		return nil, err
 	}
-	hash := computeHash(ds)
+	hash := controller.ComputeHash(&ds.Spec.Template, ds.Status.CollisionCount)
 	lbls := make(map[string]string, len(ds.Spec.Template.Labels)+1)
 	for k, v := range ds.Spec.Template.Labels {
 		lbls[k] = v

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/kubeembed/apiserver/internal/controller"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -85,7 +86,7 @@ func setDeploymentRevision(d *appsv1.Deployment, rev string) bool {
 // Deployment's status so that the next try hashes differently.
 func (c *Controller) createReplicaSet(ctx context.Context, d *appsv1.Deployment, old []*appsv1.ReplicaSet, newRevision string) (*appsv1.ReplicaSet, error) {
 	template := d.Spec.Template.DeepCopy()
-	hash := computeHash(template, d.Status.CollisionCount)
+	hash := controller.ComputeHash(template, d.Status.CollisionCount)
 	template.Labels = withLabel(d.Spec.Template.Labels, hash)
 	selector := d.Spec.Selector.DeepCopy()
 	selector.MatchLabels = withLabel(d.Spec.Selector.MatchLabels, hash)

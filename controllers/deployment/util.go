@@ -4,9 +4,7 @@ package deployment
 // template hash, sorting.
 
 import (
-	"encoding/binary"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"sort"
 	"strconv"
@@ -16,8 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/utils/dump"
 )
 
 // The annotations upstream keeps on ReplicaSets.
@@ -32,21 +28,6 @@ const (
 
 var annotationsToSkip = map[string]bool{corev1.LastAppliedConfigAnnotation: true, revisionAnnotation: true,
 	revisionHistoryAnnotation: true, desiredReplicasAnnotation: true, maxReplicasAnnotation: true, rollbackToAnnotation: true}
-
-// computeHash is upstream's controller.ComputeHash: fnv32a over the
-// template's spew dump (k8s.io/utils/dump.ForHash), the collision count
-// appended, as a safe string.
-func computeHash(template *corev1.PodTemplateSpec, collisionCount *int32) string {
-	h := fnv.New32a()
-	h.Reset()
-	fmt.Fprintf(h, "%v", dump.ForHash(*template))
-	if collisionCount != nil {
-		b := make([]byte, 8)
-		binary.LittleEndian.PutUint32(b, uint32(*collisionCount))
-		h.Write(b)
-	}
-	return rand.SafeEncodeString(fmt.Sprint(h.Sum32()))
-}
 
 // equalIgnoreHash compares templates without their pod-template-hash label.
 func equalIgnoreHash(a, b *corev1.PodTemplateSpec) bool {
