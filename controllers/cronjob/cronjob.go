@@ -54,6 +54,8 @@ import (
 
 	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/internal/controller"
+
+	cronschedule "github.com/kubeembed/apiserver/internal/schedule"
 )
 
 // Upstream's figures and names.
@@ -159,7 +161,7 @@ func (c *Controller) cronJobUpdated(oldObj, obj any) {
 		c.queue.Add(key(cj))
 		return
 	}
-	sched, err := parse(formatSchedule(cj, nil))
+	sched, err := cronschedule.Parse(formatSchedule(cj, nil))
 	if err != nil {
 		c.recorder().Eventf(cj, corev1.EventTypeWarning, "UnParseableCronJobSchedule", "unparseable schedule for cronjob: %s", cj.Spec.Schedule)
 		return

@@ -2,7 +2,6 @@ package cronjob
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -22,17 +21,6 @@ const tooManyMissed = 100
 // loadLocation loads a time zone; a variable so that a test can stand
 // for a controller whose time zone database lacks one the API server has.
 var loadLocation = time.LoadLocation
-
-// parse parses a schedule as kube-apiserver validates it and upstream's
-// controller reads it: robfig/cron's standard parser, its panics errors.
-func parse(schedule string) (sched cron.Schedule, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			sched, err = nil, fmt.Errorf("invalid schedule format: %v", r)
-		}
-	}()
-	return cron.ParseStandard(schedule)
-}
 
 // formatSchedule is the schedule to parse: behind TZ= of spec.timeZone
 // when that loads. A TZ the schedule names itself is warned about when

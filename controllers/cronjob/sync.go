@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	cronschedule "github.com/kubeembed/apiserver/internal/schedule"
 )
 
 // sync brings one CronJob's Jobs and status in line and requeues it for
@@ -87,7 +89,7 @@ func (c *Controller) syncCronJob(ctx context.Context, s *syncState, jobs []*batc
 	if ptr.Deref(cj.Spec.Suspend, false) {
 		return nil, nil
 	}
-	sched, err := parse(formatSchedule(cj, events))
+	sched, err := cronschedule.Parse(formatSchedule(cj, events))
 	if err != nil {
 		events.Eventf(cj, corev1.EventTypeWarning, "UnparseableSchedule", "unparseable schedule: %q : %s", cj.Spec.Schedule, err)
 		return nil, nil

@@ -1,11 +1,9 @@
 package batch
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
-	"github.com/robfig/cron/v3"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -15,6 +13,8 @@ import (
 
 	"github.com/kubeembed/apiserver/providers/internal/printers"
 	"github.com/kubeembed/apiserver/providers/registry"
+
+	"github.com/kubeembed/apiserver/internal/schedule"
 )
 
 var cronJobs = registry.Kind[*batchv1.CronJob]{
@@ -106,18 +106,10 @@ func validateCronJob(c *batchv1.CronJob) field.ErrorList {
 	return errs
 }
 
-// validateSchedule checks a schedule as kube-apiserver does: with the
-// parser the CronJob controller uses (robfig/cron's standard parser: five
-// fields or a descriptor such as @hourly or @every 1h, optionally behind
-// TZ= or CRON_TZ=), whose panics are errors too, so that what validation
-// accepts the controller can schedule.
-func validateSchedule(s string) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("invalid schedule format: %v", r)
-		}
-	}()
-	_, err = cron.ParseStandard(s)
+// validateSchedule checks a schedule as kube-apiserver does, with the
+// CronJob controller's parser.
+func validateSchedule(s string) error {
+	_, err := schedule.Parse(s)
 	return err
 }
 
