@@ -154,7 +154,9 @@ func TestDeploymentValidationScaleAndStatus(t *testing.T) {
 
 func TestStatefulSetDaemonSetReplicaSetDefaults(t *testing.T) {
 	t.Parallel()
-	srv := apiservertest.Start(t)
+	// The API's defaults and validation: no workload controller writes
+	// the objects meanwhile.
+	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{Controllers: withoutWorkloads}))
 	apps := clientset(t, srv).AppsV1()
 	ctx := t.Context()
 	base := minimalDeployment("db")

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
 
@@ -22,7 +23,9 @@ func jobTemplate() corev1.PodTemplateSpec {
 
 func TestJobsAndCronJobs(t *testing.T) {
 	t.Parallel()
-	srv := apiservertest.Start(t)
+	// The API's defaults and validation: the Job controller does not
+	// write the Job meanwhile.
+	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{Controllers: withoutWorkloads}))
 	b := clientset(t, srv).BatchV1()
 	ctx := t.Context()
 

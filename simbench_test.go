@@ -3,10 +3,12 @@ package apiserver_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/controllers/kubelet"
 )
 
 // BenchmarkPods1000Running creates 1,000 bare pods on a server of 10
@@ -237,9 +240,63 @@ func waitDeployment(b *testing.B, w watch.Interface, done func(*appsv1.Deploymen
 }
 
 // withoutWorkloads are the default controllers less the workload ones
-// (deployment, replicaset, replicationcontroller, disruption).
+// (issue 25's: deployment, replicaset, replicationcontroller, statefulset,
+// daemonset, job, cronjob, ttl-after-finished, horizontalpodautoscaling,
+// disruption).
 var withoutWorkloads = []controllers.Name{"*", "-" + controllers.Deployment, "-" + controllers.ReplicaSet,
-	"-" + controllers.ReplicationController, "-" + controllers.Disruption}
+	"-" + controllers.ReplicationController, "-" + controllers.StatefulSet, "-" + controllers.DaemonSet,
+	"-" + controllers.Job, "-" + controllers.CronJob, "-" + controllers.TTLAfterFinished,
+	"-" + controllers.HorizontalPodAutoscaling, "-" + controllers.Disruption}
+
+// BenchmarkJob100 times a Job of 100 completions (parallelism 100) on 10
+// nodes whose pods succeed as they start (a kubelet rule), from its create
+// until its Complete condition.
+func BenchmarkJob100(b *testing.B) {
+	for b.Loop() {
+		b.StopTimer()
+		srv := startServer(b, apiserver.Options{Nodes: controllers.Nodes(10)})
+		srv.Kubelet().AddRule(kubelet.Rule{OwnerKind: "Job", Exit: &kubelet.Exit{Code: 0}})
+		c, err := srv.Clientset()
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		w, err := c.BatchV1().Jobs("default").Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: batchv1.JobSpec{
+			Completions: new(int32(100)), Parallelism: new(int32(100)),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}}}
+		b.StartTimer()
+		if _, err := c.BatchV1().Jobs("default").Create(ctx, job, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		waitJobComplete(b, w)
+		b.StopTimer()
+		w.Stop()
+		_ = srv.Close()
+		b.StartTimer()
+	}
+}
+
+func waitJobComplete(b *testing.B, w watch.Interface) {
+	b.Helper()
+	deadline := time.After(time.Minute)
+	for {
+		select {
+		case ev := <-w.ResultChan():
+			if j, ok := ev.Object.(*batchv1.Job); ok && slices.ContainsFunc(j.Status.Conditions, func(c batchv1.JobCondition) bool {
+				return c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue
+			}) {
+				return
+			}
+		case <-deadline:
+			b.Fatal("the Job did not complete in a minute")
+		}
+	}
+}
 
 // BenchmarkStartWorkloads is BenchmarkStart without and with the workload
 // controllers: what they add to a start.
