@@ -220,3 +220,24 @@ func TestStatefulSetDaemonSetReplicaSetDefaults(t *testing.T) {
 	_, err = apps.ControllerRevisions("default").Update(ctx, rev, metav1.UpdateOptions{})
 	assert.True(t, apierrors.IsInvalid(err), "controller revision data is immutable: %v", err)
 }
+
+// A StatefulSet's containers mount its claim templates by name, as on
+// kube-apiserver (which validates the template with a volume per claim
+// template); the stored template is unchanged.
+func TestStatefulSetMountsItsClaimTemplates(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{Controllers: withoutWorkloads}))
+	apps := clientset(t, srv).AppsV1()
+	base := minimalDeployment("db")
+	base.Spec.Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	sts, err := apps.StatefulSets("default").Create(t.Context(), &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db"},
+		Spec: appsv1.StatefulSetSpec{Selector: base.Spec.Selector, Template: base.Spec.Template, ServiceName: "db",
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, sts.Spec.Template.Spec.Volumes)
+	base.Spec.Template.Spec.Containers[0].VolumeMounts[0].Name = "other"
+	_, err = apps.StatefulSets("default").Create(t.Context(), &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db2"},
+		Spec: appsv1.StatefulSetSpec{Selector: base.Spec.Selector, Template: base.Spec.Template, ServiceName: "db"}}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsInvalid(err), "%v", err)
+	assert.Contains(t, err.Error(), "spec.template.spec.containers[0].volumeMounts[0].name: Not found: \"other\"")
+}

@@ -103,7 +103,7 @@ var statefulSets = registry.Kind[*appsv1.StatefulSet]{
 			errs = append(errs, field.Invalid(p.Child("updateStrategy"), s.Spec.UpdateStrategy,
 				fmt.Sprintf("must be '%s' or '%s'", appsv1.RollingUpdateStatefulSetStrategyType, appsv1.OnDeleteStatefulSetStrategyType)))
 		}
-		return append(errs, validateSelectorAndTemplate(s.Spec.Selector, &s.Spec.Template, "statefulset", p)...)
+		return append(errs, validateSelectorAndTemplate(s.Spec.Selector, templateToValidate(s), "statefulset", p)...)
 	},
 	ValidateUpdate: func(s, old *appsv1.StatefulSet) field.ErrorList {
 		// kube-apiserver 1.37 names each immutable field.
@@ -129,4 +129,30 @@ var statefulSets = registry.Kind[*appsv1.StatefulSet]{
 		StatusReplicas: func(o runtime.Object) int32 { return o.(*appsv1.StatefulSet).Status.Replicas },
 		Selector:       func(o runtime.Object) *metav1.LabelSelector { return o.(*appsv1.StatefulSet).Spec.Selector },
 	},
+}
+
+// templateToValidate is s's pod template as kube-apiserver validates it:
+// with a persistentVolumeClaim volume for each claim template (which its
+// containers may mount; a template volume of the same name gives way),
+// and without the hostname and subdomain the controller overwrites.
+func templateToValidate(s *appsv1.StatefulSet) *corev1.PodTemplateSpec {
+	t := s.Spec.Template.DeepCopy()
+	t.Spec.Hostname, t.Spec.Subdomain = "", ""
+	if len(s.Spec.VolumeClaimTemplates) == 0 {
+		return t
+	}
+	claims := map[string]bool{}
+	var volumes []corev1.Volume
+	for _, c := range s.Spec.VolumeClaimTemplates {
+		claims[c.Name] = true
+		volumes = append(volumes, corev1.Volume{Name: c.Name, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.Name}}})
+	}
+	for _, v := range t.Spec.Volumes {
+		if !claims[v.Name] {
+			volumes = append(volumes, v)
+		}
+	}
+	t.Spec.Volumes = volumes
+	return t
 }
