@@ -9,6 +9,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
 
@@ -17,7 +18,9 @@ import (
 // v1's annotation, as on kube-apiserver.
 func TestHorizontalPodAutoscalerVersions(t *testing.T) {
 	t.Parallel()
-	srv := apiservertest.Start(t)
+	// The API's conversions: the HPA controller does not write the
+	// status this test writes.
+	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{Controllers: withoutWorkloads}))
 	c := clientset(t, srv)
 	ctx := t.Context()
 	target := int32(60)

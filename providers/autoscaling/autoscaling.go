@@ -3,6 +3,7 @@
 package autoscaling
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/providers"
@@ -47,6 +49,14 @@ var group = registry.Group{
 		NewObj:   func() runtime.Object { return &autoscalingv2.HorizontalPodAutoscaler{} },
 		NewList:  func() runtime.Object { return &autoscalingv2.HorizontalPodAutoscalerList{} },
 		Validate: validate,
+		// An update's checks depend on the old object (validateUpdate), and
+		// replace the create checks rather than add to them.
+		Customize: func(_ providers.Config, store *registry.Store, _ map[string]rest.Storage) error {
+			store.Strategy.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+				return validateUpdate(obj.(*autoscalingv2.HorizontalPodAutoscaler), old.(*autoscalingv2.HorizontalPodAutoscaler))
+			}
+			return nil
+		},
 		Columns: []registry.Column{
 			registry.ColumnOf("Reference", "string", autoscalingv2.HorizontalPodAutoscalerSpec{}.SwaggerDoc()["scaleTargetRef"], 0, func(h *autoscalingv2.HorizontalPodAutoscaler) any {
 				return h.Spec.ScaleTargetRef.Kind + "/" + h.Spec.ScaleTargetRef.Name
@@ -62,27 +72,6 @@ var group = registry.Group{
 			registry.ColumnOf("Replicas", "string", autoscalingv2.HorizontalPodAutoscalerStatus{}.SwaggerDoc()["currentReplicas"], 0, func(h *autoscalingv2.HorizontalPodAutoscaler) any { return int64(h.Status.CurrentReplicas) }),
 		},
 	}},
-}
-
-func validate(h *autoscalingv2.HorizontalPodAutoscaler) field.ErrorList {
-	p := field.NewPath("spec")
-	var errs field.ErrorList
-	if h.Spec.ScaleTargetRef.Kind == "" {
-		errs = append(errs, field.Required(p.Child("scaleTargetRef", "kind"), ""))
-	}
-	if h.Spec.ScaleTargetRef.Name == "" {
-		errs = append(errs, field.Required(p.Child("scaleTargetRef", "name"), ""))
-	}
-	if m := h.Spec.MinReplicas; m != nil && *m < 1 {
-		errs = append(errs, field.Invalid(p.Child("minReplicas"), *m, "must be greater than or equal to 1"))
-	}
-	if h.Spec.MaxReplicas < 1 {
-		errs = append(errs, field.Invalid(p.Child("maxReplicas"), h.Spec.MaxReplicas, "must be greater than 0"))
-	}
-	if m := h.Spec.MinReplicas; m != nil && h.Spec.MaxReplicas < *m {
-		errs = append(errs, field.Invalid(p.Child("maxReplicas"), h.Spec.MaxReplicas, "must be greater than or equal to `minReplicas`"))
-	}
-	return errs
 }
 
 // targets is the Targets column: "<current>/<target>" per metric, the
