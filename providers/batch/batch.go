@@ -209,9 +209,15 @@ func validateJobSpec(s *batchv1.JobSpec, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("template", "metadata", "labels"), s.Template.Labels, "`selector` does not match template `labels`"))
 		}
 	}
+	errs = append(errs, validatePodFailurePolicy(s, p)...)
 	errs = append(errs, podspec.ValidateTemplate(&s.Template, p.Child("template"))...)
 	switch rp := s.Template.Spec.RestartPolicy; rp {
-	case corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever:
+	case corev1.RestartPolicyOnFailure:
+		if s.PodFailurePolicy != nil {
+			errs = append(errs, field.Invalid(p.Child("template", "spec", "restartPolicy"), rp,
+				fmt.Sprintf("only %q is supported when podFailurePolicy is specified", corev1.RestartPolicyNever)))
+		}
+	case corev1.RestartPolicyNever:
 	case corev1.RestartPolicyAlways, "":
 		// Always is also what the pod defaults give when none is set.
 		errs = append(errs, field.Required(p.Child("template", "spec", "restartPolicy"),
