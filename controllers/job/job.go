@@ -1,24 +1,347 @@
-// Package job is kube-controller-manager's job controller (being written).
+// Package job is kube-controller-manager's job controller ("job", client
+// job-controller), as v1.37.2 runs it:
+//
+//   - a Job owns the pods its selector matches (adopting orphans with a
+//     patch that also adds the batch.kubernetes.io/job-tracking finalizer,
+//     releasing pods that no longer match); it creates pods from its
+//     template (generateName "<job>-", the template's labels, annotations
+//     and finalizers plus the tracking finalizer, a controller reference)
+//     up to parallelism and the completions left, in slow-start batches of
+//     1, 2, 4, ... (at most 500 a sync), and deletes the surplus, the pods
+//     in the earliest stages first;
+//   - Indexed Jobs give each pod a completion index: the
+//     batch.kubernetes.io/job-completion-index annotation and label, the
+//     JOB_COMPLETION_INDEX variable, hostname "<job>-<index>", name
+//     "<job>-<index>-<random>"; duplicated and out-of-range indexes are
+//     deleted; completedIndexes and, with backoffLimitPerIndex,
+//     failedIndexes (maxFailedIndexes, per-index back-off and the
+//     index-failure-count annotations) are kept;
+//   - finished pods are counted through status.uncountedTerminatedPods:
+//     their uid is written there, then their tracking finalizer removed,
+//     then they are moved to succeeded/failed; finalizer removals are
+//     expected by pod uid until the informer shows them;
+//   - the Job ends as upstream orders it: an existing SuccessCriteriaMet
+//     or FailureTarget, podFailurePolicy (FailJob, Ignore, Count,
+//     FailIndex over exit codes and pod conditions), backoffLimit (also
+//     restarts of OnFailure pods), activeDeadlineSeconds, failed indexes,
+//     successPolicy, then completions; FailureTarget and SuccessCriteriaMet
+//     come first, Failed and Complete once no pod is left to count or
+//     terminating, with upstream's reasons, messages and events;
+//   - failed pods are replaced after an exponential back-off (10 s
+//     doubling, at most 10 min: upstream's constants), on the server's
+//     clock like the deadline; podReplacementPolicy Failed waits for
+//     terminating pods to end; suspend deletes the active pods and sets
+//     the Suspended condition (startTime cleared, reset on resume);
+//   - Jobs whose managedBy names another controller are left alone;
+//     orphaned pods (their Job gone or finished) lose the tracking
+//     finalizer through a second queue.
+//
+// Writes are made with the client job-controller (field manager
+// kube-controller-manager), events with that source. Of
+// StaleControllerConsistencyJob's read-your-writes, a sync skips a Job
+// whose cached copy is older than the controller's last status write to
+// it (pod writes are guarded by the expectations). Left out: the one
+// second batching of pod events (a sync follows each event at once: the
+// same outcome, sooner, except for a pod's transient states), the
+// Workload/PodGroup management of the alpha WorkloadWithJob gate (off by
+// default), and metrics.
 package job
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 
 	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/internal/controller"
 )
 
+// Upstream's figures.
+const (
+	workers    = 5
+	clientName = "job-controller"
+)
+
+var jobKind = batchv1.SchemeGroupVersion.WithKind("Job")
+
 // Controller is the job controller.
 type Controller struct {
 	controller.Parts
+	client  kubernetes.Interface
+	jobs    batchlisters.JobLister
+	pods    cache.Indexer
+	queue   *controller.Queue
+	orphans *controller.Queue
+	clock   clock.WithTickerAndDelayedExecution
+	expect  *controller.Expectations
+	// finalizers are the pods (by uid) whose tracking finalizer a sync
+	// removed and the informer has not shown removed yet.
+	finalizers *uidExpectations
+	backoff    *backoffStore
+	// finished are the Jobs (by uid) written finished whose update the
+	// informer has not shown yet.
+	finished sync.Map
+	// written is, per Job key, the resourceVersion of the controller's
+	// last status write: a sync skips a Job its informer shows older (the
+	// write's event brings the Job back), as upstream's consistency store.
+	written sync.Map
+
+	mu     sync.Mutex
+	events record.EventBroadcaster
 }
 
 // New returns the job controller of cfg's server.
 func New(cfg controllers.Config) (*Controller, error) {
-	c := &Controller{}
-	c.Name, c.Observer = "job", controller.NewObserver(cfg.Revisions)
-	return c, nil
+	client, err := controller.NamedClient(cfg, clientName)
+	if err != nil {
+		return nil, err
+	}
+	jobs := cfg.Informers.Batch().V1().Jobs()
+	pods := cfg.Informers.Core().V1().Pods().Informer()
+	c := &Controller{client: client, jobs: jobs.Lister(), pods: pods.GetIndexer(), clock: cfg.Clock,
+		queue: controller.NewQueue("job", cfg.QueueMetrics), orphans: controller.NewQueue("job_orphan_pod", cfg.QueueMetrics),
+		expect: controller.NewExpectations(), finalizers: newUIDExpectations(), backoff: newBackoffStore()}
+	if c.clock == nil {
+		c.clock = clock.RealClock{}
+	}
+	c.Name, c.Observer, c.Queues = string(controllers.Job), controller.NewObserver(cfg.Revisions), []*controller.Queue{c.queue, c.orphans}
+	if _, ok := c.pods.GetIndexers()[ownerIndex]; !ok {
+		if err := c.pods.AddIndexers(cache.Indexers{ownerIndex: podOwnerKeys}); err != nil {
+			return nil, fmt.Errorf("index pods by owner: %w", err)
+		}
+	}
+	return c, errors.Join(
+		c.Observer.Watch(batchv1.Resource("jobs"), jobs.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc: c.jobAdded, UpdateFunc: c.jobUpdated, DeleteFunc: c.jobDeleted}),
+		c.Observer.Watch(corev1.Resource("pods"), pods, cache.ResourceEventHandlerFuncs{
+			AddFunc: c.podAdded, UpdateFunc: c.podUpdated, DeleteFunc: func(obj any) { c.podDeleted(obj, true) }}),
+	)
 }
 
-// Run runs until ctx ends.
-func (c *Controller) Run(ctx context.Context) { <-ctx.Done() }
+// Run syncs until ctx ends, with upstream's 5 workers for each queue.
+func (c *Controller) Run(ctx context.Context) {
+	events, stop := controller.StartEvents(ctx, c.client)
+	defer stop()
+	c.mu.Lock()
+	c.events = events
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Go(func() { c.orphans.Run(ctx, workers, c.syncOrphan) })
+	c.queue.Run(ctx, workers, c.sync)
+	wg.Wait()
+}
+
+func (c *Controller) recorder() record.EventRecorder {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: clientName})
+}
+
+func key(m metav1.Object) string { return m.GetNamespace() + "/" + m.GetName() }
+
+func (c *Controller) jobAdded(obj any) {
+	if j, ok := obj.(*batchv1.Job); ok {
+		c.queue.Add(key(j))
+	}
+}
+
+func (c *Controller) jobUpdated(oldObj, obj any) {
+	old, ok1 := oldObj.(*batchv1.Job)
+	cur, ok2 := obj.(*batchv1.Job)
+	if !ok1 || !ok2 {
+		return
+	}
+	if old.UID != cur.UID {
+		c.jobDeleted(old)
+	}
+	if finished(cur) {
+		// The finalizers are removed before a Job finishes: this is
+		// a backup.
+		c.orphansOf(cur)
+		return
+	}
+	c.queue.Add(key(cur))
+	if cur.Status.StartTime == nil || cur.Spec.ActiveDeadlineSeconds == nil {
+		return
+	}
+	if ads := old.Spec.ActiveDeadlineSeconds; ads == nil || *ads != *cur.Spec.ActiveDeadlineSeconds {
+		left := seconds(*cur.Spec.ActiveDeadlineSeconds) - c.clock.Since(cur.Status.StartTime.Time)
+		c.queue.AddAfterOn(c.clock, key(cur), max(left, 0))
+	}
+}
+
+func (c *Controller) jobDeleted(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	j, ok := obj.(*batchv1.Job)
+	if !ok {
+		return
+	}
+	c.queue.Add(key(j))
+	c.finished.Delete(j.UID)
+	c.orphansOf(j)
+	c.expect.Forget(key(j))
+	c.backoff.remove(key(j))
+	c.written.Delete(key(j))
+}
+
+// stale: the informer has not shown the controller's last status write to
+// j yet.
+func (c *Controller) stale(j *batchv1.Job) bool {
+	w, ok := c.written.Load(key(j))
+	if !ok {
+		return false
+	}
+	last := w.(written)
+	rv, err := strconv.ParseUint(j.ResourceVersion, 10, 64)
+	return err == nil && last.uid == j.UID && rv < last.rv
+}
+
+type written struct {
+	uid types.UID
+	rv  uint64
+}
+
+// wrote notes a status write of the controller.
+func (c *Controller) wrote(j *batchv1.Job) {
+	if rv, err := strconv.ParseUint(j.ResourceVersion, 10, 64); err == nil {
+		c.written.Store(key(j), written{uid: j.UID, rv: rv})
+	}
+}
+
+// resolve is the Job ref names, if it is that Job.
+func (c *Controller) resolve(ns string, ref *metav1.OwnerReference) *batchv1.Job {
+	if ref == nil || ref.Kind != jobKind.Kind {
+		return nil
+	}
+	j, err := c.jobs.Jobs(ns).Get(ref.Name)
+	if err != nil || j.UID != ref.UID {
+		return nil
+	}
+	return j
+}
+
+// selecting queues the Jobs whose selector matches an orphan pod.
+func (c *Controller) selecting(pod *corev1.Pod) {
+	if len(pod.Labels) == 0 {
+		return
+	}
+	all, err := c.jobs.Jobs(pod.Namespace).List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, j := range all {
+		sel, err := metav1.LabelSelectorAsSelector(j.Spec.Selector)
+		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
+			continue
+		}
+		c.queue.Add(key(j))
+	}
+}
+
+func (c *Controller) podAdded(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	if pod.DeletionTimestamp != nil {
+		c.podDeleted(pod, false)
+		return
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		if j := c.resolve(pod.Namespace, ref); j != nil {
+			c.expect.Created(key(j))
+			c.queue.Add(key(j))
+		}
+		return
+	}
+	if hasFinalizer(pod) {
+		c.orphanPod(pod)
+	}
+	c.selecting(pod)
+}
+
+func (c *Controller) podUpdated(oldObj, obj any) {
+	old, ok1 := oldObj.(*corev1.Pod)
+	pod, ok2 := obj.(*corev1.Pod)
+	if !ok1 || !ok2 || pod.ResourceVersion == old.ResourceVersion {
+		return
+	}
+	if pod.DeletionTimestamp != nil {
+		c.podDeleted(pod, false)
+		return
+	}
+	removed := !hasFinalizer(pod)
+	oldRef, ref := metav1.GetControllerOf(old), metav1.GetControllerOf(pod)
+	refChanged := !apiequality.Semantic.DeepEqual(oldRef, ref)
+	if refChanged && oldRef != nil {
+		if j := c.resolve(old.Namespace, oldRef); j != nil {
+			if removed {
+				c.finalizers.observed(key(j), pod.UID)
+			}
+			c.queue.Add(key(j))
+		}
+	}
+	if ref != nil {
+		if j := c.resolve(pod.Namespace, ref); j != nil {
+			if removed {
+				c.finalizers.observed(key(j), pod.UID)
+			}
+			c.queue.Add(key(j))
+		}
+		return
+	}
+	if hasFinalizer(pod) {
+		c.orphanPod(pod)
+	}
+	if refChanged || !apiequality.Semantic.DeepEqual(pod.Labels, old.Labels) {
+		c.selecting(pod)
+	}
+}
+
+// podDeleted handles a pod gone (final) or being deleted.
+func (c *Controller) podDeleted(obj any, final bool) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil {
+		if hasFinalizer(pod) {
+			c.orphanPod(pod)
+		}
+		return
+	}
+	j := c.resolve(pod.Namespace, ref)
+	if j == nil || finished(j) {
+		if hasFinalizer(pod) {
+			c.orphanPod(pod)
+		}
+		return
+	}
+	k := key(j)
+	c.expect.Deleted(k, key(pod))
+	if final || !hasFinalizer(pod) {
+		c.finalizers.observed(k, pod.UID)
+	}
+	c.queue.Add(k)
+}
