@@ -107,7 +107,7 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 	for {
 		c.pass(ctx)
-		timer := c.clock.NewTimer(gcCheckPeriod)
+		timer := c.nextPass()
 		select {
 		case <-ctx.Done():
 			timer.Stop()
@@ -117,7 +117,18 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 }
 
-// pass runs the four collections, and notes when the next pass is due.
+// nextPass starts the timer of the next pass and notes when it is due,
+// together: a clock a test steps meanwhile cannot leave a pass due that no
+// timer will start (busy would report it until WaitIdle's deadline).
+func (c *Controller) nextPass() clock.Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.due = c.clock.Now().Add(gcCheckPeriod)
+	return c.clock.NewTimer(gcCheckPeriod)
+}
+
+// pass runs the four collections; until the next is due (nextPass), one
+// counts as due.
 func (c *Controller) pass(ctx context.Context) {
 	c.mu.Lock()
 	c.running = true
@@ -125,7 +136,7 @@ func (c *Controller) pass(ctx context.Context) {
 	defer func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		c.running, c.due = false, c.clock.Now().Add(gcCheckPeriod)
+		c.running = false
 		c.passes.Add(1)
 	}()
 	pods, err := c.pods.List(labels.Everything())

@@ -36,9 +36,12 @@ func start(t *testing.T) (*apiserver.Server, kubernetes.Interface, *clocktesting
 	return srv, c, clock
 }
 
-// pass steps the clock to podgc's next pass and waits for it.
+// pass steps the clock to podgc's next pass and waits for it; first it
+// waits until the controller has seen the test's writes (a pass made
+// before the informer showed them would not act on them).
 func pass(t *testing.T, srv *apiserver.Server, clock *clocktesting.FakeClock) {
 	t.Helper()
+	apiservertest.WaitIdle(t, srv)
 	clock.Step(20 * time.Second)
 	apiservertest.WaitIdle(t, srv)
 }
