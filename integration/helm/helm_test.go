@@ -21,7 +21,6 @@ import (
 
 	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
-
 )
 
 // helmBin is the helm CLI TestMain built.
