@@ -159,8 +159,7 @@ func (n *node) lease(now metav1.MicroTime) *coordinationv1.Lease {
 	}
 }
 
-// ref is the node as the kubelet's events name it (no UID before the
-// node is in its cache, as kubelet v1.37's first events).
+// ref is the node as the kubelet's events name it once registered.
 func (n *node) ref() *corev1.ObjectReference {
 	return &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: n.spec.Name, UID: n.uid}
 }
@@ -169,26 +168,23 @@ func (n *node) ref() *corev1.ObjectReference {
 func newBootID() string { return uuid.NewString() }
 
 // register posts the node (or, when it exists, takes it over and posts its
-// status) and records the kubelet's start-up events.
+// status), then records the kubelet's start-up events and renews its Lease.
 func (k *Kubelet) register(ctx context.Context, n *node) error {
 	now := metav1.NewTime(k.clock.Now())
-	rec := k.recorder(n.spec.Name)
-	rec.Event(n.ref(), corev1.EventTypeNormal, "Starting", "Starting kubelet.")
 	created, err := k.client.CoreV1().Nodes().Create(ctx, n.object(now), metav1.CreateOptions{})
 	if err != nil {
 		if created, err = k.adopt(ctx, n, now); err != nil {
 			return fmt.Errorf("register node %s: %w", n.spec.Name, err)
 		}
 	}
-	for _, reason := range []string{"NodeHasSufficientMemory", "NodeHasNoDiskPressure", "NodeHasSufficientPID"} {
-		rec.Eventf(n.ref(), corev1.EventTypeNormal, reason, "Node %s status is now: %s", n.spec.Name, reason)
-	}
-	rec.Event(n.ref(), corev1.EventTypeNormal, "NodeAllocatableEnforced", "Updated Node Allocatable limit across pods")
 	k.mu.Lock()
 	n.uid = created.UID
 	k.mu.Unlock()
-	// The Lease's namespace is made by the server's start: a create before
-	// it exists waits 50 ms in namespace admission, then fails.
+	// The events' namespace (default) and the Lease's (kube-node-lease)
+	// are made by the server's start: an event posted before then is
+	// refused ("namespaces \"default\" not found", logged as an error by
+	// the broadcaster), a Lease waits 50 ms in namespace admission, then
+	// fails.
 	if k.ready != nil {
 		select {
 		case <-k.ready:
@@ -196,5 +192,19 @@ func (k *Kubelet) register(ctx context.Context, n *node) error {
 			return ctx.Err()
 		}
 	}
+	k.startupEvents(n)
 	return k.renewLease(ctx, n)
+}
+
+// startupEvents records the events a kubelet records as it registers its
+// node, in its order; they name the node without its UID, as kubelet
+// v1.37's do (its node is not yet in its cache).
+func (k *Kubelet) startupEvents(n *node) {
+	rec := k.recorder(n.spec.Name)
+	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: n.spec.Name}
+	rec.Event(ref, corev1.EventTypeNormal, "Starting", "Starting kubelet.")
+	for _, reason := range []string{"NodeHasSufficientMemory", "NodeHasNoDiskPressure", "NodeHasSufficientPID"} {
+		rec.Eventf(ref, corev1.EventTypeNormal, reason, "Node %s status is now: %s", n.spec.Name, reason)
+	}
+	rec.Event(ref, corev1.EventTypeNormal, "NodeAllocatableEnforced", "Updated Node Allocatable limit across pods")
 }
