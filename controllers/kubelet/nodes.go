@@ -259,7 +259,9 @@ const heartbeatKey = ":heartbeat"
 func (k *Kubelet) beat() { k.nodeQueue.Add(heartbeatKey) }
 
 // heartbeat renews every running node's Lease, reports each node's status
-// every 5 minutes, and arms the next beat.
+// every 5 minutes or when the server's differs from it (the node lifecycle
+// controller marked it Unknown), as a kubelet's node status loop, and arms
+// the next beat.
 func (k *Kubelet) heartbeat(ctx context.Context) error {
 	k.mu.Lock()
 	report := k.clock.Since(k.reported) >= statusReportPeriod
@@ -272,13 +274,28 @@ func (k *Kubelet) heartbeat(ctx context.Context) error {
 		if err := k.renewLease(ctx, n); err != nil {
 			return err
 		}
-		if report {
+		if report || k.statusChanged(n) {
 			if err := k.reportStatus(ctx, n); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// statusChanged tells whether the node's conditions on the server (as the
+// informer has them) differ from those its kubelet reports, times aside.
+func (k *Kubelet) statusChanged(n *node) bool {
+	cur, err := k.nodes.Get(n.spec.Name)
+	if err != nil {
+		return false
+	}
+	k.mu.Lock()
+	want := n.conditions(cur.Status.Conditions, metav1.NewTime(k.clock.Now()))
+	k.mu.Unlock()
+	return !slices.EqualFunc(cur.Status.Conditions, want, func(a, b corev1.NodeCondition) bool {
+		return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message
+	})
 }
 
 // runningNodes are the registered nodes whose kubelet runs.

@@ -132,3 +132,27 @@ func TestStoppedNode(t *testing.T) {
 	require.NoError(t, e.k.StartNode(t.Context(), "node-0"))
 	e.waitPod(t, p, ready)
 }
+
+// A node whose conditions someone else changed (the node lifecycle
+// controller marks it Unknown when a clock that jumps runs its check
+// before the kubelet's heartbeat) gets its kubelet's status back at the
+// next beat, as a kubelet's node status loop reports a status that
+// differs from the server's, with the event of the change.
+func TestNodeStatusRestoredAtNextBeat(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	n, err := e.client.CoreV1().Nodes().Get(t.Context(), "node-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	for i := range n.Status.Conditions {
+		c := &n.Status.Conditions[i]
+		c.Status, c.Reason, c.Message = corev1.ConditionUnknown, "NodeStatusUnknown", "Kubelet stopped posting node status."
+	}
+	n, err = e.client.CoreV1().Nodes().UpdateStatus(t.Context(), n, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	apiservertest.StepClock(t, e.srv, e.clock, 10*time.Second)
+	e.watch(t, "nodes", "node-0", n.ResourceVersion, func(ev watch.Event) bool {
+		n := ev.Object.(*corev1.Node)
+		return n.Status.Conditions[3].Status == corev1.ConditionTrue && n.Status.Conditions[0].Status == corev1.ConditionFalse
+	}, func() string { return "not reported" })
+	e.events(t, "default", "node-0", "NodeReady")
+}
