@@ -337,7 +337,7 @@ func (s *Server) DynamicInformerFactory() dynamicinformer.DynamicSharedInformerF
 // has nothing left to do: it has seen every write made before the call and
 // every write the controllers made in reaction since, and its queues are
 // empty, with no item in a worker and none waiting to be retried after an
-// error. So `Delete(namespace); WaitIdle(ctx)` returns after the namespace
+// error, and the events it recorded are written. So `Delete(namespace); WaitIdle(ctx)` returns after the namespace
 // and its content are gone, and deleting an owner then WaitIdle after its
 // dependents are collected, with no polling in the test.
 //

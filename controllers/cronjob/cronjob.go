@@ -38,7 +38,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -76,9 +75,6 @@ type Controller struct {
 	jobs     cache.Indexer
 	queue    *controller.Queue
 	clock    clock.WithTickerAndDelayedExecution
-
-	mu     sync.Mutex
-	events record.EventRecorder
 }
 
 // New returns the CronJob controller of cfg's server.
@@ -95,6 +91,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 		c.clock = clock.RealClock{}
 	}
 	c.Name, c.Observer, c.Queues = "cronjob", controller.NewObserver(cfg.Revisions), []*controller.Queue{c.queue}
+	c.Events = controller.NewEvents(c.client)
 	if _, ok := c.jobs.GetIndexers()[uidIndex]; !ok {
 		if err := c.jobs.AddIndexers(cache.Indexers{uidIndex: controllerUID}); err != nil {
 			return nil, fmt.Errorf("index jobs by controller: %w", err)
@@ -121,21 +118,12 @@ func controllerUID(obj any) ([]string, error) {
 
 // Run syncs until ctx ends, with upstream's 5 workers.
 func (c *Controller) Run(ctx context.Context) {
-	events, stop := controller.StartEvents(ctx, c.client)
-	defer stop()
-	c.mu.Lock()
-	c.events = events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: clientName})
-	c.mu.Unlock()
+	defer c.Events.Start()()
 	c.queue.Run(ctx, workers, c.sync)
 }
 
 func (c *Controller) recorder() record.EventRecorder {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.events == nil {
-		return &record.FakeRecorder{} // not running: events are dropped
-	}
-	return c.events
+	return c.Events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: clientName})
 }
 
 func key(m metav1.Object) string { return m.GetNamespace() + "/" + m.GetName() }

@@ -96,9 +96,6 @@ type Controller struct {
 	clock     clock.WithTickerAndDelayedExecution
 	expect    *controller.Expectations
 	backoff   *flowcontrol.Backoff
-
-	mu     sync.Mutex
-	events record.EventBroadcaster
 }
 
 // New returns the DaemonSet controller of cfg's server.
@@ -120,6 +117,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 		nodeQueue: controller.NewQueue("daemonset-node-updates", cfg.QueueMetrics), clock: clk,
 		expect: controller.NewExpectations(), backoff: flowcontrol.NewFakeBackOff(backoffInitial, backoffMax, clk)}
 	c.Name, c.Observer, c.Queues = string(controllers.DaemonSet), controller.NewObserver(cfg.Revisions), []*controller.Queue{c.queue, c.nodeQueue}
+	c.Events = controller.NewEvents(client)
 	if err := addIndexers(c.pods); err != nil {
 		return nil, err
 	}
@@ -138,11 +136,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 // Run syncs until ctx ends, with upstream's 2 workers per queue; the
 // failed pods' backoff is garbage collected every minute.
 func (c *Controller) Run(ctx context.Context) {
-	events, stop := controller.StartEvents(ctx, c.client)
-	defer stop()
-	c.mu.Lock()
-	c.events = events
-	c.mu.Unlock()
+	defer c.Events.Start()()
 	var wg sync.WaitGroup
 	wg.Go(func() { c.nodeQueue.Run(ctx, workers, c.syncNode) })
 	wg.Go(func() {
@@ -162,9 +156,7 @@ func (c *Controller) Run(ctx context.Context) {
 }
 
 func (c *Controller) recorder() record.EventRecorder {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: eventComponent})
+	return c.Events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: eventComponent})
 }
 
 func key(m metav1.Object) string { return m.GetNamespace() + "/" + m.GetName() }

@@ -35,7 +35,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -68,9 +67,6 @@ type Controller struct {
 	pods        corev1listers.PodLister
 	queue       *controller.Queue
 	clock       clock.WithTickerAndDelayedExecution
-
-	mu     sync.Mutex
-	events record.EventBroadcaster
 }
 
 // New returns the controller of cfg's server.
@@ -86,6 +82,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 		c.clock = clock.RealClock{}
 	}
 	c.Name, c.Observer, c.Queues = string(controllers.Deployment), controller.NewObserver(cfg.Revisions), []*controller.Queue{c.queue}
+	c.Events = controller.NewEvents(client)
 	d := func(obj any) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
@@ -106,18 +103,12 @@ func New(cfg controllers.Config) (*Controller, error) {
 
 // Run syncs until ctx ends, with upstream's 5 workers.
 func (c *Controller) Run(ctx context.Context) {
-	events, stop := controller.StartEvents(ctx, c.client)
-	defer stop()
-	c.mu.Lock()
-	c.events = events
-	c.mu.Unlock()
+	defer c.Events.Start()()
 	c.queue.Run(ctx, workers, c.sync)
 }
 
 func (c *Controller) recorder() record.EventRecorder {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: clientName})
+	return c.Events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: clientName})
 }
 
 // owner is the key of the Deployment the controller reference names, if

@@ -31,7 +31,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -77,9 +76,6 @@ type Controller struct {
 	statefulSets appslisters.StatefulSetLister
 
 	queue, stale *controller.Queue
-
-	mu     sync.Mutex
-	events record.EventBroadcaster
 }
 
 // New returns the controller of cfg's server.
@@ -101,6 +97,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 	c.rcs, c.replicaSets = inf.Core().V1().ReplicationControllers().Lister(), inf.Apps().V1().ReplicaSets().Lister()
 	c.deployments, c.statefulSets = inf.Apps().V1().Deployments().Lister(), inf.Apps().V1().StatefulSets().Lister()
 	c.Name, c.Observer, c.Queues = string(controllers.Disruption), controller.NewObserver(cfg.Revisions), []*controller.Queue{c.queue, c.stale}
+	c.Events = controller.NewEvents(client)
 	pdb := func(obj any) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
@@ -144,33 +141,17 @@ func (c *Controller) scaleClient(cfg controllers.Config) error {
 // Run keeps budgets until ctx ends: one worker, as upstream's default,
 // and the stale condition worker.
 func (c *Controller) Run(ctx context.Context) {
-	events, stop := controller.StartEvents(ctx, c.client)
-	defer stop()
-	c.mu.Lock()
-	c.events = events
-	c.mu.Unlock()
+	defer c.Events.Start()()
 	var wg sync.WaitGroup
 	wg.Go(func() { c.queue.Run(ctx, 1, c.sync) })
 	wg.Go(func() { c.stale.Run(ctx, 1, c.syncStalePod) })
 	wg.Wait()
 }
 
-// recorder records events once Run has started the broadcaster; before,
-// (the informers' first list reaches the pod handlers) events are dropped.
+// recorder records events, written once Run has started (before, when the
+// informers' first list reaches the pod handlers, they are dropped).
 func (c *Controller) recorder() record.EventRecorder {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.events == nil {
-		return dropEvents{}
-	}
-	return c.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "controllermanager"})
-}
-
-type dropEvents struct{}
-
-func (dropEvents) Event(runtime.Object, string, string, string)          {}
-func (dropEvents) Eventf(runtime.Object, string, string, string, ...any) {}
-func (dropEvents) AnnotatedEventf(runtime.Object, map[string]string, string, string, string, ...any) {
+	return c.Events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "controllermanager"})
 }
 
 // podChanged queues the first budget that covers the pod, and the pod

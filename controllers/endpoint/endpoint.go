@@ -66,9 +66,7 @@ type Controller struct {
 	triggers  *endpointsliceutil.TriggerTimeTracker
 	stale     *staleEndpoints
 
-	// recorder is made by Run before its workers start: an event
-	// broadcaster starts a goroutine when made, which a controller that
-	// never runs must not leave behind.
+	// recorder is made by Run before its workers start.
 	recorder record.EventRecorder
 }
 
@@ -85,6 +83,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 		triggers: endpointsliceutil.NewTriggerTimeTracker(), stale: &staleEndpoints{rv: map[types.NamespacedName]string{}},
 	}
 	c.Name, c.Observer, c.Queues = string(controllers.Endpoint), controller.NewObserver(cfg.Revisions), []*controller.Queue{c.queue}
+	c.Events = controller.NewEvents(client)
 	err = errors.Join(
 		c.Observer.Watch(corev1.Resource("services"), core.Services().Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc: c.enqueue, UpdateFunc: func(_, cur any) { c.enqueue(cur) }, DeleteFunc: c.enqueue}),
@@ -113,9 +112,8 @@ func (c *Controller) Run(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	events, stop := controller.StartEvents(ctx, c.client)
-	defer stop()
-	c.recorder = events.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: ControllerName})
+	defer c.Events.Start()()
+	c.recorder = c.Events.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: ControllerName})
 	c.checkLeftoverEndpoints()
 	c.queue.Run(ctx, workers, c.work)
 }

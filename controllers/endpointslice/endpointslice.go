@@ -74,9 +74,7 @@ type Controller struct {
 	topology *topologycache.TopologyCache
 	waits    *nodeWaits
 
-	// recorder and reconciler are made by Run before its workers start:
-	// an event broadcaster starts a goroutine when made, which a
-	// controller that never runs must not leave behind.
+	// recorder and reconciler are made by Run before its workers start.
 	recorder   record.EventRecorder
 	reconciler *endpointslice.Reconciler
 }
@@ -96,6 +94,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 		topology: topologycache.NewTopologyCache(), waits: newNodeWaits(),
 	}
 	c.Name, c.Observer, c.Queues = string(controllers.EndpointSlice), controller.NewObserver(cfg.Revisions), []*controller.Queue{c.queue}
+	c.Events = controller.NewEvents(client)
 	err = errors.Join(
 		c.Observer.Watch(corev1.Resource("services"), core.Services().Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc: c.enqueue, UpdateFunc: func(_, cur any) { c.enqueue(cur) }, DeleteFunc: c.enqueue}),
@@ -125,9 +124,8 @@ func (c *Controller) Run(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	events, stop := controller.StartEvents(ctx, c.client)
-	defer stop()
-	c.recorder = events.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: eventComponent})
+	defer c.Events.Start()()
+	c.recorder = c.Events.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: eventComponent})
 	// PreferSameTrafficDistribution is GA and locked on in v1.37.
 	c.reconciler = endpointslice.NewReconciler(c.client, c.nodes, maxEndpointsPerSlice, c.tracker, c.topology,
 		c.recorder, ControllerName, endpointslice.WithPreferSameTrafficDistributionEnabled(true))

@@ -65,9 +65,7 @@ type Controller struct {
 	// else's.
 	tracker *endpointsliceutil.EndpointSliceTracker
 
-	// recorder is made by Run before its workers start: an event
-	// broadcaster starts a goroutine when made, which a controller that
-	// never runs must not leave behind.
+	// recorder is made by Run before its workers start.
 	recorder record.EventRecorder
 }
 
@@ -84,6 +82,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 		tracker: endpointsliceutil.NewEndpointSliceTracker(),
 	}
 	c.Name, c.Observer, c.Queues = string(controllers.EndpointSliceMirroring), controller.NewObserver(cfg.Revisions), []*controller.Queue{c.queue}
+	c.Events = controller.NewEvents(client)
 	err = errors.Join(
 		c.Observer.Watch(corev1.Resource("endpoints"), core.Endpoints().Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc: c.endpointsChanged, UpdateFunc: c.endpointsUpdated, DeleteFunc: c.endpointsChanged}),
@@ -111,9 +110,8 @@ func (c *Controller) Run(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	events, stop := controller.StartEvents(ctx, c.client)
-	defer stop()
-	c.recorder = events.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: eventComponent})
+	defer c.Events.Start()()
+	c.recorder = c.Events.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: eventComponent})
 	c.queue.Run(ctx, workers, c.work)
 }
 

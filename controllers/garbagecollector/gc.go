@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery/cached/memory"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/record"
@@ -44,10 +43,6 @@ type GarbageCollector struct {
 	deleteQueue, orphanQueue *controller.Queue
 	// subscribed is set once the monitors have told their resources.
 	subscribed atomic.Bool
-
-	eventsOnce sync.Once
-	events     record.EventRecorder
-	broadcast  record.EventBroadcaster
 }
 
 // New returns the garbage collector of cfg's server.
@@ -61,6 +56,7 @@ func New(cfg controllers.Config) (*GarbageCollector, error) {
 		orphanQueue: controller.NewQueue("garbage_collector_attempt_to_orphan", cfg.QueueMetrics),
 	}
 	gc.Name, gc.Observer, gc.Queues = string(controllers.GarbageCollector), controller.NewObserver(cfg.Revisions), []*controller.Queue{gc.deleteQueue, gc.orphanQueue}
+	gc.Events = controller.NewEvents(cfg.Client)
 	cfg.Monitors.Subscribe(gc.resourcesChanged)
 	return gc, nil
 }
@@ -69,7 +65,7 @@ func New(cfg controllers.Config) (*GarbageCollector, error) {
 // holds every object of every resource (as upstream's wait for its
 // monitors): an owner seen before its dependents must not look childless.
 func (gc *GarbageCollector) Run(ctx context.Context) {
-	defer gc.stopEvents()
+	defer gc.Events.Start()()
 	defer gc.ShutDown() // also when ctx ends before the graph is built
 	err := controller.Wait(ctx, func() error {
 		if !gc.subscribed.Load() || !gc.Observer.Synced() {
@@ -100,22 +96,9 @@ func (gc *GarbageCollector) resourcesChanged(added, removed []controllers.Resour
 	}
 }
 
-// recorder records events as "garbage-collector-controller", as upstream;
-// its broadcaster starts with the first event.
+// recorder records events as "garbage-collector-controller", as upstream.
 func (gc *GarbageCollector) recorder() record.EventRecorder {
-	gc.eventsOnce.Do(func() {
-		gc.broadcast = record.NewBroadcaster()
-		gc.broadcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: gc.cfg.Client.CoreV1().Events("")})
-		gc.events = gc.broadcast.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: "garbage-collector-controller"})
-	})
-	return gc.events
-}
-
-func (gc *GarbageCollector) stopEvents() {
-	gc.eventsOnce.Do(func() {}) // no broadcaster starts after this
-	if gc.broadcast != nil {
-		gc.broadcast.Shutdown()
-	}
+	return gc.Events.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: "garbage-collector-controller"})
 }
 
 // absentOwners are owners found absent, so their other dependents need no

@@ -100,9 +100,6 @@ type Controller struct {
 	// last status write: a sync skips a Job its informer shows older (the
 	// write's event brings the Job back), as upstream's consistency store.
 	written sync.Map
-
-	mu     sync.Mutex
-	events record.EventBroadcaster
 }
 
 // New returns the job controller of cfg's server.
@@ -120,6 +117,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 		c.clock = clock.RealClock{}
 	}
 	c.Name, c.Observer, c.Queues = string(controllers.Job), controller.NewObserver(cfg.Revisions), []*controller.Queue{c.queue, c.orphans}
+	c.Events = controller.NewEvents(client)
 	if _, ok := c.pods.GetIndexers()[ownerIndex]; !ok {
 		if err := c.pods.AddIndexers(cache.Indexers{ownerIndex: podOwnerKeys}); err != nil {
 			return nil, fmt.Errorf("index pods by owner: %w", err)
@@ -135,11 +133,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 
 // Run syncs until ctx ends, with upstream's 5 workers for each queue.
 func (c *Controller) Run(ctx context.Context) {
-	events, stop := controller.StartEvents(ctx, c.client)
-	defer stop()
-	c.mu.Lock()
-	c.events = events
-	c.mu.Unlock()
+	defer c.Events.Start()()
 	var wg sync.WaitGroup
 	wg.Go(func() { c.orphans.Run(ctx, workers, c.syncOrphan) })
 	c.queue.Run(ctx, workers, c.sync)
@@ -147,9 +141,7 @@ func (c *Controller) Run(ctx context.Context) {
 }
 
 func (c *Controller) recorder() record.EventRecorder {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: clientName})
+	return c.Events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: clientName})
 }
 
 func key(m metav1.Object) string { return m.GetNamespace() + "/" + m.GetName() }

@@ -66,7 +66,6 @@ type Kubelet struct {
 	pods   corev1listers.PodLister
 	// nodeQueue syncs nodes by name, podQueue pods by namespace/name.
 	nodeQueue, podQueue *controller.Queue
-	events              record.EventBroadcaster
 	initial             []controllers.Node
 
 	mu sync.Mutex
@@ -114,6 +113,7 @@ func New(cfg controllers.Config) (*Kubelet, error) {
 		k.clock = clock.RealClock{}
 	}
 	k.Name, k.Observer, k.Queues = string(controllers.Kubelet), controller.NewObserver(cfg.Revisions), []*controller.Queue{k.nodeQueue, k.podQueue}
+	k.Events = controller.NewEvents(k.client)
 	if err := k.watch(cfg); err != nil {
 		return nil, err
 	}
@@ -165,9 +165,7 @@ func deleted(obj any) any {
 func (k *Kubelet) Run(ctx context.Context) {
 	defer k.ShutDown()
 	defer k.stopTimers()
-	var stop func()
-	k.events, stop = controller.StartEvents(ctx, k.client)
-	defer stop()
+	defer k.Events.Start()()
 	go k.registerInitial(ctx)
 	k.mu.Lock()
 	k.reported = k.clock.Now()
@@ -192,5 +190,5 @@ func (k *Kubelet) WaitStarted(ctx context.Context) error {
 
 // recorder records events as the kubelet of nodeName.
 func (k *Kubelet) recorder(nodeName string) record.EventRecorder {
-	return k.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: nodeName})
+	return k.Events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: nodeName})
 }

@@ -48,7 +48,6 @@ type Controller struct {
 	pods   corev1listers.PodLister
 	leases coordinationlisters.LeaseLister
 	queue  *controller.Queue
-	events record.EventBroadcaster
 	// initial are the simulated nodes the server registers at start.
 	initial []string
 
@@ -78,6 +77,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 		c.clock = clock.RealClock{}
 	}
 	c.Name, c.Observer, c.Queues = string(controllers.NodeLifecycle), controller.NewObserver(cfg.Revisions), []*controller.Queue{c.queue}
+	c.Events = controller.NewEvents(c.client)
 	node := func(obj any) {
 		if n, ok := deleted(obj).(*corev1.Node); ok {
 			c.queue.Add(n.Name)
@@ -120,14 +120,12 @@ func deleted(obj any) any {
 func (c *Controller) Run(ctx context.Context) {
 	defer c.ShutDown()
 	defer c.stopTimers()
-	var stop func()
-	c.events, stop = controller.StartEvents(ctx, c.client)
-	defer stop()
+	defer c.Events.Start()()
 	c.queue.Run(ctx, 2, c.sync)
 }
 
 func (c *Controller) recorder() record.EventRecorder {
-	return c.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "node-controller"})
+	return c.Events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "node-controller"})
 }
 
 // WaitStarted waits until the server's initial nodes are Ready and have

@@ -91,8 +91,7 @@ type Controller struct {
 	claims  cache.Store
 
 	claimQueue, volumeQueue *controller.Queue
-	// events is set by Run before its workers start.
-	events record.EventRecorder
+	events                  record.EventRecorder
 }
 
 // New returns the controller of cfg's server.
@@ -107,6 +106,8 @@ func New(cfg controllers.Config) (*Controller, error) {
 		c.clock = clock.RealClock{}
 	}
 	c.Name, c.Observer = string(controllers.PersistentVolumeBinder), controller.NewObserver(cfg.Revisions)
+	c.Events = controller.NewEvents(c.client)
+	c.events = c.Events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component})
 	c.Queues = []*controller.Queue{c.claimQueue, c.volumeQueue}
 	c.synced = []cache.InformerSynced{classes.Informer().HasSynced, core.Pods().Informer().HasSynced}
 	if _, ok := c.pods.GetIndexers()[podClaimIndex]; !ok {
@@ -166,9 +167,7 @@ func (c *Controller) queueClaimsOfClass(name string) {
 // worker, one volume worker and the resync.
 func (c *Controller) Run(ctx context.Context) {
 	defer c.ShutDown() // also when ctx ends before the informers sync
-	broadcaster, stop := controller.StartEvents(ctx, c.client)
-	defer stop()
-	c.events = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component})
+	defer c.Events.Start()()
 	err := controller.Wait(ctx, func() error {
 		for _, synced := range c.synced {
 			if !synced() {

@@ -51,7 +51,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	autoscalinglisters "k8s.io/client-go/listers/autoscaling/v2"
@@ -90,9 +89,6 @@ type Controller struct {
 
 	selectors *selectorStore
 	history   *history
-
-	mu     sync.Mutex
-	events record.EventBroadcaster
 }
 
 // New returns the horizontalpodautoscaling controller of cfg's server.
@@ -118,6 +114,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 	hpas, pods := cfg.Informers.Autoscaling().V2().HorizontalPodAutoscalers(), cfg.Informers.Core().V1().Pods()
 	c.hpas, c.pods = hpas.Lister(), pods.Lister()
 	c.Name, c.Observer, c.Queues = string(controllers.HorizontalPodAutoscaling), controller.NewObserver(cfg.Revisions), []*controller.Queue{c.queue}
+	c.Events = controller.NewEvents(client)
 	return c, errors.Join(
 		c.Observer.Watch(autoscalingv2.Resource("horizontalpodautoscalers"), hpas.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc: c.hpaAdded, UpdateFunc: c.hpaUpdated, DeleteFunc: c.hpaDeleted}),
@@ -130,32 +127,16 @@ func New(cfg controllers.Config) (*Controller, error) {
 // Run syncs until ctx ends, with upstream's 5 workers; the custom metrics
 // API's discovery is forgotten every sync period, as upstream does.
 func (c *Controller) Run(ctx context.Context) {
-	events, stop := controller.StartEvents(ctx, c.client)
-	defer stop()
-	c.mu.Lock()
-	c.events = events
-	c.mu.Unlock()
+	defer c.Events.Start()()
 	var wg sync.WaitGroup
 	wg.Go(func() { c.metrics.invalidate(ctx, syncPeriod) })
 	wg.Go(func() { c.queue.Run(ctx, workers, c.sync) })
 	wg.Wait()
 }
 
-// recorder records events once Run has started the broadcaster.
+// recorder records events, written once Run has started.
 func (c *Controller) recorder() record.EventRecorder {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.events == nil {
-		return dropEvents{}
-	}
-	return c.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: clientName})
-}
-
-type dropEvents struct{}
-
-func (dropEvents) Event(runtime.Object, string, string, string)          {}
-func (dropEvents) Eventf(runtime.Object, string, string, string, ...any) {}
-func (dropEvents) AnnotatedEventf(runtime.Object, map[string]string, string, string, string, ...any) {
+	return c.Events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: clientName})
 }
 
 func hpaKey(obj any) (string, bool) {

@@ -117,6 +117,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 		volumeQueue: controller.NewQueue("provisioner_volumes", cfg.QueueMetrics),
 		classQueue:  controller.NewQueue("provisioner_default_class", cfg.QueueMetrics)}
 	c.Name, c.Observer = string(controllers.VolumeProvisioner), controller.NewObserver(cfg.Revisions)
+	c.Events = controller.NewEvents(c.client)
 	c.Queues, c.Busy = []*controller.Queue{c.claimQueue, c.volumeQueue, c.classQueue}, c.busy
 	c.synced = []cache.InformerSynced{classes.Informer().HasSynced}
 	queue := func(q *controller.Queue) cache.ResourceEventHandlerFuncs {
@@ -181,9 +182,8 @@ func (c *Controller) busy() error {
 // default class once the server is ready.
 func (c *Controller) Run(ctx context.Context) {
 	defer c.ShutDown() // also when ctx ends before the informers sync
-	broadcaster, stop := controller.StartEvents(ctx, c.client)
-	defer stop()
-	c.events = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: c.component})
+	defer c.Events.Start()()
+	c.events = c.Events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: c.component})
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		select {

@@ -35,7 +35,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -67,9 +66,6 @@ type Controller struct {
 	queue  *controller.Queue
 	clock  clock.WithTickerAndDelayedExecution
 	expect *controller.Expectations
-
-	mu     sync.Mutex
-	events record.EventBroadcaster
 }
 
 // NewReplicaSets returns the ReplicaSet controller of cfg's server.
@@ -96,6 +92,7 @@ func newController(cfg controllers.Config, k *kind) (*Controller, error) {
 		c.clock = clock.RealClock{}
 	}
 	c.Name, c.Observer, c.Queues = string(k.name), controller.NewObserver(cfg.Revisions), []*controller.Queue{c.queue}
+	c.Events = controller.NewEvents(client)
 	if _, ok := c.pods.GetIndexers()[ownerIndex]; !ok {
 		if err := c.pods.AddIndexers(cache.Indexers{ownerIndex: podOwnerKeys}); err != nil {
 			return nil, fmt.Errorf("index pods by owner: %w", err)
@@ -111,18 +108,12 @@ func newController(cfg controllers.Config, k *kind) (*Controller, error) {
 
 // Run syncs until ctx ends, with upstream's 5 workers.
 func (c *Controller) Run(ctx context.Context) {
-	events, stop := controller.StartEvents(ctx, c.client)
-	defer stop()
-	c.mu.Lock()
-	c.events = events
-	c.mu.Unlock()
+	defer c.Events.Start()()
 	c.queue.Run(ctx, workers, c.sync)
 }
 
 func (c *Controller) recorder() record.EventRecorder {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: c.kind.clientName})
+	return c.Events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: c.kind.clientName})
 }
 
 func key(m metav1.Object) string { return m.GetNamespace() + "/" + m.GetName() }

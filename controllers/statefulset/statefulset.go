@@ -60,7 +60,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -102,9 +101,6 @@ type Controller struct {
 	queue   *controller.Queue
 	clock   clock.WithTickerAndDelayedExecution
 	written *consistency
-
-	mu     sync.Mutex
-	events record.EventBroadcaster
 }
 
 // New returns the StatefulSet controller of cfg's server.
@@ -126,6 +122,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 	c.written = newConsistency(map[string]cache.SharedIndexInformer{
 		"pods": podInf.Informer(), "persistentvolumeclaims": pvcInf.Informer(), "statefulsets": setInf.Informer()})
 	c.Name, c.Observer, c.Queues = "statefulset", controller.NewObserver(cfg.Revisions), []*controller.Queue{c.queue}
+	c.Events = controller.NewEvents(client)
 	if _, ok := c.pods.GetIndexers()[ownerIndex]; !ok {
 		if err := c.pods.AddIndexers(cache.Indexers{ownerIndex: podOwnerKeys}); err != nil {
 			return nil, fmt.Errorf("index pods by owner: %w", err)
@@ -141,21 +138,12 @@ func New(cfg controllers.Config) (*Controller, error) {
 
 // Run syncs until ctx ends, with upstream's 5 workers.
 func (c *Controller) Run(ctx context.Context) {
-	events, stop := controller.StartEvents(ctx, c.client)
-	defer stop()
-	c.mu.Lock()
-	c.events = events
-	c.mu.Unlock()
+	defer c.Events.Start()()
 	c.queue.Run(ctx, workers, c.sync)
 }
 
 func (c *Controller) recorder() record.EventRecorder {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.events == nil {
-		return &record.FakeRecorder{} // not running yet: nothing is recorded before Run
-	}
-	return c.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: clientName})
+	return c.Events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: clientName})
 }
 
 func key(m metav1.Object) string { return m.GetNamespace() + "/" + m.GetName() }

@@ -43,7 +43,6 @@ type Controller struct {
 	nodes  corev1listers.NodeLister
 	pods   corev1listers.PodLister
 	queue  *controller.Queue
-	events record.EventBroadcaster
 
 	mu sync.Mutex
 	// due are the pods' scheduled evictions (namespace/name), with their
@@ -65,6 +64,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 		c.clock = clock.RealClock{}
 	}
 	c.Name, c.Observer, c.Queues = string(controllers.TaintEviction), controller.NewObserver(cfg.Revisions), []*controller.Queue{c.queue}
+	c.Events = controller.NewEvents(c.client)
 	pod := func(obj any) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
@@ -100,9 +100,7 @@ func (c *Controller) nodeChanged(obj any) {
 func (c *Controller) Run(ctx context.Context) {
 	defer c.ShutDown()
 	defer c.stopTimers()
-	var stop func()
-	c.events, stop = controller.StartEvents(ctx, c.client)
-	defer stop()
+	defer c.Events.Start()()
 	c.queue.Run(ctx, 2, c.sync)
 }
 
@@ -201,7 +199,7 @@ func ref(pod *corev1.Pod) *corev1.ObjectReference {
 }
 
 func (c *Controller) recorder() record.EventRecorder {
-	return c.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "taint-eviction-controller"})
+	return c.Events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "taint-eviction-controller"})
 }
 
 // evict records the eviction, marks the pod a disruption target and

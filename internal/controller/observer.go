@@ -217,6 +217,9 @@ type Parts struct {
 	Queues   []*Queue
 	// Busy, if set, reports work outside the queues (a resync).
 	Busy func() error
+	// Events, if set, writes the controller's events: it is idle once
+	// they are written.
+	Events *Events
 }
 
 // Idle returns nil once the observer has caught up with written and every
@@ -241,6 +244,9 @@ func (p *Parts) idle(written map[schema.GroupResource]uint64) error {
 		if err := q.Idle(); err != nil {
 			return err
 		}
+	}
+	if p.Events != nil {
+		return p.Events.Idle()
 	}
 	return nil
 }
