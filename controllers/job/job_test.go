@@ -421,7 +421,7 @@ func TestSuccessPolicy(t *testing.T) {
 
 // podReplacementPolicy Failed waits for a deleted pod to end before
 // replacing it, counting it terminating meanwhile (the simulated kubelet
-// stops it with exit 0: it succeeds, and the Job with it).
+// stops it with exit 143, as SIGTERM ends a process: it fails).
 func TestPodReplacementPolicyFailed(t *testing.T) {
 	t.Parallel()
 	clk := clocktesting.NewFakeClock(time.Now())
@@ -446,8 +446,11 @@ func TestPodReplacementPolicyFailed(t *testing.T) {
 	apiservertest.StepClock(t, srv, clk, 40*time.Second)
 	job = getJob(t, c, "patient")
 	assert.Equal(t, ptr.To(int32(0)), job.Status.Terminating)
-	assert.Equal(t, int32(1), job.Status.Succeeded)
-	assert.Contains(t, conditions(job), "Complete True CompletionsReached: Reached expected number of succeeded pods")
+	assert.Equal(t, int32(1), job.Status.Failed, "ended by SIGTERM (exit 143)")
+	apiservertest.StepClock(t, srv, clk, 20*time.Second) // the back-off
+	job = getJob(t, c, "patient")
+	assert.Equal(t, int32(1), job.Status.Active, "replaced once failed")
+	assert.Len(t, pods(t, c), 1)
 }
 
 // podReplacementPolicy TerminatingOrFailed (the default) counts a deleted

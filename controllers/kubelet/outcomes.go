@@ -16,9 +16,11 @@ import (
 )
 
 // Rule says what the containers of matching pods do: how each of their
-// instances ends (Exit), how long they take to stop (StopAfter). Without a
-// rule a container runs until its pod is deleted and then stops at once,
-// and an init container completes (exit 0) at once.
+// instances ends (Exit), how long they take to stop once the pod is deleted
+// and how they exit then (StopAfter, StopExitCode). Without a rule a
+// container runs until its pod is deleted and then stops at once with exit
+// code 143, as a process ended by SIGTERM, and an init container completes
+// (exit 0) at once.
 type Rule struct {
 	// Namespace, Selector and OwnerKind select the pods (all three when
 	// set): a namespace, a label selector, the kind of the pod's
@@ -38,7 +40,17 @@ type Rule struct {
 	// terminationGracePeriodSeconds. Default 0: at once, so a deleted pod
 	// is gone within milliseconds, Terminating only briefly.
 	StopAfter time.Duration
+	// StopExitCode, when set, is the exit code of the containers the
+	// pod's deletion stops. Default 143: a process ended by the SIGTERM
+	// the kubelet sends, as one that does not handle it ends (the pod
+	// ends Failed, and a Job counts it failed); 0 for a process that
+	// exits cleanly on SIGTERM (the pod ends Succeeded).
+	StopExitCode *int32
 }
+
+// sigtermExitCode is how a process that the SIGTERM a kubelet sends on
+// deletion ends exits: 128 + 15.
+const sigtermExitCode = 143
 
 // Exit is how a container's instance ends: with Code, After it started.
 type Exit struct {
@@ -101,8 +113,9 @@ func (o *outcomes) plan(pod *corev1.Pod, c *container) (plan, bool) {
 	return plan{}, false
 }
 
-// stopDelay is how long a deleted pod's containers take to stop.
-func (o *outcomes) stopDelay(pod *corev1.Pod) time.Duration {
+// stopPlan is how long a deleted pod's containers take to stop and the
+// code they exit with, by the latest matching rule that says each.
+func (o *outcomes) stopPlan(pod *corev1.Pod) (after time.Duration, code int32) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	grace := 30 * time.Second
@@ -112,12 +125,20 @@ func (o *outcomes) stopDelay(pod *corev1.Pod) time.Duration {
 	if g := pod.DeletionGracePeriodSeconds; g != nil {
 		grace = min(grace, time.Duration(*g)*time.Second)
 	}
-	for _, r := range o.rules {
-		if r.StopAfter > 0 && r.matchesPod(pod) {
-			return min(r.StopAfter, grace)
+	var delayed, coded bool
+	code = sigtermExitCode
+	for _, r := range o.rules { // the latest added first
+		if !r.matchesPod(pod) {
+			continue
+		}
+		if !delayed && r.StopAfter > 0 {
+			after, delayed = min(r.StopAfter, grace), true
+		}
+		if !coded && r.StopExitCode != nil {
+			code, coded = *r.StopExitCode, true
 		}
 	}
-	return 0
+	return after, code
 }
 
 // AddRule adds a rule for containers that start from now on (the latest

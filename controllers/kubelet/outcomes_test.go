@@ -152,18 +152,29 @@ func TestReadiness(t *testing.T) {
 	assert.Equal(t, corev1.PodConditionType("example.com/lb"), g.Status.Conditions[0].Type, "others' conditions first")
 }
 
-// A deleted pod's containers stop (Killing), its final status is
-// written, and the kubelet deletes it with grace period 0.
+// A deleted pod's containers stop (Killing) with exit code 143, as ended by
+// SIGTERM, or as a rule says; its final status is written, and the kubelet
+// deletes it with grace period 0.
 func TestDeletedPodStopsAndGoes(t *testing.T) {
 	t.Parallel()
 	e := start(t)
 	p := e.waitPod(t, e.createPod(t, simplePod("doomed")), ready)
 	require.NoError(t, e.client.CoreV1().Pods("default").Delete(t.Context(), "doomed", metav1.DeleteOptions{}))
-	final := e.waitPod(t, p, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	final := e.waitPod(t, p, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
 	assert.NotNil(t, final.DeletionTimestamp)
-	assert.Equal(t, "Completed", status(final, "app").State.Terminated.Reason)
+	assert.Equal(t, int32(143), status(final, "app").State.Terminated.ExitCode, "ended by SIGTERM")
+	assert.Equal(t, "Error", status(final, "app").State.Terminated.Reason)
 	e.waitGone(t, final)
 	e.events(t, "default", "doomed", "Killing")
+
+	remove := e.k.AddRule(kubelet.Rule{Selector: labels.SelectorFromSet(labels.Set{"graceful": "yes"}), StopExitCode: ptr.To[int32](0)})
+	clean := simplePod("clean")
+	clean.Labels = map[string]string{"graceful": "yes"}
+	cp := e.waitPod(t, e.createPod(t, clean), ready)
+	require.NoError(t, e.client.CoreV1().Pods("default").Delete(t.Context(), "clean", metav1.DeleteOptions{}))
+	final = e.waitPod(t, cp, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	assert.Equal(t, "Completed", status(final, "app").State.Terminated.Reason, "exits cleanly on SIGTERM")
+	remove()
 
 	slow := simplePod("slow")
 	slow.Spec.TerminationGracePeriodSeconds = ptr.To[int64](30)

@@ -101,7 +101,8 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 	}
 	r.admitted = true
 	if pod.DeletionTimestamp != nil && r.stopping.IsZero() {
-		r.stopping, r.stopAt = now, now.Add(k.outcomes.stopDelay(pod))
+		after, code := k.outcomes.stopPlan(pod)
+		r.stopping, r.stopAt, r.stopCode = now, now.Add(after), code
 	}
 	r.advance(pod, now, &k.outcomes)
 	w := podWork{status: podStatus(pod, r, n.internalIP(), now), events: r.takeEvents(), version: r.version, next: r.next(now)}

@@ -39,8 +39,9 @@ type podRuntime struct {
 	// initFailed: a regular init container failed and may not restart.
 	initFailed bool
 	// stopping is when the pod's deletion was seen; stopAt when its
-	// containers have stopped.
+	// containers have stopped, with stopCode.
 	stopping, stopAt time.Time
+	stopCode         int32
 	// deleted: the kubelet deleted the pod (grace 0) after its final
 	// status.
 	deleted bool
@@ -310,7 +311,7 @@ func (r *podRuntime) stop(now time.Time) {
 	for _, c := range append(append([]*container{}, r.init...), r.main...) {
 		if c.instance.running() {
 			c.events = append(c.events, event{corev1.EventTypeNormal, "Killing", "Stopping container " + c.spec.Name})
-			c.exit(r.stopAt, 0)
+			c.exit(r.stopAt, r.stopCode)
 		}
 		c.restartAt = time.Time{}
 	}
