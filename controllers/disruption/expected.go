@@ -152,12 +152,15 @@ func (c *Controller) scalable(ctx context.Context, ref *metav1.OwnerReference, n
 		return nil, err // closing: a discovery refresh now fails and logs an error
 	}
 	gk := schema.GroupKind{Group: gv.Group, Kind: ref.Kind}
-	mapping, err := c.mapper.RESTMappingWithContext(ctx, gk, gv.Version)
+	// Not cancelled with ctx: a discovery refresh cut off mid-way (Close
+	// during it) is logged by client-go's memory cache as an error.
+	lookup := context.WithoutCancel(ctx)
+	mapping, err := c.mapper.RESTMappingWithContext(lookup, gk, gv.Version)
 	if meta.IsNoMatchError(err) {
 		// A kind served since discovery was cached (a new CRD); upstream
 		// resets its mapper every 30 s.
 		c.mapper.Reset()
-		mapping, err = c.mapper.RESTMappingWithContext(ctx, gk, gv.Version)
+		mapping, err = c.mapper.RESTMappingWithContext(lookup, gk, gv.Version)
 	}
 	if err != nil {
 		return nil, err

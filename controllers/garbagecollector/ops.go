@@ -50,7 +50,10 @@ func (gc *GarbageCollector) mapping(ctx context.Context, id identity) (*meta.RES
 	if err := ctx.Err(); err != nil {
 		return nil, err // closing: a discovery refresh now fails and logs an error
 	}
-	return gc.mapper.RESTMappingWithContext(ctx, gv.WithKind(id.Kind).GroupKind(), gv.Version)
+	// Not cancelled with ctx: a discovery refresh cut off mid-way (Close
+	// during it) is logged by client-go's memory cache as an error; the
+	// server finishes its own requests at Close.
+	return gc.mapper.RESTMappingWithContext(context.WithoutCancel(ctx), gv.WithKind(id.Kind).GroupKind(), gv.Version)
 }
 
 func (gc *GarbageCollector) get(ctx context.Context, id identity) (*metav1.PartialObjectMetadata, error) {
