@@ -49,6 +49,8 @@ func TestJobsAndCronJobs(t *testing.T) {
 	job.Spec.Template.Spec.Containers[0].Image = "busybox:1.37"
 	_, err = b.Jobs("default").Update(ctx, job, metav1.UpdateOptions{})
 	assert.True(t, apierrors.IsInvalid(err), "the template of a running job is immutable: %v", err)
+	assert.Contains(t, err.Error(), `spec.template: Invalid value: {"labels":{`, "the internal type's JSON, as kube-apiserver's")
+	assert.Contains(t, err.Error(), `"Spec":{"Volumes":null,"InitContainers":null,"Containers":[{"Name":"work","Image":"busybox:1.37"`)
 
 	always := jobTemplate()
 	always.Spec.RestartPolicy = corev1.RestartPolicyAlways

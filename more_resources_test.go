@@ -39,6 +39,12 @@ func TestClaimsNodesPriorityClassesBudgets(t *testing.T) {
 	pvc.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
 	_, err = c.CoreV1().PersistentVolumeClaims("default").Update(ctx, pvc, metav1.UpdateOptions{})
 	assert.True(t, apierrors.IsInvalid(err), "claim spec is immutable: %v", err)
+	assert.Contains(t, err.Error(), "spec: Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims\n"+
+		"@@ -1,6 +1,6 @@\n {\n  \"AccessModes\": [\n-  \"ReadWriteOnce\"\n+  \"ReadWriteMany\"\n  ],\n", "kube-apiserver's diff of the internal specs")
+	pvc.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+	pvc.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("2Gi")
+	_, err = c.CoreV1().PersistentVolumeClaims("default").Update(ctx, pvc, metav1.UpdateOptions{})
+	assert.True(t, apierrors.IsInvalid(err), "an unbound claim's request is immutable: %v", err)
 	_, err = c.CoreV1().PersistentVolumeClaims("default").Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "empty"}}, metav1.CreateOptions{})
 	assert.True(t, apierrors.IsInvalid(err), "claim without access modes and size: %v", err)
 

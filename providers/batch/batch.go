@@ -129,7 +129,7 @@ var jobs = registry.Kind[*batchv1.Job]{
 		}
 		// The template may only change (scheduling directives) while suspended.
 		if old.Spec.Suspend == nil || !*old.Spec.Suspend {
-			errs = append(errs, apivalidation.ValidateImmutableField(j.Spec.Template, old.Spec.Template, p.Child("template"))...)
+			errs = append(errs, validation.Immutable(j.Spec.Template, old.Spec.Template, p.Child("template"))...)
 		}
 		return errs
 	},

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubeembed/apiserver/providers/internal/validation"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -61,21 +62,8 @@ var persistentVolumeClaims = registry.Kind[*corev1.PersistentVolumeClaim]{
 	Validate: func(c *corev1.PersistentVolumeClaim) field.ErrorList {
 		return validatePVCSpec(&c.Spec, field.NewPath("spec"))
 	},
-	ValidateUpdate: func(c, old *corev1.PersistentVolumeClaim) field.ErrorList {
-		a, b := c.Spec.DeepCopy(), old.Spec.DeepCopy()
-		a.Resources.Requests, b.Resources.Requests = nil, nil
-		a.VolumeAttributesClassName, b.VolumeAttributesClassName = nil, nil
-		if b.VolumeName == "" {
-			a.VolumeName = ""
-		}
-		if classFromNil(c, old) {
-			a.StorageClassName = nil // the default class given afterwards (retroactively)
-		}
-		if !apiequality.Semantic.DeepEqual(a, b) {
-			return field.ErrorList{field.Forbidden(field.NewPath("spec"), "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims")}
-		}
-		return nil
-	},
+	ValidateUpdate: validatePVCUpdate,
+
 	Columns: []registry.Column{
 		registry.ColumnOf("Status", "string", corev1.PersistentVolumeClaimStatus{}.SwaggerDoc()["phase"], 0, func(c *corev1.PersistentVolumeClaim) any { return string(c.Status.Phase) }),
 		registry.ColumnOf("Volume", "string", corev1.PersistentVolumeClaimSpec{}.SwaggerDoc()["volumeName"], 0, func(c *corev1.PersistentVolumeClaim) any { return c.Spec.VolumeName }),
@@ -113,6 +101,31 @@ var persistentVolumeClaims = registry.Kind[*corev1.PersistentVolumeClaim]{
 // classFromNil: a claim without a class gets one (the default class,
 // given by the PV controller), which kube-apiserver allows unless a beta
 // class annotation names another.
+// validatePVCUpdate allows what kube-apiserver allows of a claim's spec:
+// the volume name once, a storage class where there was none, and for a
+// bound claim its storage request (resizes are checked elsewhere) and
+// volume attributes class; the error shows the diff, as kube-apiserver's.
+func validatePVCUpdate(c, old *corev1.PersistentVolumeClaim) field.ErrorList {
+	a, b := c.Spec.DeepCopy(), old.Spec.DeepCopy()
+	if b.VolumeName == "" {
+		b.VolumeName = a.VolumeName
+	}
+	if classFromNil(c, old) {
+		a.StorageClassName = b.StorageClassName // the default class given afterwards (retroactively)
+	}
+	if c.Status.Phase == corev1.ClaimBound {
+		if a.Resources.Requests != nil {
+			a.Resources.Requests[corev1.ResourceStorage] = old.Spec.Resources.Requests[corev1.ResourceStorage]
+		}
+		a.VolumeAttributesClassName = b.VolumeAttributesClassName
+	}
+	if apiequality.Semantic.DeepEqual(a, b) {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(field.NewPath("spec"), "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims\n"+
+		validation.Diff(*b, *a))}
+}
+
 func classFromNil(c, old *corev1.PersistentVolumeClaim) bool {
 	annotation, annotated := old.Annotations[corev1.BetaStorageClassAnnotation]
 	return c.Spec.StorageClassName != nil && old.Spec.StorageClassName == nil && (!annotated || *c.Spec.StorageClassName == annotation)
