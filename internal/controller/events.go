@@ -32,10 +32,16 @@ import (
 // refusal or the server closing. Events are written between Start and
 // its stop, as a broadcaster's once it records to its sink (those
 // recorded before are dropped, as upstream's); writes run in a goroutine
-// of their own while events are queued, and stop waits for them.
+// of their own while events are queued. Stop drops what is queued and cuts
+// off the write in flight: a controller stops as its server closes, which
+// would refuse them (and client-go would retry a refusal with Retry-After
+// for seconds).
 type Events struct {
 	client     kubernetes.Interface
 	correlator *record.EventCorrelator
+	// ctx is the writes' context, cancelled by stop.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu      sync.Mutex
 	queue   []*corev1.Event // the first is being written
@@ -48,7 +54,8 @@ type Events struct {
 // NewEvents returns the event writer of a controller whose client is
 // client.
 func NewEvents(client kubernetes.Interface) *Events {
-	return &Events{client: client, correlator: record.NewEventCorrelatorWithOptions(record.CorrelatorOptions{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Events{client: client, correlator: record.NewEventCorrelatorWithOptions(record.CorrelatorOptions{}), ctx: ctx, cancel: cancel}
 }
 
 // NewRecorder returns a recorder of events from source (as a
@@ -76,13 +83,20 @@ func (e *Events) Start() (stop func()) {
 	return e.stop
 }
 
-// stop writes the events queued and returns once they are written; events
-// recorded after it are dropped.
+// stop drops the events queued, cuts off the one being written and returns
+// once its writer has; events recorded after it are dropped.
 func (e *Events) stop() {
 	e.mu.Lock()
 	e.stopped = true
+	if len(e.queue) > 1 {
+		e.queue = e.queue[:1] // the one being written
+	}
 	e.mu.Unlock()
+	e.cancel()
 	e.writer.Wait()
+	e.mu.Lock()
+	e.queue = nil
+	e.mu.Unlock()
 }
 
 // add queues ev and starts the writer if it is not running.
@@ -103,7 +117,7 @@ func (e *Events) add(ev *corev1.Event) {
 func (e *Events) writeQueued() {
 	for {
 		e.mu.Lock()
-		if len(e.queue) == 0 {
+		if len(e.queue) == 0 || e.ctx.Err() != nil {
 			e.writing = false
 			e.mu.Unlock()
 			return
@@ -128,7 +142,7 @@ func (e *Events) write(ev *corev1.Event) {
 	if result.Skip {
 		return
 	}
-	ctx := context.Background()
+	ctx := e.ctx
 	client := e.client.CoreV1().Events(result.Event.Namespace)
 	var saved *corev1.Event
 	update := result.Event.Count > 1
@@ -142,6 +156,8 @@ func (e *Events) write(ev *corev1.Event) {
 	switch {
 	case err == nil:
 		e.correlator.UpdateState(saved)
+	case ctx.Err() != nil:
+		// Stopped: the controller ends with its server.
 	case apierrors.IsAlreadyExists(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		klog.V(5).Info("Server rejected event (will not retry!)", "event", result.Event, "err", err)
 	default:
