@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -295,6 +296,25 @@ func TestTableOutput(t *testing.T) {
 	require.Len(t, table.Rows, 1)
 	assert.Equal(t, "two", table.Rows[0].Cells[0])
 	assert.EqualValues(t, 2, table.Rows[0].Cells[1])
+
+	// A DaemonSet's row carries its metadata as kube-apiserver's internal
+	// object has it: without the annotation apps/v1 keeps its template
+	// generation in, which its GET shows.
+	ds, err := c.AppsV1().DaemonSets("default").Create(t.Context(), &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "d"},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"deprecated.daemonset.template.generation": "1"}, ds.Annotations)
+	raw, err = c.AppsV1().RESTClient().Get().Namespace("default").Resource("daemonsets").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(t.Context())
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &table))
+	require.Len(t, table.Rows, 1)
+	var row metav1.PartialObjectMetadata
+	require.NoError(t, json.Unmarshal(table.Rows[0].Object.Raw, &row))
+	assert.Equal(t, "d", row.Name)
+	assert.Empty(t, row.Annotations)
 }
 
 func TestDiscovery(t *testing.T) {

@@ -60,9 +60,10 @@ var daemonSets = registry.Kind[*appsv1.DaemonSet]{
 	Status:  true, NoAge: true, Namespaced: true,
 	GroupVersion: appsv1.SchemeGroupVersion, Categories: []string{"all"},
 	Resource: "daemonsets", Singular: "daemonset", ShortNames: []string{"ds"},
-	NewObj:       func() runtime.Object { return &appsv1.DaemonSet{} },
-	NewList:      func() runtime.Object { return &appsv1.DaemonSetList{} },
-	GenerationOf: func(d *appsv1.DaemonSet) any { return d.Spec },
+	FieldAnnotations: []string{templateGeneration},
+	NewObj:           func() runtime.Object { return &appsv1.DaemonSet{} },
+	NewList:          func() runtime.Object { return &appsv1.DaemonSetList{} },
+	GenerationOf:     func(d *appsv1.DaemonSet) any { return d.Spec },
 	PrepareCreate: func(_ context.Context, d *appsv1.DaemonSet) {
 		if d.Annotations == nil {
 			d.Annotations = map[string]string{}

@@ -205,9 +205,11 @@ func validateJobSpec(s *batchv1.JobSpec, p *field.Path) field.ErrorList {
 		errs = append(errs, field.Required(p.Child("selector"), ""))
 	} else {
 		errs = append(errs, metav1validation.ValidateLabelSelector(s.Selector, metav1validation.LabelSelectorValidationOptions{}, p.Child("selector"))...)
-		if sel, err := metav1.LabelSelectorAsSelector(s.Selector); err == nil && !sel.Matches(labels.Set(s.Template.Labels)) {
-			errs = append(errs, field.Invalid(p.Child("template", "metadata", "labels"), s.Template.Labels, "`selector` does not match template `labels`"))
-		}
+	}
+	// A missing selector selects nothing: its template's labels do not
+	// match it either, as kube-apiserver says.
+	if sel, err := metav1.LabelSelectorAsSelector(s.Selector); err == nil && !sel.Matches(labels.Set(s.Template.Labels)) {
+		errs = append(errs, field.Invalid(p.Child("template", "metadata", "labels"), s.Template.Labels, "`selector` does not match template `labels`"))
 	}
 	errs = append(errs, validatePodFailurePolicy(s, p)...)
 	errs = append(errs, podspec.ValidateTemplate(&s.Template, p.Child("template"))...)

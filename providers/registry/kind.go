@@ -120,6 +120,11 @@ type Kind[T runtime.Object] struct {
 	// Table, if set, is the whole table instead, for kinds whose NAME does
 	// not come first (events).
 	Table []Column
+	// FieldAnnotations are annotations in which the kind's version keeps
+	// fields of kube-apiserver's internal type
+	// (deprecated.daemonset.template.generation): a Table's rows, whose
+	// metadata kube-apiserver takes from the internal object, lack them.
+	FieldAnnotations []string
 	// Fields are extra field selectors beside metadata.name/namespace,
 	// named in FieldNames.
 	Fields     func(T) fields.Set
@@ -182,7 +187,7 @@ func (k Kind[T]) Store(cfg providers.Config) (*Store, error) {
 		Resource: schema.GroupResource{Group: k.GroupVersion.Group, Resource: k.Resource}, Singular: k.Singular,
 		NewFunc: k.NewObj, NewList: k.NewList,
 		Strategy: k.strategy(cfg.Scheme), ShortNames: k.ShortNames, Categories: k.Categories,
-		Table:    table(k.columns()...),
+		Table:    tableConvertor{columns: k.columns(), hidden: k.FieldAnnotations},
 		AttrFunc: attrFunc[T](k.Namespaced, k.Fields),
 		TTL:      k.TTL, ShouldDeleteDuringUpdate: k.ShouldDeleteDuringUpdate,
 		ReturnDeleted: k.ReturnDeleted,

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -278,27 +279,32 @@ func CreatedAtColumn() Column {
 
 // table returns a rest.TableConvertor that prints objects with columns.
 func table(columns ...Column) rest.TableConvertor {
-	return tableConvertor(columns)
+	return tableConvertor{columns: columns}
 }
 
-type tableConvertor []Column
+// tableConvertor prints objects with columns; each row carries its object
+// without the hidden annotations (Kind.FieldAnnotations).
+type tableConvertor struct {
+	columns []Column
+	hidden  []string
+}
 
 func (c tableConvertor) ConvertToTable(_ context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
 	table := &metav1.Table{}
 	opts, _ := tableOptions.(*metav1.TableOptions)
 	if opts == nil || !opts.NoHeaders {
-		for _, col := range c {
+		for _, col := range c.columns {
 			if !col.CellOnly {
 				table.ColumnDefinitions = append(table.ColumnDefinitions, col.TableColumnDefinition)
 			}
 		}
 	}
 	row := func(obj runtime.Object) error {
-		cells := make([]any, len(c))
-		for i, col := range c {
+		cells := make([]any, len(c.columns))
+		for i, col := range c.columns {
 			cells[i] = col.Value(obj)
 		}
-		table.Rows = append(table.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: obj}})
+		table.Rows = append(table.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: c.rowObject(obj)}})
 		return nil
 	}
 	if meta.IsListType(object) {
@@ -319,6 +325,25 @@ func (c tableConvertor) ConvertToTable(_ context.Context, object runtime.Object,
 		table.ResourceVersion = m.GetResourceVersion()
 	}
 	return table, nil
+}
+
+// rowObject is obj without the hidden annotations (a copy when it has any).
+func (c tableConvertor) rowObject(obj runtime.Object) runtime.Object {
+	m, err := meta.Accessor(obj)
+	if err != nil || !slices.ContainsFunc(c.hidden, func(a string) bool { _, ok := m.GetAnnotations()[a]; return ok }) {
+		return obj
+	}
+	obj = obj.DeepCopyObject()
+	m, _ = meta.Accessor(obj)
+	annotations := m.GetAnnotations()
+	for _, a := range c.hidden {
+		delete(annotations, a)
+	}
+	if len(annotations) == 0 {
+		annotations = nil
+	}
+	m.SetAnnotations(annotations)
+	return obj
 }
 
 // fieldSet returns the field set of obj for field selectors: metadata.name,
