@@ -26,6 +26,7 @@ import (
 
 	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/metricsapi"
 )
 
 func main() {
@@ -85,7 +86,7 @@ func splitNames(v string) []controllers.Name {
 type flags struct {
 	kubeconfig, bind, auditLog, auditPolicy, profile, ctrls string
 	port, nodes                                             int
-	verbose, apf                                            bool
+	verbose, apf, metrics                                   bool
 	crds, rbac                                              stringList
 	storage                                                 storageFlags
 }
@@ -107,6 +108,10 @@ func parseFlags(args []string, stderr io.Writer) (*flags, *flag.FlagSet, error) 
 		"'*' all, 'name' one, '-name' not that one (comma-separated); default: the profile's; known: "+joinNames(controllers.All()))
 	fs.IntVar(&f.nodes, "nodes", -1, "simulated nodes to register (node-0, node-1, ...), whose pods the simulated kubelet runs; "+
 		"default: the profile's (1 for 'cluster', 0 for 'envtest')")
+	fs.BoolVar(&f.metrics, "metrics", false, "serve metrics.k8s.io (kubectl top, HorizontalPodAutoscalers) as metrics-server does, "+
+		"with simulated values, since no container runs: each container of a Running pod uses what it requests (0 if nothing), "+
+		"each node the sum of its pods' usage. Off by default: an HPA whose target is under 100% utilization would always see 100% "+
+		"and scale to its maximum; and it adds ~0.07 s to the start (the aggregator's first check of the Service)")
 	fs.Var(&f.crds, "crds", "file or directory of CRD YAML/JSON to install before serving (repeatable)")
 	fs.Var(&f.rbac, "rbac", "file or directory of RBAC manifests (config/rbac) to create before serving (repeatable)")
 	f.storage.register(fs)
@@ -164,16 +169,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			log.Error("close", zap.Error(err))
 		}
 	}()
-	return serve(ctx, srv, f.kubeconfig, stdout, log)
+	return serve(ctx, srv, f, stdout, log)
 }
 
-// serve starts srv, writes its kubeconfig and serves until ctx ends.
-func serve(ctx context.Context, srv *apiserver.Server, kubeconfig string, stdout io.Writer, log *zap.Logger) error {
+// serve starts srv (and metrics.k8s.io with --metrics), writes its
+// kubeconfig and serves until ctx ends.
+func serve(ctx context.Context, srv *apiserver.Server, f *flags, stdout io.Writer, log *zap.Logger) error {
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := srv.Start(startCtx); err != nil {
 		return err
 	}
+	if f.metrics {
+		m, err := metricsapi.Serve(startCtx, srv, metricsapi.Options{Logger: log})
+		if err != nil {
+			return err
+		}
+		defer func() { // before the server's Close (deferred by run)
+			if err := m.Close(); err != nil {
+				log.Error("close metrics.k8s.io", zap.Error(err))
+			}
+		}()
+	}
+	kubeconfig := f.kubeconfig
 	if err := writeKubeconfig(srv, kubeconfig); err != nil {
 		return err
 	}

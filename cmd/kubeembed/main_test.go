@@ -16,13 +16,19 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/metricsapi"
 )
 
 // TestCLI builds the command, runs it as a subprocess, uses the server
@@ -157,4 +163,86 @@ func TestCLIProfile(t *testing.T) {
 	assert.Equal(t, []controllers.Name{}, controllersFlag(fs, *v), "given empty: none")
 	assert.Nil(t, nodesFlag(-1), "--nodes not given: the profile's")
 	assert.Equal(t, []controllers.Node{}, nodesFlag(0), "--nodes 0: none")
+	f, _, err := parseFlags(nil, io.Discard)
+	require.NoError(t, err)
+	assert.False(t, f.metrics, "--metrics is off unless given")
+}
+
+// --metrics serves metrics.k8s.io with the simulated usage (a Running
+// pod's containers use what they request, the node the sum): kubectl top
+// pods and top nodes answer, and so does the metrics clientset. The stop
+// deletes the APIService before the handler ends: nothing is logged as an
+// error.
+func TestCLIMetrics(t *testing.T) {
+	t.Parallel()
+	kc := filepath.Join(t.TempDir(), "kc")
+	log := &lockedBuffer{}
+	stop := runLogging(t, log, "--metrics", "--kubeconfig", kc)
+	c, _ := clientsOf(t, kc)
+	_, err := c.CoreV1().Pods("default").Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("64Mi")}}}}}},
+		metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitRunning(t, c, "default", "web")
+
+	if kubectl := kubectlOn(t, kc); kubectl != nil {
+		out, err := kubectl("top", "pods", "-n", "default")
+		require.NoError(t, err, out)
+		assert.Regexp(t, `(?m)^web\s+250m\s+64Mi\s*$`, out)
+		out, err = kubectl("top", "nodes")
+		require.NoError(t, err, out)
+		assert.Regexp(t, `(?m)^node-0\s+250m\s+\d+%\s+64Mi\s+\d+%\s*$`, out)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	require.NoError(t, err)
+	mc, err := metricsclient.NewForConfig(cfg)
+	require.NoError(t, err)
+	pm, err := mc.MetricsV1beta1().PodMetricses("default").Get(t.Context(), "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "250m", pm.Containers[0].Usage.Cpu().String())
+	nm, err := mc.MetricsV1beta1().NodeMetricses().Get(t.Context(), "node-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "64Mi", nm.Usage.Memory().String())
+
+	stop()
+	assert.NotContains(t, log.String(), "ERROR")
+}
+
+// A cluster on --data-dir keeps nothing of --metrics after a stop: the
+// next start without it has no APIService leading nowhere (discovery
+// would fail for metrics.k8s.io) and no Service kube-system/metrics-server.
+func TestCLIMetricsDataDir(t *testing.T) {
+	t.Parallel()
+	dir, kc := t.TempDir(), filepath.Join(t.TempDir(), "kc")
+	// No node: its kubelet's start-up events, refused while a server that
+	// has just started stops, hold the stop for 10 s each.
+	runUntilServing(t, "--data-dir", dir, "--metrics", "--nodes", "0", "--kubeconfig", kc)()
+	runUntilServing(t, "--data-dir", dir, "--nodes", "0", "--kubeconfig", kc)
+	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	require.NoError(t, err)
+	agg, err := aggregatorclient.NewForConfig(cfg)
+	require.NoError(t, err)
+	_, err = agg.ApiregistrationV1().APIServices().Get(t.Context(), metricsapi.APIServiceName, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "APIService: %v", err)
+	c, _ := clientsOf(t, kc)
+	_, err = c.CoreV1().Services(metricsapi.Namespace).Get(t.Context(), metricsapi.ServiceName, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "Service: %v", err)
+}
+
+// waitRunning watches pod namespace/name until it is Running, for at most
+// 30 s.
+func waitRunning(t *testing.T, c kubernetes.Interface, namespace, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	w, err := c.CoreV1().Pods(namespace).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	require.NoError(t, err)
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		if p, ok := ev.Object.(*corev1.Pod); ok && p.Status.Phase == corev1.PodRunning {
+			return
+		}
+	}
+	t.Fatalf("pod %s/%s is not Running: %v", namespace, name, ctx.Err())
 }

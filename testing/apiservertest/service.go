@@ -2,22 +2,10 @@ package apiservertest
 
 import (
 	"context"
-	"crypto/tls"
-	"fmt"
-	"net"
 	"net/http"
-	"net/http/httptest"
-
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver"
-	"github.com/kubeembed/apiserver/internal/certs"
+	"github.com/kubeembed/apiserver/internal/localservice"
 )
 
 // ServeService serves handler over TLS as the Service namespace/name of
@@ -38,34 +26,19 @@ import (
 // interface.
 func ServeService(t TB, srv *apiserver.Server, namespace, name string, handler http.Handler) (caBundle []byte) {
 	t.Helper()
-	ca, err := certs.NewCA("apiservertest-service-ca")
-	if err != nil {
-		t.Fatalf("ServeService %s/%s: %v", namespace, name, err)
-	}
-	dns := name + "." + namespace + ".svc"
-	leaf, err := ca.Serving(dns, dns+".cluster.local")
-	if err != nil {
-		t.Fatalf("ServeService %s/%s: %v", namespace, name, err)
-	}
-	cert, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
-	if err != nil {
-		t.Fatalf("ServeService %s/%s: %v", namespace, name, err)
-	}
-	hs := httptest.NewUnstartedServer(handler)
-	// Client certificates are asked for, not verified: an aggregated API
-	// server checks the aggregator's (front proxy) in r.TLS.PeerCertificates.
-	hs.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert}
-	hs.StartTLS()
-	t.Cleanup(hs.Close)
 	c, err := srv.Clientset()
 	if err != nil {
 		t.Fatalf("ServeService %s/%s: %v", namespace, name, err)
 	}
-	port := int32(hs.Listener.Addr().(*net.TCPAddr).Port)
-	if err := publishService(t.Context(), c, namespace, name, port); err != nil {
+	svc, err := localservice.Serve(t.Context(), c, namespace, name, handler, nil)
+	if err != nil {
 		t.Fatalf("ServeService %s/%s: %v", namespace, name, err)
 	}
-	return ca.CertPEM
+	// Not t.Context(): it is cancelled before cleanups run, and the
+	// requests in flight deserve their answer, as httptest.Server.Close
+	// gives them.
+	t.Cleanup(func() { _ = svc.Close(context.Background()) })
+	return svc.CABundle
 }
 
 // RouteService makes the Service namespace/name of srv lead to a server of
@@ -77,41 +50,9 @@ func RouteService(t TB, srv *apiserver.Server, namespace, name string, port int)
 	t.Helper()
 	c, err := srv.Clientset()
 	if err == nil {
-		err = publishService(t.Context(), c, namespace, name, int32(port))
+		_, err = localservice.Publish(t.Context(), c, namespace, name, int32(port))
 	}
 	if err != nil {
 		t.Fatalf("RouteService %s/%s: %v", namespace, name, err)
 	}
-}
-
-// publishService makes sure the namespace and the Service exist and points
-// every port of the Service at port on apiserver.LocalEndpointIP.
-func publishService(ctx context.Context, c kubernetes.Interface, namespace, name string, port int32) error {
-	_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("namespace: %w", err)
-	}
-	svc, err := c.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		svc, err = c.CoreV1().Services(namespace).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromInt32(port)}}},
-		}, metav1.CreateOptions{})
-	}
-	if err != nil {
-		return fmt.Errorf("service: %w", err)
-	}
-	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-apiservertest", Labels: map[string]string{
-			discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "apiservertest.kubeembed"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{apiserver.LocalEndpointIP},
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
-	}
-	for _, p := range svc.Spec.Ports {
-		slice.Ports = append(slice.Ports, discoveryv1.EndpointPort{Name: ptr.To(p.Name), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)})
-	}
-	if _, err := c.DiscoveryV1().EndpointSlices(namespace).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("endpoint slice: %w", err)
-	}
-	return nil
 }
