@@ -124,10 +124,8 @@ func New(cfg controllers.Config) (*Controller, error) {
 	return c, errors.Join(
 		c.Observer.Watch(appsv1.Resource("daemonsets"), dsInformer.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc: c.dsAdded, UpdateFunc: c.dsUpdated, DeleteFunc: c.dsDeleted}),
-		c.Observer.Watch(appsv1.Resource("controllerrevisions"), crInformer.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc: c.revisionAdded, UpdateFunc: c.revisionUpdated, DeleteFunc: c.revisionDeleted}),
-		c.Observer.Watch(corev1.Resource("pods"), podInformer, cache.ResourceEventHandlerFuncs{
-			AddFunc: c.podAdded, UpdateFunc: c.podUpdated, DeleteFunc: c.podDeleted}),
+		c.Observer.Watch(appsv1.Resource("controllerrevisions"), crInformer.Informer(), c.revisionEvents()),
+		c.Observer.Watch(corev1.Resource("pods"), podInformer, c.podEvents()),
 		c.Observer.Watch(corev1.Resource("nodes"), nodeInformer.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc: c.nodeAdded, UpdateFunc: c.nodeUpdated}),
 	)
@@ -210,18 +208,6 @@ func (c *Controller) dsDeleted(obj any) {
 		c.forget(key(ds))
 		c.enqueue(ds)
 	}
-}
-
-// resolve is the DaemonSet a controller reference points to, or nil.
-func (c *Controller) resolve(ns string, ref *metav1.OwnerReference) *appsv1.DaemonSet {
-	if ref == nil || ref.Kind != controllerKind.Kind {
-		return nil
-	}
-	ds, err := c.dsets.DaemonSets(ns).Get(ref.Name)
-	if err != nil || ds.UID != ref.UID {
-		return nil
-	}
-	return ds
 }
 
 func seconds(n int32) time.Duration { return time.Duration(n) * time.Second }

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubeembed/apiserver/internal/controller"
 )
 
 // The pod indexes: pods controlled by a DaemonSet by "ns/uid" of their
@@ -68,148 +70,42 @@ func addIndexers(pods cache.Indexer) error {
 	return nil
 }
 
-// selecting are the DaemonSets of the namespace whose selector matches
-// these labels (upstream's GetPodDaemonSets / GetHistoryDaemonSets).
-func (c *Controller) selecting(ns string, set map[string]string) []*appsv1.DaemonSet {
-	if len(set) == 0 {
-		return nil
-	}
-	all, err := c.dsets.DaemonSets(ns).List(labels.Everything())
-	if err != nil {
-		return nil
-	}
-	var out []*appsv1.DaemonSet
-	for _, ds := range all {
-		sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(set)) {
-			continue
-		}
-		out = append(out, ds)
-	}
-	return out
-}
-
-func (c *Controller) enqueueAll(dss []*appsv1.DaemonSet) {
-	for _, ds := range dss {
-		c.enqueue(ds)
+// dependents routes the events of a DaemonSet's dependents of type T to
+// the DaemonSets.
+func dependents[T metav1.Object](c *Controller) *controller.Dependents[T, *appsv1.DaemonSet] {
+	return &controller.Dependents[T, *appsv1.DaemonSet]{
+		Queue: c.queue, Kind: controllerKind.Kind,
+		Get: func(ns, name string) (*appsv1.DaemonSet, error) { return c.dsets.DaemonSets(ns).Get(name) },
+		List: func(ns string) ([]*appsv1.DaemonSet, error) {
+			return c.dsets.DaemonSets(ns).List(labels.Everything())
+		},
+		Selector: func(ds *appsv1.DaemonSet) *metav1.LabelSelector { return ds.Spec.Selector },
 	}
 }
 
-func (c *Controller) podAdded(obj any) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return
-	}
-	if pod.DeletionTimestamp != nil {
-		c.podDeleted(pod)
-		return
-	}
-	if ref := metav1.GetControllerOf(pod); ref != nil {
-		if ds := c.resolve(pod.Namespace, ref); ds != nil {
-			c.expect.Created(addsKey(key(ds)))
-			c.enqueue(ds)
-		}
-		return
-	}
-	c.enqueueAll(c.selecting(pod.Namespace, pod.Labels))
-}
-
-func (c *Controller) podUpdated(oldObj, newObj any) {
-	old, ok1 := oldObj.(*corev1.Pod)
-	pod, ok2 := newObj.(*corev1.Pod)
-	if !ok1 || !ok2 || pod.ResourceVersion == old.ResourceVersion {
-		return
-	}
-	if pod.DeletionTimestamp != nil {
-		c.podDeleted(pod)
-		return
-	}
-	oldRef, ref := metav1.GetControllerOf(old), metav1.GetControllerOf(pod)
-	refChanged := !apiequality.Semantic.DeepEqual(oldRef, ref)
-	if refChanged && oldRef != nil {
-		if ds := c.resolve(old.Namespace, oldRef); ds != nil {
-			c.enqueue(ds)
-		}
-	}
-	if ref != nil {
-		ds := c.resolve(pod.Namespace, ref)
-		if ds == nil {
-			return
-		}
-		c.enqueue(ds)
-		if !isReady(old) && isReady(pod) && ds.Spec.MinReadySeconds > 0 {
+// podEvents: a pod seen created or deleted settles its DaemonSet's
+// expectations; one being deleted is handled as deleted at once, so that
+// its node's replacement is not held up by its grace period.
+func (c *Controller) podEvents() *controller.Dependents[*corev1.Pod, *appsv1.DaemonSet] {
+	d := dependents[*corev1.Pod](c)
+	d.Terminating = controller.TerminatingDeletes
+	d.Created = func(ds *appsv1.DaemonSet, _ *corev1.Pod) { c.expect.Created(addsKey(key(ds))) }
+	d.Deleted = func(ds *appsv1.DaemonSet, pod *corev1.Pod) { c.expect.Deleted(delsKey(key(ds)), key(pod)) }
+	d.Updated = func(ds *appsv1.DaemonSet, old, pod *corev1.Pod) {
+		if !controller.PodReady(old) && controller.PodReady(pod) && ds.Spec.MinReadySeconds > 0 {
 			// A second more against the skew of AddAfter, as upstream.
 			c.enqueueAfter(ds, seconds(ds.Spec.MinReadySeconds)+time.Second)
 		}
-		return
 	}
-	if refChanged || !apiequality.Semantic.DeepEqual(pod.Labels, old.Labels) {
-		c.enqueueAll(c.selecting(pod.Namespace, pod.Labels))
-	}
+	return d
 }
 
-func (c *Controller) podDeleted(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return
-	}
-	if ds := c.resolve(pod.Namespace, metav1.GetControllerOf(pod)); ds != nil {
-		c.expect.Deleted(delsKey(key(ds)), key(pod))
-		c.enqueue(ds)
-	}
-}
-
-func (c *Controller) revisionAdded(obj any) {
-	cr, ok := obj.(*appsv1.ControllerRevision)
-	if !ok {
-		return
-	}
-	if cr.DeletionTimestamp != nil {
-		c.revisionDeleted(cr)
-		return
-	}
-	if metav1.GetControllerOf(cr) != nil {
-		return // upstream only notes it
-	}
-	c.enqueueAll(c.selecting(cr.Namespace, cr.Labels))
-}
-
-func (c *Controller) revisionUpdated(oldObj, newObj any) {
-	old, ok1 := oldObj.(*appsv1.ControllerRevision)
-	cr, ok2 := newObj.(*appsv1.ControllerRevision)
-	if !ok1 || !ok2 || cr.ResourceVersion == old.ResourceVersion {
-		return
-	}
-	oldRef, ref := metav1.GetControllerOf(old), metav1.GetControllerOf(cr)
-	refChanged := !apiequality.Semantic.DeepEqual(oldRef, ref)
-	if refChanged && oldRef != nil {
-		if ds := c.resolve(old.Namespace, oldRef); ds != nil {
-			c.enqueue(ds)
-		}
-	}
-	if ref != nil {
-		if ds := c.resolve(cr.Namespace, ref); ds != nil {
-			c.enqueue(ds)
-		}
-		return
-	}
-	if refChanged || !apiequality.Semantic.DeepEqual(cr.Labels, old.Labels) {
-		c.enqueueAll(c.selecting(cr.Namespace, cr.Labels))
-	}
-}
-
-func (c *Controller) revisionDeleted(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	if cr, ok := obj.(*appsv1.ControllerRevision); ok {
-		if ds := c.resolve(cr.Namespace, metav1.GetControllerOf(cr)); ds != nil {
-			c.enqueue(ds)
-		}
-	}
+// revisionEvents: a revision's add wakes only DaemonSets that may adopt
+// it, as the DaemonSet that owns it wrote it.
+func (c *Controller) revisionEvents() *controller.Dependents[*appsv1.ControllerRevision, *appsv1.DaemonSet] {
+	d := dependents[*appsv1.ControllerRevision](c)
+	d.IgnoreOwnedAdds = true
+	return d
 }
 
 func (c *Controller) nodeAdded(obj any) {

@@ -14,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/kubeembed/apiserver/internal/controller"
 )
 
 // onNode returns the node's name if it needs a daemon pod, and the pods
@@ -101,7 +103,7 @@ func (c *Controller) surplus(ds *appsv1.DaemonSet, running []*corev1.Pod, hash s
 		}
 	}
 	if oldestNew != nil && oldestOld != nil &&
-		(!isReady(oldestOld) || isAvailable(oldestNew, ds.Spec.MinReadySeconds, metav1.Time{Time: c.backoff.Clock.Now()})) {
+		(!controller.PodReady(oldestOld) || controller.PodAvailable(oldestNew, ds.Spec.MinReadySeconds, c.backoff.Clock.Now())) {
 		del = append(del, oldestOld.Name)
 	}
 	return del

@@ -199,27 +199,3 @@ func targetNode(pod *corev1.Pod) (string, error) {
 	}
 	return "", fmt.Errorf("no node name found for pod %s/%s", pod.Namespace, pod.Name)
 }
-
-func isReady(p *corev1.Pod) bool {
-	c := readyCondition(p)
-	return c != nil && c.Status == corev1.ConditionTrue
-}
-
-func readyCondition(p *corev1.Pod) *corev1.PodCondition {
-	for i := range p.Status.Conditions {
-		if p.Status.Conditions[i].Type == corev1.PodReady {
-			return &p.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-// isAvailable: ready for minReadySeconds at now (upstream's
-// IsPodAvailable).
-func isAvailable(p *corev1.Pod, minReady int32, now metav1.Time) bool {
-	if !isReady(p) {
-		return false
-	}
-	c := readyCondition(p)
-	return minReady == 0 || !c.LastTransitionTime.IsZero() && !c.LastTransitionTime.Add(seconds(minReady)).After(now.Time)
-}

@@ -8,11 +8,13 @@ package daemonset
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kubeembed/apiserver/internal/controller"
 )
 
 func (c *Controller) rollingUpdate(ctx context.Context, ds *appsv1.DaemonSet, nodes []*corev1.Node, hash string) error {
@@ -24,7 +26,7 @@ func (c *Controller) rollingUpdate(ctx context.Context, ds *appsv1.DaemonSet, no
 	if err != nil {
 		return fmt.Errorf("couldn't get unavailable numbers: %v", err)
 	}
-	now := metav1.Time{Time: c.backoff.Clock.Now()}
+	now := c.backoff.Clock.Now()
 	if maxSurge == 0 {
 		return c.syncNodes(ctx, ds, replaceWithin(ds, byNode, hash, maxUnavailable, now), nil, hash)
 	}
@@ -38,7 +40,7 @@ func (c *Controller) rollingUpdate(ctx context.Context, ds *appsv1.DaemonSet, no
 // replaceWithin picks the old pods to delete without going over
 // maxUnavailable: every unavailable old pod, and available ones while the
 // unavailable count allows.
-func replaceWithin(ds *appsv1.DaemonSet, byNode map[string][]*corev1.Pod, hash string, maxUnavailable int, now metav1.Time) []string {
+func replaceWithin(ds *appsv1.DaemonSet, byNode map[string][]*corev1.Pod, hash string, maxUnavailable int, now time.Time) []string {
 	unavailable := 0
 	var replace, candidates []string
 	for _, pods := range byNode {
@@ -47,10 +49,10 @@ func replaceWithin(ds *appsv1.DaemonSet, byNode map[string][]*corev1.Pod, hash s
 		case !ok, oldPod == nil && newPod == nil, oldPod != nil && newPod != nil:
 			unavailable++ // the manage loop sees to the node
 		case newPod != nil:
-			if !isAvailable(newPod, ds.Spec.MinReadySeconds, now) {
+			if !controller.PodAvailable(newPod, ds.Spec.MinReadySeconds, now) {
 				unavailable++
 			}
-		case !isAvailable(oldPod, ds.Spec.MinReadySeconds, now):
+		case !controller.PodAvailable(oldPod, ds.Spec.MinReadySeconds, now):
 			replace = append(replace, oldPod.Name)
 			unavailable++
 		case unavailable >= maxUnavailable:
@@ -64,7 +66,7 @@ func replaceWithin(ds *appsv1.DaemonSet, byNode map[string][]*corev1.Pod, hash s
 
 // surge picks the old pods to delete and the nodes to create new pods on
 // without going over maxSurge.
-func (c *Controller) surge(ds *appsv1.DaemonSet, byNode map[string][]*corev1.Pod, hash string, maxSurge, desired int, now metav1.Time) (del, create []string, err error) {
+func (c *Controller) surge(ds *appsv1.DaemonSet, byNode map[string][]*corev1.Pod, hash string, maxSurge, desired int, now time.Time) (del, create []string, err error) {
 	p := placementOf(ds)
 	var misplaced, candidates []string
 	surging, available := 0, 0
@@ -74,7 +76,7 @@ func (c *Controller) surge(ds *appsv1.DaemonSet, byNode map[string][]*corev1.Pod
 			surging++
 			continue
 		}
-		if oldPod != nil && isAvailable(oldPod, ds.Spec.MinReadySeconds, now) || oldPod == nil && newPod != nil && isAvailable(newPod, ds.Spec.MinReadySeconds, now) {
+		if oldPod != nil && controller.PodAvailable(oldPod, ds.Spec.MinReadySeconds, now) || oldPod == nil && newPod != nil && controller.PodAvailable(newPod, ds.Spec.MinReadySeconds, now) {
 			available++
 		}
 		switch {
@@ -86,16 +88,16 @@ func (c *Controller) surge(ds *appsv1.DaemonSet, byNode map[string][]*corev1.Pod
 			}
 			shouldRun, _ := p.shouldRun(n)
 			switch {
-			case !isAvailable(oldPod, ds.Spec.MinReadySeconds, now) && !shouldRun:
+			case !controller.PodAvailable(oldPod, ds.Spec.MinReadySeconds, now) && !shouldRun:
 				del = append(del, oldPod.Name)
-			case !isAvailable(oldPod, ds.Spec.MinReadySeconds, now):
+			case !controller.PodAvailable(oldPod, ds.Spec.MinReadySeconds, now):
 				create = append(create, node)
 			case !shouldRun:
 				misplaced = append(misplaced, oldPod.Name)
 			case surging < maxSurge:
 				candidates = append(candidates, node)
 			}
-		case !isAvailable(newPod, ds.Spec.MinReadySeconds, now):
+		case !controller.PodAvailable(newPod, ds.Spec.MinReadySeconds, now):
 			surging++
 		default:
 			del = append(del, oldPod.Name)

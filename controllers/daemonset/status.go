@@ -7,6 +7,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubeembed/apiserver/internal/controller"
 )
 
 // counts are the figures of a DaemonSet's status.
@@ -35,7 +37,7 @@ func (c *Controller) updateStatus(ctx context.Context, ds *appsv1.DaemonSet, nod
 
 func (c *Controller) count(ds *appsv1.DaemonSet, nodes []*corev1.Node, byNode map[string][]*corev1.Pod, hash string) counts {
 	var n counts
-	now := metav1.Time{Time: c.backoff.Clock.Now()}
+	now := c.backoff.Clock.Now()
 	p := placementOf(ds)
 	generation := templateGeneration(ds)
 	for _, node := range nodes {
@@ -55,9 +57,9 @@ func (c *Controller) count(ds *appsv1.DaemonSet, nodes []*corev1.Node, byNode ma
 		n.current++
 		byAge(pods)
 		pod := pods[0]
-		if isReady(pod) {
+		if controller.PodReady(pod) {
 			n.ready++
-			if isAvailable(pod, ds.Spec.MinReadySeconds, now) {
+			if controller.PodAvailable(pod, ds.Spec.MinReadySeconds, now) {
 				n.available++
 			}
 		}

@@ -34,11 +34,9 @@ package deployment
 import (
 	"context"
 	"errors"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
@@ -95,7 +93,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 		c.Observer.Watch(appsv1.Resource("deployments"), apps.Deployments().Informer(),
 			cache.ResourceEventHandlerFuncs{AddFunc: d, UpdateFunc: func(_, o any) { d(o) }, DeleteFunc: d}),
 		c.Observer.Watch(appsv1.Resource("replicasets"), apps.ReplicaSets().Informer(),
-			cache.ResourceEventHandlerFuncs{AddFunc: c.replicaSetAdded, UpdateFunc: c.replicaSetUpdated, DeleteFunc: c.replicaSetDeleted}),
+			c.replicaSetEvents()),
 		c.Observer.Watch(corev1.Resource("pods"), cfg.Informers.Core().V1().Pods().Informer(),
 			cache.ResourceEventHandlerFuncs{DeleteFunc: c.podDeleted}),
 	)
@@ -111,92 +109,25 @@ func (c *Controller) recorder() record.EventRecorder {
 	return c.Events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: clientName})
 }
 
-// owner is the key of the Deployment the controller reference names, if
-// it is there.
-func (c *Controller) owner(ns string, ref *metav1.OwnerReference) string {
-	if ref == nil || ref.Kind != "Deployment" {
-		return ""
-	}
-	d, err := c.deployments.Deployments(ns).Get(ref.Name)
-	if err != nil || d.UID != ref.UID {
-		return ""
-	}
-	return ns + "/" + d.Name
-}
-
-// selecting queues the Deployments whose selector matches an orphan
-// ReplicaSet's labels.
-func (c *Controller) selecting(rs *appsv1.ReplicaSet) {
-	if len(rs.Labels) == 0 {
-		return
-	}
-	all, err := c.deployments.Deployments(rs.Namespace).List(labels.Everything())
-	if err != nil {
-		return
-	}
-	for _, d := range all {
-		sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(rs.Labels)) {
-			continue
-		}
-		c.queue.Add(d.Namespace + "/" + d.Name)
+// replicaSetEvents routes ReplicaSet events to the Deployments. An update
+// that marks a ReplicaSet deleted is as any other: a Deployment does not
+// replace ReplicaSets, it makes a new one when its template changes.
+func (c *Controller) replicaSetEvents() *controller.Dependents[*appsv1.ReplicaSet, *appsv1.Deployment] {
+	return &controller.Dependents[*appsv1.ReplicaSet, *appsv1.Deployment]{
+		Queue: c.queue, Kind: "Deployment", Get: c.getDeployment,
+		List: func(ns string) ([]*appsv1.Deployment, error) {
+			return c.deployments.Deployments(ns).List(labels.Everything())
+		},
+		Selector: func(d *appsv1.Deployment) *metav1.LabelSelector { return d.Spec.Selector },
 	}
 }
 
-func (c *Controller) replicaSetAdded(obj any) {
-	rs, ok := obj.(*appsv1.ReplicaSet)
-	if !ok {
-		return
-	}
-	if rs.DeletionTimestamp != nil {
-		c.replicaSetDeleted(rs)
-		return
-	}
-	if ref := metav1.GetControllerOf(rs); ref != nil {
-		if k := c.owner(rs.Namespace, ref); k != "" {
-			c.queue.Add(k)
-		}
-		return
-	}
-	c.selecting(rs)
+func (c *Controller) getDeployment(ns, name string) (*appsv1.Deployment, error) {
+	return c.deployments.Deployments(ns).Get(name)
 }
 
-func (c *Controller) replicaSetUpdated(oldObj, newObj any) {
-	old, ok1 := oldObj.(*appsv1.ReplicaSet)
-	rs, ok2 := newObj.(*appsv1.ReplicaSet)
-	if !ok1 || !ok2 || rs.ResourceVersion == old.ResourceVersion {
-		return
-	}
-	oldRef, ref := metav1.GetControllerOf(old), metav1.GetControllerOf(rs)
-	refChanged := !apiequality.Semantic.DeepEqual(oldRef, ref)
-	if refChanged && oldRef != nil {
-		if k := c.owner(old.Namespace, oldRef); k != "" {
-			c.queue.Add(k)
-		}
-	}
-	if ref != nil {
-		if k := c.owner(rs.Namespace, ref); k != "" {
-			c.queue.Add(k)
-		}
-		return
-	}
-	if refChanged || !apiequality.Semantic.DeepEqual(old.Labels, rs.Labels) {
-		c.selecting(rs)
-	}
-}
-
-func (c *Controller) replicaSetDeleted(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	if rs, ok := obj.(*appsv1.ReplicaSet); ok {
-		if k := c.owner(rs.Namespace, metav1.GetControllerOf(rs)); k != "" {
-			c.queue.Add(k)
-		}
-	}
-}
-
-// podDeleted queues a Recreate Deployment whose old pods may be gone.
+// podDeleted queues a Recreate Deployment whose old pods may be gone: it
+// scales the new ReplicaSet up only once they are.
 func (c *Controller) podDeleted(obj any) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
@@ -205,20 +136,13 @@ func (c *Controller) podDeleted(obj any) {
 	if !ok {
 		return
 	}
-	ref := metav1.GetControllerOf(pod)
-	if ref == nil || ref.Kind != "ReplicaSet" {
+	rs, ok := controller.Resolve(pod.Namespace, metav1.GetControllerOf(pod), "ReplicaSet",
+		func(ns, name string) (*appsv1.ReplicaSet, error) { return c.replicaSets.ReplicaSets(ns).Get(name) })
+	if !ok {
 		return
 	}
-	rs, err := c.replicaSets.ReplicaSets(pod.Namespace).Get(ref.Name)
-	if err != nil || rs.UID != ref.UID {
-		return
-	}
-	k := c.owner(rs.Namespace, metav1.GetControllerOf(rs))
-	if k == "" {
-		return
-	}
-	if d, err := c.deployments.Deployments(rs.Namespace).Get(strings.TrimPrefix(k, rs.Namespace+"/")); err == nil &&
-		d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType {
-		c.queue.Add(k)
+	d, ok := controller.Resolve(rs.Namespace, metav1.GetControllerOf(rs), "Deployment", c.getDeployment)
+	if ok && d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType {
+		c.queue.Add(d.Namespace + "/" + d.Name)
 	}
 }

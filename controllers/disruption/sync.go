@@ -12,6 +12,8 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kubeembed/apiserver/internal/controller"
 )
 
 // sync writes one budget's status; a failure other than a conflict writes
@@ -145,20 +147,11 @@ func healthyCount(pods []*corev1.Pod, disrupted map[string]metav1.Time, now time
 		if at, ok := disrupted[p.Name]; ok && at.Add(deletionTimeout).After(now) {
 			continue
 		}
-		if ready(p) {
+		if controller.PodReady(p) {
 			n++
 		}
 	}
 	return n
-}
-
-func ready(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // writeStatus PUTs the budget's status unless it says the same already.

@@ -56,7 +56,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -126,8 +125,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 	return c, errors.Join(
 		c.Observer.Watch(batchv1.Resource("jobs"), jobs.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc: c.jobAdded, UpdateFunc: c.jobUpdated, DeleteFunc: c.jobDeleted}),
-		c.Observer.Watch(corev1.Resource("pods"), pods, cache.ResourceEventHandlerFuncs{
-			AddFunc: c.podAdded, UpdateFunc: c.podUpdated, DeleteFunc: func(obj any) { c.podDeleted(obj, true) }}),
+		c.Observer.Watch(corev1.Resource("pods"), pods, c.podEvents()),
 	)
 }
 
@@ -219,111 +217,43 @@ func (c *Controller) wrote(j *batchv1.Job) {
 
 // resolve is the Job ref names, if it is that Job.
 func (c *Controller) resolve(ns string, ref *metav1.OwnerReference) *batchv1.Job {
-	if ref == nil || ref.Kind != jobKind.Kind {
-		return nil
-	}
-	j, err := c.jobs.Jobs(ns).Get(ref.Name)
-	if err != nil || j.UID != ref.UID {
-		return nil
-	}
+	j, _ := controller.Resolve(ns, ref, jobKind.Kind, c.getJob)
 	return j
 }
 
-// selecting queues the Jobs whose selector matches an orphan pod.
-func (c *Controller) selecting(pod *corev1.Pod) {
-	if len(pod.Labels) == 0 {
-		return
-	}
-	all, err := c.jobs.Jobs(pod.Namespace).List(labels.Everything())
-	if err != nil {
-		return
-	}
-	for _, j := range all {
-		sel, err := metav1.LabelSelectorAsSelector(j.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
-			continue
-		}
-		c.queue.Add(key(j))
-	}
-}
+func (c *Controller) getJob(ns, name string) (*batchv1.Job, error) { return c.jobs.Jobs(ns).Get(name) }
 
-func (c *Controller) podAdded(obj any) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return
-	}
-	if pod.DeletionTimestamp != nil {
-		c.podDeleted(pod, false)
-		return
-	}
-	if ref := metav1.GetControllerOf(pod); ref != nil {
-		if j := c.resolve(pod.Namespace, ref); j != nil {
-			c.expect.Created(key(j))
-			c.queue.Add(key(j))
+// podEvents routes pod events to the Jobs. Besides expectations, pods'
+// tracking finalizers are followed: a removal seen settles the removal a
+// sync of the pod's Job expects, and a pod with the finalizer that no Job
+// will count (an orphan; being deleted, one whose Job is gone or finished)
+// goes to the orphan queue to have it removed.
+func (c *Controller) podEvents() *controller.Dependents[*corev1.Pod, *batchv1.Job] {
+	removed := func(j *batchv1.Job, _, pod *corev1.Pod) {
+		if !hasFinalizer(pod) {
+			c.finalizers.observed(key(j), pod.UID)
 		}
-		return
 	}
-	if hasFinalizer(pod) {
-		c.orphanPod(pod)
-	}
-	c.selecting(pod)
-}
-
-func (c *Controller) podUpdated(oldObj, obj any) {
-	old, ok1 := oldObj.(*corev1.Pod)
-	pod, ok2 := obj.(*corev1.Pod)
-	if !ok1 || !ok2 || pod.ResourceVersion == old.ResourceVersion {
-		return
-	}
-	if pod.DeletionTimestamp != nil {
-		c.podDeleted(pod, false)
-		return
-	}
-	removed := !hasFinalizer(pod)
-	oldRef, ref := metav1.GetControllerOf(old), metav1.GetControllerOf(pod)
-	refChanged := !apiequality.Semantic.DeepEqual(oldRef, ref)
-	if refChanged && oldRef != nil {
-		if j := c.resolve(old.Namespace, oldRef); j != nil {
-			if removed {
-				c.finalizers.observed(key(j), pod.UID)
+	return &controller.Dependents[*corev1.Pod, *batchv1.Job]{
+		Queue: c.queue, Kind: jobKind.Kind, Get: c.getJob,
+		List:        func(ns string) ([]*batchv1.Job, error) { return c.jobs.Jobs(ns).List(labels.Everything()) },
+		Selector:    func(j *batchv1.Job) *metav1.LabelSelector { return j.Spec.Selector },
+		Terminating: controller.TerminatingDeletes,
+		Created:     func(j *batchv1.Job, _ *corev1.Pod) { c.expect.Created(key(j)) },
+		Updated:     removed,
+		Previous:    removed,
+		Orphan: func(pod *corev1.Pod) {
+			if hasFinalizer(pod) {
+				c.orphanPod(pod)
 			}
-			c.queue.Add(key(j))
-		}
-	}
-	if ref != nil {
-		if j := c.resolve(pod.Namespace, ref); j != nil {
-			if removed {
-				c.finalizers.observed(key(j), pod.UID)
-			}
-			c.queue.Add(key(j))
-		}
-		return
-	}
-	if hasFinalizer(pod) {
-		c.orphanPod(pod)
-	}
-	if refChanged || !apiequality.Semantic.DeepEqual(pod.Labels, old.Labels) {
-		c.selecting(pod)
+		},
+		Gone: c.podGone,
 	}
 }
 
-// podDeleted handles a pod gone (final) or being deleted.
-func (c *Controller) podDeleted(obj any, final bool) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return
-	}
-	ref := metav1.GetControllerOf(pod)
-	if ref == nil {
-		if hasFinalizer(pod) {
-			c.orphanPod(pod)
-		}
-		return
-	}
-	j := c.resolve(pod.Namespace, ref)
+// podGone handles a pod gone (final) or being deleted.
+func (c *Controller) podGone(pod *corev1.Pod, final bool) {
+	j := c.resolve(pod.Namespace, metav1.GetControllerOf(pod))
 	if j == nil || finished(j) {
 		if hasFinalizer(pod) {
 			c.orphanPod(pod)

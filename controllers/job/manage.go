@@ -19,6 +19,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubeembed/apiserver/internal/controller"
 )
 
 // maxPerSync is upstream's MaxPodCreateDeletePerSync.
@@ -254,7 +256,7 @@ func (c *Controller) deletePods(ctx context.Context, jc *syncCtx, pods []*corev1
 			if err := c.deletePod(ctx, jc.job, p.Name); err != nil {
 				fail(p, err)
 			}
-			if isReady(p) {
+			if controller.PodReady(p) {
 				ready.Add(1)
 			}
 		})
@@ -278,7 +280,7 @@ func (c *Controller) deleteActive(ctx context.Context, job *batchv1.Job, pods []
 				deleted.Add(-1)
 				errs <- err
 			}
-			if isReady(p) {
+			if controller.PodReady(p) {
 				ready.Add(1)
 			}
 		})

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubeembed/apiserver/internal/controller"
 )
 
 func seconds(n int64) time.Duration { return time.Duration(n) * time.Second }
@@ -35,20 +37,6 @@ func terminatingOf(pods []*corev1.Pod) []*corev1.Pod {
 		}
 	}
 	return out
-}
-
-func readyCondition(p *corev1.Pod) *corev1.PodCondition {
-	for i := range p.Status.Conditions {
-		if p.Status.Conditions[i].Type == corev1.PodReady {
-			return &p.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-func isReady(p *corev1.Pod) bool {
-	c := readyCondition(p)
-	return c != nil && c.Status == corev1.ConditionTrue
 }
 
 // podFailed: the pod failed, or (unless podReplacementPolicy is Failed)
@@ -188,11 +176,11 @@ func (s activePods) Less(i, j int) bool {
 	if rank[a.Status.Phase] != rank[b.Status.Phase] {
 		return rank[a.Status.Phase] < rank[b.Status.Phase]
 	}
-	if isReady(a) != isReady(b) {
-		return !isReady(a)
+	if controller.PodReady(a) != controller.PodReady(b) {
+		return !controller.PodReady(a)
 	}
-	if isReady(a) && isReady(b) {
-		ta, tb := readyCondition(a).LastTransitionTime, readyCondition(b).LastTransitionTime
+	if controller.PodReady(a) && controller.PodReady(b) {
+		ta, tb := controller.PodReadyCondition(a).LastTransitionTime, controller.PodReadyCondition(b).LastTransitionTime
 		if !ta.Equal(&tb) {
 			return afterOrZero(&ta, &tb)
 		}

@@ -106,7 +106,7 @@ func (c *Controller) newSyncCtx(k string, job *batchv1.Job, pods []*corev1.Pod) 
 	jc := &syncCtx{key: k, job: job, pods: pods, active: activeOf(pods), expectedRm: c.finalizers.expected(k),
 		uncounted: uncounted{succeeded: sets.New(u.Succeeded...), failed: sets.New(u.Failed...)}, terminating: int32(len(terminatingOf(pods)))}
 	for _, p := range jc.active {
-		if isReady(p) {
+		if controller.PodReady(p) {
 			jc.ready++
 		}
 	}

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	resourcehelpers "k8s.io/component-helpers/resource"
+
+	"github.com/kubeembed/apiserver/internal/controller"
 )
 
 var errNoPods = errors.New("no pods returned by selector while calculating replica count")
@@ -227,7 +229,7 @@ func (c *Controller) groupPods(pods []*corev1.Pod, metrics podMetrics, resource 
 }
 
 func cpuUnready(pod *corev1.Pod, m podMetric, now time.Time) bool {
-	ready := readyCondition(pod)
+	ready := controller.PodReadyCondition(pod)
 	if ready == nil || pod.Status.StartTime == nil {
 		return true
 	}
@@ -235,15 +237,6 @@ func cpuUnready(pod *corev1.Pod, m podMetric, now time.Time) bool {
 		return ready.Status == corev1.ConditionFalse || m.timestamp.Before(ready.LastTransitionTime.Add(m.window))
 	}
 	return ready.Status == corev1.ConditionFalse && pod.Status.StartTime.Add(initialReadinessDelay).After(ready.LastTransitionTime.Time)
-}
-
-func readyCondition(pod *corev1.Pod) *corev1.PodCondition {
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == corev1.PodReady {
-			return &pod.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 // requestsOf are the pods' requests of resource (milli-units): the named
@@ -357,7 +350,7 @@ func (c *Controller) ratioReplicas(current int32, ratio float64, tol tolerances,
 	}
 	ready := 0
 	for _, pod := range pods {
-		if r := readyCondition(pod); pod.Status.Phase == corev1.PodRunning && r != nil && r.Status == corev1.ConditionTrue {
+		if pod.Status.Phase == corev1.PodRunning && controller.PodReady(pod) {
 			ready++
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"sort"
 	"sync"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -161,25 +160,4 @@ func (c *Controller) relatedOnNode(rs *appsv1.ReplicaSet) map[string]int {
 		}
 	}
 	return counts
-}
-
-// nextAvailable is when the next ready pod becomes available (ready for
-// minReadySeconds), as upstream's FindMinNextPodAvailabilityCheck: the
-// soonest at the sync's now, checked again at the current time (0 when it
-// is due already); minReadySeconds when no ready pod is waiting.
-func nextAvailable(active []*corev1.Pod, minReady int32, now, current time.Time) time.Duration {
-	var soonest time.Time
-	for _, p := range active {
-		since := readySince(p)
-		if !isReady(p) || since.IsZero() {
-			continue
-		}
-		if at := since.Add(seconds(minReady)); at.After(now) && (soonest.IsZero() || at.Before(soonest)) {
-			soonest = at
-		}
-	}
-	if soonest.IsZero() {
-		return seconds(minReady)
-	}
-	return max(0, soonest.Sub(current))
 }

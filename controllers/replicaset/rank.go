@@ -10,6 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubeembed/apiserver/internal/controller"
 )
 
 // ranked are a ReplicaSet's pods with, for each, how many related active
@@ -37,7 +39,7 @@ func (r ranked) Less(i, j int) bool {
 	if pa, pb := phaseOrder[a.Status.Phase], phaseOrder[b.Status.Phase]; pa != pb {
 		return pa < pb
 	}
-	if ra, rb := isReady(a), isReady(b); ra != rb {
+	if ra, rb := controller.PodReady(a), controller.PodReady(b); ra != rb {
 		return !ra
 	}
 	if ca, cb := deletionCost(a), deletionCost(b); ca != cb {
@@ -46,8 +48,8 @@ func (r ranked) Less(i, j int) bool {
 	if r.ranks[i] != r.ranks[j] {
 		return r.ranks[i] > r.ranks[j]
 	}
-	if isReady(a) {
-		ta, tb := readySince(a), readySince(b)
+	if controller.PodReady(a) {
+		ta, tb := controller.PodReadySince(a), controller.PodReadySince(b)
 		if !ta.Equal(tb) {
 			return r.newer(ta, tb, a, b)
 		}
@@ -98,15 +100,6 @@ func deletionCost(pod *corev1.Pod) int32 {
 	return int32(n)
 }
 
-func readySince(pod *corev1.Pod) time.Time {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.LastTransitionTime.Time
-		}
-	}
-	return time.Time{}
-}
-
 // sidecars are the names of the pod's restartable init containers.
 func sidecars(pod *corev1.Pod) map[string]bool {
 	s := map[string]bool{}
@@ -129,15 +122,6 @@ func restarts(statuses []corev1.ContainerStatus, only map[string]bool) int32 {
 		n = max(n, s.RestartCount)
 	}
 	return n
-}
-
-func isReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func seconds(s int32) time.Duration { return time.Duration(s) * time.Second }

@@ -36,10 +36,9 @@ import (
 	"errors"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
@@ -101,8 +100,7 @@ func newController(cfg controllers.Config, k *kind) (*Controller, error) {
 	return c, errors.Join(
 		c.Observer.Watch(k.resource, k.informer, cache.ResourceEventHandlerFuncs{
 			AddFunc: c.ownerChanged, UpdateFunc: c.ownerUpdated, DeleteFunc: c.ownerDeleted}),
-		c.Observer.Watch(corev1.Resource("pods"), pods, cache.ResourceEventHandlerFuncs{
-			AddFunc: c.podAdded, UpdateFunc: c.podUpdated, DeleteFunc: c.podDeleted}),
+		c.Observer.Watch(corev1.Resource("pods"), pods, c.podEvents()),
 	)
 }
 
@@ -145,114 +143,25 @@ func (c *Controller) ownerDeleted(obj any) {
 	}
 }
 
-// owner is the key of the controller of this kind that pod's controller
-// reference resolves to ("" when it is another's or gone).
-func (c *Controller) owner(pod *corev1.Pod) string {
-	ref := metav1.GetControllerOf(pod)
-	if ref == nil || ref.Kind != c.kind.gvk.Kind {
-		return ""
-	}
-	rs, err := c.kind.get(pod.Namespace, ref.Name)
-	if err != nil || rs.UID != ref.UID {
-		return ""
-	}
-	return key(rs)
-}
-
-// selecting queues the controllers of this kind whose selector matches an
-// orphan pod.
-func (c *Controller) selecting(pod *corev1.Pod) {
-	if len(pod.Labels) == 0 {
-		return
-	}
-	all, err := c.kind.list(pod.Namespace)
-	if err != nil {
-		return
-	}
-	for _, rs := range all {
-		sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
-			continue
-		}
-		c.queue.Add(key(rs))
+// podEvents routes pod events to the controllers of this kind: a pod
+// seen created or deleted settles its owner's expectations; one being
+// deleted is handled as deleted at once (and its old labels' owner too),
+// so that its replacement is not held up by its grace period.
+func (c *Controller) podEvents() *controller.Dependents[*corev1.Pod, *appsv1.ReplicaSet] {
+	return &controller.Dependents[*corev1.Pod, *appsv1.ReplicaSet]{
+		Queue: c.queue, Kind: c.kind.gvk.Kind, Get: c.kind.get, List: c.kind.list,
+		Selector:    func(rs *appsv1.ReplicaSet) *metav1.LabelSelector { return rs.Spec.Selector },
+		Terminating: controller.TerminatingDeletesRelabelled,
+		Created:     func(rs *appsv1.ReplicaSet, _ *corev1.Pod) { c.expect.Created(key(rs)) },
+		Updated:     c.podReadied,
+		Deleted:     func(rs *appsv1.ReplicaSet, pod *corev1.Pod) { c.expect.Deleted(key(rs), key(pod)) },
 	}
 }
 
-func (c *Controller) podAdded(obj any) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return
-	}
-	if pod.DeletionTimestamp != nil {
-		c.podDeleted(pod)
-		return
-	}
-	if metav1.GetControllerOf(pod) != nil {
-		if k := c.owner(pod); k != "" {
-			c.expect.Created(k)
-			c.queue.Add(k)
-		}
-		return
-	}
-	c.selecting(pod)
-}
-
-func (c *Controller) podUpdated(oldObj, newObj any) {
-	old, ok1 := oldObj.(*corev1.Pod)
-	pod, ok2 := newObj.(*corev1.Pod)
-	if !ok1 || !ok2 || pod.ResourceVersion == old.ResourceVersion {
-		return
-	}
-	relabelled := !apiequality.Semantic.DeepEqual(pod.Labels, old.Labels)
-	if pod.DeletionTimestamp != nil {
-		c.podDeleted(pod)
-		if relabelled {
-			c.podDeleted(old)
-		}
-		return
-	}
-	oldRef, ref := metav1.GetControllerOf(old), metav1.GetControllerOf(pod)
-	refChanged := !apiequality.Semantic.DeepEqual(oldRef, ref)
-	if refChanged && oldRef != nil {
-		if k := c.owner(old); k != "" {
-			c.queue.Add(k)
-		}
-	}
-	if ref != nil {
-		c.podOfOwnerUpdated(old, pod)
-		return
-	}
-	if relabelled || refChanged {
-		c.selecting(pod)
-	}
-}
-
-// podOfOwnerUpdated queues the owner of a pod that changed, and again
-// after minReadySeconds when it just became ready.
-func (c *Controller) podOfOwnerUpdated(old, pod *corev1.Pod) {
-	k := c.owner(pod)
-	if k == "" {
-		return
-	}
-	c.queue.Add(k)
-	if isReady(old) || !isReady(pod) {
-		return
-	}
-	if rs, err := c.kind.get(pod.Namespace, metav1.GetControllerOf(pod).Name); err == nil && rs.Spec.MinReadySeconds > 0 {
-		c.queue.AddAfterOn(c.clock, k, seconds(rs.Spec.MinReadySeconds))
-	}
-}
-
-func (c *Controller) podDeleted(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	pod, ok := obj.(*corev1.Pod)
-	if !ok || metav1.GetControllerOf(pod) == nil {
-		return
-	}
-	if k := c.owner(pod); k != "" {
-		c.expect.Deleted(k, key(pod))
-		c.queue.Add(k)
+// podReadied queues rs again after minReadySeconds when its pod just
+// became ready, to count it available then.
+func (c *Controller) podReadied(rs *appsv1.ReplicaSet, old, pod *corev1.Pod) {
+	if !controller.PodReady(old) && controller.PodReady(pod) && rs.Spec.MinReadySeconds > 0 {
+		c.queue.AddAfterOn(c.clock, key(rs), seconds(rs.Spec.MinReadySeconds))
 	}
 }

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubeembed/apiserver/internal/controller"
 )
 
 // status computes rs's status from its active and terminating pods and
@@ -22,9 +24,9 @@ func (c *Controller) status(rs *appsv1.ReplicaSet, active []*corev1.Pod, termina
 		if labels.SelectorFromSet(template).Matches(labels.Set(p.Labels)) {
 			s.FullyLabeledReplicas++
 		}
-		if isReady(p) {
+		if controller.PodReady(p) {
 			s.ReadyReplicas++
-			if since := readySince(p); rs.Spec.MinReadySeconds == 0 || !since.IsZero() && !since.Add(seconds(rs.Spec.MinReadySeconds)).After(now) {
+			if controller.PodAvailable(p, rs.Spec.MinReadySeconds, now) {
 				s.AvailableReplicas++
 			}
 		}

@@ -66,7 +66,7 @@ func (c *Controller) sync(ctx context.Context, k string) error {
 		return manageErr
 	}
 	if m := written.Spec.MinReadySeconds; m > 0 && written.Status.ReadyReplicas != written.Status.AvailableReplicas {
-		c.queue.AddAfterOn(c.clock, k, nextAvailable(active, m, now, c.clock.Now()))
+		c.queue.AddAfterOn(c.clock, k, controller.NextAvailable(active, m, now, c.clock.Now()))
 	}
 	return nil
 }

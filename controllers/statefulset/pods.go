@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/kubeembed/apiserver/internal/controller"
 )
 
 var podNameRE = regexp.MustCompile("(.*)-([0-9]+)$")
@@ -169,43 +171,18 @@ func versionedPod(current, update *appsv1.StatefulSet, currentRev, updateRev str
 
 func podRevision(p *corev1.Pod) string { return p.Labels[appsv1.StatefulSetRevisionLabel] }
 
-func isReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+func isCreated(p *corev1.Pod) bool     { return p.Status.Phase != "" }
+func isPending(p *corev1.Pod) bool     { return p.Status.Phase == corev1.PodPending }
+func isTerminating(p *corev1.Pod) bool { return p.DeletionTimestamp != nil }
+func isRunningAndReady(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodRunning && controller.PodReady(p)
 }
-
-func readySince(p *corev1.Pod) time.Time {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.LastTransitionTime.Time
-		}
-	}
-	return time.Time{}
-}
-
-func isCreated(p *corev1.Pod) bool         { return p.Status.Phase != "" }
-func isPending(p *corev1.Pod) bool         { return p.Status.Phase == corev1.PodPending }
-func isTerminating(p *corev1.Pod) bool     { return p.DeletionTimestamp != nil }
-func isRunningAndReady(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && isReady(p) }
 func isTerminalPhase(p *corev1.Pod) bool {
 	return p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
 }
 
-// isAvailable is upstream's IsPodAvailable: ready for minReady seconds.
-func isAvailable(p *corev1.Pod, minReady int32, now time.Time) bool {
-	if !isReady(p) {
-		return false
-	}
-	since := readySince(p)
-	return minReady == 0 || !since.IsZero() && !since.Add(seconds(minReady)).After(now)
-}
-
 func isUnavailable(p *corev1.Pod, minReady int32, now time.Time) bool {
-	return !isAvailable(p, minReady, now) || isTerminating(p)
+	return !controller.PodAvailable(p, minReady, now) || isTerminating(p)
 }
 
 // podEvent records upstream's event of a pod write ("Create Pod web-0 in

@@ -64,7 +64,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
@@ -131,8 +130,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 	return c, errors.Join(
 		c.Observer.Watch(appsv1.Resource("statefulsets"), setInf.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc: c.setChanged, UpdateFunc: func(_, obj any) { c.setChanged(obj) }, DeleteFunc: c.setChanged}),
-		c.Observer.Watch(corev1.Resource("pods"), podInf.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc: c.podAdded, UpdateFunc: c.podUpdated, DeleteFunc: c.podDeleted}),
+		c.Observer.Watch(corev1.Resource("pods"), podInf.Informer(), c.podEvents()),
 	)
 }
 
@@ -157,91 +155,26 @@ func (c *Controller) setChanged(obj any) {
 	}
 }
 
-// owner is the StatefulSet pod's controller reference resolves to (nil when
-// it is another kind's or gone).
-func (c *Controller) owner(pod *corev1.Pod, ref *metav1.OwnerReference) *appsv1.StatefulSet {
-	if ref == nil || ref.Kind != setKind.Kind {
-		return nil
-	}
-	set, err := c.sets.StatefulSets(pod.Namespace).Get(ref.Name)
-	if err != nil || set.UID != ref.UID {
-		return nil
-	}
-	return set
-}
-
-// selecting queues the StatefulSets whose selector matches an orphan pod.
-func (c *Controller) selecting(pod *corev1.Pod) {
-	all, err := c.sets.StatefulSets(pod.Namespace).List(labels.Everything())
-	if err != nil {
-		return
-	}
-	for _, s := range all {
-		sel, err := metav1.LabelSelectorAsSelector(s.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
-			continue
-		}
-		c.queue.Add(key(s))
+// podEvents routes pod events to the StatefulSets. Unlike the ReplicaSet
+// controller's, an update that marks a pod deleted is as any other: the
+// set replaces its pods in order, once they are gone.
+func (c *Controller) podEvents() *controller.Dependents[*corev1.Pod, *appsv1.StatefulSet] {
+	return &controller.Dependents[*corev1.Pod, *appsv1.StatefulSet]{
+		Queue: c.queue, Kind: setKind.Kind,
+		Get: func(ns, name string) (*appsv1.StatefulSet, error) { return c.sets.StatefulSets(ns).Get(name) },
+		List: func(ns string) ([]*appsv1.StatefulSet, error) {
+			return c.sets.StatefulSets(ns).List(labels.Everything())
+		},
+		Selector: func(s *appsv1.StatefulSet) *metav1.LabelSelector { return s.Spec.Selector },
+		Updated:  c.podReadied,
 	}
 }
 
-func (c *Controller) podAdded(obj any) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return
-	}
-	if pod.DeletionTimestamp != nil {
-		c.podDeleted(pod)
-		return
-	}
-	if ref := metav1.GetControllerOf(pod); ref != nil {
-		if s := c.owner(pod, ref); s != nil {
-			c.queue.Add(key(s))
-		}
-		return
-	}
-	c.selecting(pod)
-}
-
-func (c *Controller) podUpdated(oldObj, newObj any) {
-	old, ok1 := oldObj.(*corev1.Pod)
-	pod, ok2 := newObj.(*corev1.Pod)
-	if !ok1 || !ok2 || pod.ResourceVersion == old.ResourceVersion {
-		return
-	}
-	oldRef, ref := metav1.GetControllerOf(old), metav1.GetControllerOf(pod)
-	refChanged := !apiequality.Semantic.DeepEqual(oldRef, ref)
-	if refChanged && oldRef != nil {
-		if s := c.owner(old, oldRef); s != nil {
-			c.queue.Add(key(s))
-		}
-	}
-	if ref != nil {
-		s := c.owner(pod, ref)
-		if s == nil {
-			return
-		}
-		c.queue.Add(key(s))
-		if !isReady(old) && isReady(pod) && s.Spec.MinReadySeconds > 0 {
-			c.queue.AddAfterOn(c.clock, key(s), seconds(s.Spec.MinReadySeconds))
-		}
-		return
-	}
-	if refChanged || !apiequality.Semantic.DeepEqual(pod.Labels, old.Labels) {
-		c.selecting(pod)
-	}
-}
-
-func (c *Controller) podDeleted(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return
-	}
-	if s := c.owner(pod, metav1.GetControllerOf(pod)); s != nil {
-		c.queue.Add(key(s))
+// podReadied queues s again after minReadySeconds when its pod just
+// became ready, to count it available then.
+func (c *Controller) podReadied(s *appsv1.StatefulSet, old, pod *corev1.Pod) {
+	if !controller.PodReady(old) && controller.PodReady(pod) && s.Spec.MinReadySeconds > 0 {
+		c.queue.AddAfterOn(c.clock, key(s), seconds(s.Spec.MinReadySeconds))
 	}
 }
 

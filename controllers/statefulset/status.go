@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/kubeembed/apiserver/internal/controller"
 )
 
 func metaSelector(set *appsv1.StatefulSet) (labels.Selector, error) {
@@ -27,7 +29,7 @@ func countStatus(status *appsv1.StatefulSetStatus, minReady int32, current, upda
 			}
 			if isRunningAndReady(p) {
 				status.ReadyReplicas++
-				if isAvailable(p, minReady, now) {
+				if controller.PodAvailable(p, minReady, now) {
 					status.AvailableReplicas++
 				}
 			}
@@ -79,7 +81,7 @@ func (c *Controller) rollingUpdate(ctx context.Context, set *appsv1.StatefulSet,
 	if parallel {
 		// Unavailable old pods first, then available ones within the budget.
 		for t := len(replicas) - 1; t >= partition; t-- {
-			if p := replicas[t]; old(p) && !isAvailable(p, minReady, now) && !isTerminating(p) {
+			if p := replicas[t]; old(p) && !controller.PodAvailable(p, minReady, now) && !isTerminating(p) {
 				if err := c.deletePod(ctx, set, p); err != nil {
 					return status, err
 				}
@@ -145,24 +147,4 @@ func (c *Controller) writeStatus(ctx context.Context, set *appsv1.StatefulSet, s
 		}
 		return err
 	})
-}
-
-// nextAvailable is when the next ready pod becomes available, as upstream's
-// FindMinNextPodAvailabilityCheck: the soonest at the sync's now, measured
-// again from current (0 when due); minReady when no pod is waiting.
-func nextAvailable(pods []*corev1.Pod, minReady int32, now, current time.Time) time.Duration {
-	var soonest time.Time
-	for _, p := range pods {
-		since := readySince(p)
-		if !isReady(p) || since.IsZero() {
-			continue
-		}
-		if at := since.Add(seconds(minReady)); at.After(now) && (soonest.IsZero() || at.Before(soonest)) {
-			soonest = at
-		}
-	}
-	if soonest.IsZero() {
-		return seconds(minReady)
-	}
-	return max(0, soonest.Sub(current))
 }

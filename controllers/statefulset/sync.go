@@ -64,7 +64,7 @@ func (c *Controller) sync(ctx context.Context, k string) error {
 		return err
 	}
 	if m := set.Spec.MinReadySeconds; m > 0 && status != nil && status.ReadyReplicas != status.AvailableReplicas {
-		c.queue.AddAfterOn(c.clock, k, nextAvailable(pods, m, now, c.clock.Now()))
+		c.queue.AddAfterOn(c.clock, k, controller.NextAvailable(pods, m, now, c.clock.Now()))
 	}
 	return nil
 }

@@ -224,7 +224,7 @@ func (c *Controller) processReplica(ctx context.Context, set, updateSet *appsv1.
 			return true, err
 		}
 	}
-	if monotonic && (isTerminating(p) || !isRunningAndReady(p) || !isAvailable(p, set.Spec.MinReadySeconds, now)) {
+	if monotonic && (isTerminating(p) || !isRunningAndReady(p) || !controller.PodAvailable(p, set.Spec.MinReadySeconds, now)) {
 		return true, nil
 	}
 	match, err := c.claimsMatchPolicy(updateSet, p)
@@ -247,7 +247,7 @@ func (c *Controller) processCondemned(ctx context.Context, set *appsv1.StatefulS
 	if isTerminating(p) {
 		return monotonic, nil
 	}
-	if monotonic && p != firstBad && (!isRunningAndReady(p) || !isAvailable(p, set.Spec.MinReadySeconds, now)) {
+	if monotonic && p != firstBad && (!isRunningAndReady(p) || !controller.PodAvailable(p, set.Spec.MinReadySeconds, now)) {
 		return true, nil
 	}
 	return true, c.deletePod(ctx, set, p)
