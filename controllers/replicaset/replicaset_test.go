@@ -1,6 +1,7 @@
 package replicaset_test
 
 import (
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -177,7 +178,9 @@ func TestReplicaSetFailureCondition(t *testing.T) {
 	assert.Equal(t, "FailedCreate", cond.Reason)
 	assert.Contains(t, cond.Message, `pods "web-`)
 	assert.Contains(t, cond.Message, "exceeded quota: q")
-	assert.Contains(t, reasons(t, c, "web"), "FailedCreate")
+	// The controller retries (never idle): its event is written beside
+	// the status, waited for.
+	assert.Eventually(t, func() bool { return slices.Contains(reasons(t, c, "web"), "FailedCreate") }, apiservertest.WaitIdleTimeout, 10*time.Millisecond)
 
 	require.NoError(t, c.CoreV1().ResourceQuotas("default").Delete(t.Context(), "q", metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool {

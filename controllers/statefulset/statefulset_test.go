@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver"
@@ -97,10 +98,13 @@ func get(t *testing.T, c kubernetes.Interface, name string) *appsv1.StatefulSet 
 
 func update(t *testing.T, c kubernetes.Interface, name string, change func(*appsv1.StatefulSet)) {
 	t.Helper()
-	s := get(t, c, name)
-	change(s)
-	_, err := c.AppsV1().StatefulSets("default").Update(t.Context(), s, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	// The controller writes the status meanwhile: retried on conflict.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s := get(t, c, name)
+		change(s)
+		_, err := c.AppsV1().StatefulSets("default").Update(t.Context(), s, metav1.UpdateOptions{})
+		return err
+	}))
 }
 
 // Pods are named by ordinal, labelled, given a hostname and owned as
@@ -168,6 +172,7 @@ func TestStatefulSetOrderedStartAndReverseScaleDown(t *testing.T) {
 	apiservertest.WaitIdle(t, srv)
 	require.NoError(t, srv.Kubelet().SetReady(t.Context(), "default", "web-0", "app", false))
 	waitPod(t, c, "web-0", func(p *corev1.Pod) bool { return !ready(p) })
+	apiservertest.WaitIdle(t, srv) // the controller's pod informer has it not Ready too
 
 	update(t, c, "web", func(s *appsv1.StatefulSet) { s.Spec.Replicas = ptr.To(int32(3)) })
 	apiservertest.WaitIdle(t, srv)
