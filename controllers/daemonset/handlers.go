@@ -17,29 +17,10 @@ import (
 	"github.com/kubeembed/apiserver/internal/controller"
 )
 
-// The pod indexes: pods controlled by a DaemonSet by "ns/uid" of their
-// controller and orphans by namespace (upstream's controller index), and
-// pods controlled by a DaemonSet by node name (upstream indexes every pod
-// by node and keeps the DaemonSets' when reading it).
-const (
-	ownerIndex = "daemonset/owner"
-	nodeIndex  = "daemonset/node"
-)
-
-func podOwnerKeys(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	ref := metav1.GetControllerOfNoCopy(pod)
-	switch {
-	case ref == nil:
-		return []string{pod.Namespace}, nil
-	case ref.Kind == controllerKind.Kind:
-		return []string{pod.Namespace + "/" + string(ref.UID)}, nil
-	}
-	return nil, nil
-}
+// nodeIndex indexes the pods a DaemonSet controls by node name (upstream
+// indexes every pod by node and keeps the DaemonSets' when reading it);
+// the pods by owner are internal/controller's OwnerIndex.
+const nodeIndex = "daemonset/node"
 
 func podNodeKeys(obj any) ([]string, error) {
 	pod, ok := obj.(*corev1.Pod)
@@ -53,19 +34,14 @@ func podNodeKeys(obj any) ([]string, error) {
 }
 
 func addIndexers(pods cache.Indexer) error {
-	have := pods.GetIndexers()
-	add := cache.Indexers{}
-	if _, ok := have[ownerIndex]; !ok {
-		add[ownerIndex] = podOwnerKeys
+	if err := controller.AddOwnerIndex(pods); err != nil {
+		return err
 	}
-	if _, ok := have[nodeIndex]; !ok {
-		add[nodeIndex] = podNodeKeys
-	}
-	if len(add) == 0 {
+	if _, ok := pods.GetIndexers()[nodeIndex]; ok {
 		return nil
 	}
-	if err := pods.AddIndexers(add); err != nil {
-		return fmt.Errorf("index pods: %w", err)
+	if err := pods.AddIndexers(cache.Indexers{nodeIndex: podNodeKeys}); err != nil {
+		return fmt.Errorf("index pods by node: %w", err)
 	}
 	return nil
 }

@@ -79,15 +79,9 @@ func (c *Controller) claimPods(ctx context.Context, ds *appsv1.DaemonSet) ([]*co
 	if err != nil {
 		return nil, err
 	}
-	var candidates []*corev1.Pod
-	for _, idx := range []string{ds.Namespace + "/" + string(ds.UID), ds.Namespace} {
-		objs, err := c.pods.ByIndex(ownerIndex, idx)
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range objs {
-			candidates = append(candidates, o.(*corev1.Pod))
-		}
+	candidates, err := controller.ControlledAndOrphans(c.pods, controllerKind.Kind, ds)
+	if err != nil {
+		return nil, err
 	}
 	m := c.claimer(ds, selector)
 	m.Kind = "Pod"

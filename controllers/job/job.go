@@ -50,7 +50,6 @@ package job
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"sync"
 
@@ -117,10 +116,8 @@ func New(cfg controllers.Config) (*Controller, error) {
 	}
 	c.Name, c.Observer, c.Queues = string(controllers.Job), controller.NewObserver(cfg.Revisions), []*controller.Queue{c.queue, c.orphans}
 	c.Events = controller.NewEvents(client)
-	if _, ok := c.pods.GetIndexers()[ownerIndex]; !ok {
-		if err := c.pods.AddIndexers(cache.Indexers{ownerIndex: podOwnerKeys}); err != nil {
-			return nil, fmt.Errorf("index pods by owner: %w", err)
-		}
+	if err := controller.AddOwnerIndex(c.pods); err != nil {
+		return nil, err
 	}
 	return c, errors.Join(
 		c.Observer.Watch(batchv1.Resource("jobs"), jobs.Informer(), cache.ResourceEventHandlerFuncs{

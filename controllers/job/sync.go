@@ -18,21 +18,6 @@ import (
 	"github.com/kubeembed/apiserver/internal/controller"
 )
 
-// ownerIndex indexes pods by "ns/Kind/name/uid" of their controller, and
-// orphans by namespace, as upstream's pod controller index.
-const ownerIndex = "job/owner"
-
-func podOwnerKeys(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	if ref := metav1.GetControllerOf(pod); ref != nil {
-		return []string{pod.Namespace + "/" + ref.Kind + "/" + ref.Name + "/" + string(ref.UID)}, nil
-	}
-	return []string{pod.Namespace}, nil
-}
-
 // syncCtx is what one sync knows of a Job, as upstream's syncJobCtx.
 type syncCtx struct {
 	key           string
@@ -251,15 +236,9 @@ func (c *Controller) podsFor(ctx context.Context, job *batchv1.Job) ([]*corev1.P
 	if err != nil {
 		return nil, fmt.Errorf("couldn't convert Job selector: %v", err)
 	}
-	var candidates []*corev1.Pod
-	for _, idx := range []string{job.Namespace + "/" + jobKind.Kind + "/" + job.Name + "/" + string(job.UID), job.Namespace} {
-		objs, err := c.pods.ByIndex(ownerIndex, idx)
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range objs {
-			candidates = append(candidates, o.(*corev1.Pod))
-		}
+	candidates, err := controller.ControlledAndOrphans(c.pods, jobKind.Kind, job)
+	if err != nil {
+		return nil, err
 	}
 	pods, err := controller.Claim(ctx, controller.Claimer{Owner: job, OwnerKind: jobKind, Selector: selector, Kind: "Pod",
 		Live: func(ctx context.Context) (metav1.Object, error) {

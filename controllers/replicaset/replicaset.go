@@ -34,7 +34,6 @@ package replicaset
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -92,10 +91,8 @@ func newController(cfg controllers.Config, k *kind) (*Controller, error) {
 	}
 	c.Name, c.Observer, c.Queues = string(k.name), controller.NewObserver(cfg.Revisions), []*controller.Queue{c.queue}
 	c.Events = controller.NewEvents(client)
-	if _, ok := c.pods.GetIndexers()[ownerIndex]; !ok {
-		if err := c.pods.AddIndexers(cache.Indexers{ownerIndex: podOwnerKeys}); err != nil {
-			return nil, fmt.Errorf("index pods by owner: %w", err)
-		}
+	if err := controller.AddOwnerIndex(c.pods); err != nil {
+		return nil, err
 	}
 	return c, errors.Join(
 		c.Observer.Watch(k.resource, k.informer, cache.ResourceEventHandlerFuncs{

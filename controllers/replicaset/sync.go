@@ -14,21 +14,6 @@ import (
 	"github.com/kubeembed/apiserver/internal/controller"
 )
 
-// ownerIndex indexes pods by "ns/Kind/name/uid" of their controller, and
-// orphans by namespace, as upstream's pod index.
-const ownerIndex = "replicaset/owner"
-
-func podOwnerKeys(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	if ref := metav1.GetControllerOf(pod); ref != nil {
-		return []string{pod.Namespace + "/" + ref.Kind + "/" + ref.Name + "/" + string(ref.UID)}, nil
-	}
-	return []string{pod.Namespace}, nil
-}
-
 // sync brings one ReplicaSet's pods and status in line.
 func (c *Controller) sync(ctx context.Context, k string) error {
 	ns, name, _ := strings.Cut(k, "/")
@@ -73,17 +58,7 @@ func (c *Controller) sync(ctx context.Context, k string) error {
 
 // candidates are the pods rs controls and the orphans of its namespace.
 func (c *Controller) candidates(rs *appsv1.ReplicaSet) ([]*corev1.Pod, error) {
-	var out []*corev1.Pod
-	for _, idx := range []string{rs.Namespace + "/" + c.kind.gvk.Kind + "/" + rs.Name + "/" + string(rs.UID), rs.Namespace} {
-		objs, err := c.pods.ByIndex(ownerIndex, idx)
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range objs {
-			out = append(out, o.(*corev1.Pod))
-		}
-	}
-	return out, nil
+	return controller.ControlledAndOrphans(c.pods, c.kind.gvk.Kind, rs)
 }
 
 func terminal(p *corev1.Pod) bool {

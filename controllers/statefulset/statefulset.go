@@ -59,7 +59,6 @@ package statefulset
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -122,10 +121,8 @@ func New(cfg controllers.Config) (*Controller, error) {
 		"pods": podInf.Informer(), "persistentvolumeclaims": pvcInf.Informer(), "statefulsets": setInf.Informer()})
 	c.Name, c.Observer, c.Queues = "statefulset", controller.NewObserver(cfg.Revisions), []*controller.Queue{c.queue}
 	c.Events = controller.NewEvents(client)
-	if _, ok := c.pods.GetIndexers()[ownerIndex]; !ok {
-		if err := c.pods.AddIndexers(cache.Indexers{ownerIndex: podOwnerKeys}); err != nil {
-			return nil, fmt.Errorf("index pods by owner: %w", err)
-		}
+	if err := controller.AddOwnerIndex(c.pods); err != nil {
+		return nil, err
 	}
 	return c, errors.Join(
 		c.Observer.Watch(appsv1.Resource("statefulsets"), setInf.Informer(), cache.ResourceEventHandlerFuncs{

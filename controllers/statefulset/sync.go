@@ -18,21 +18,6 @@ import (
 	"github.com/kubeembed/apiserver/internal/controller"
 )
 
-// ownerIndex indexes pods by "ns/Kind/name/uid" of their controller, and
-// orphans by namespace, as upstream's pod controller index.
-const ownerIndex = "statefulset/owner"
-
-func podOwnerKeys(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	if ref := metav1.GetControllerOf(pod); ref != nil {
-		return []string{pod.Namespace + "/" + ref.Kind + "/" + ref.Name + "/" + string(ref.UID)}, nil
-	}
-	return []string{pod.Namespace}, nil
-}
-
 // sync brings one StatefulSet's revisions, pods, claims and status in line.
 func (c *Controller) sync(ctx context.Context, k string) error {
 	if err := c.written.ready(k); err != nil {
@@ -124,19 +109,16 @@ func (c *Controller) canAdopt(ctx context.Context, set *appsv1.StatefulSet) erro
 func (c *Controller) claimPods(ctx context.Context, set *appsv1.StatefulSet, selector labels.Selector) ([]*corev1.Pod, error) {
 	var members []*corev1.Pod
 	var strangers []*corev1.Pod // controlled by set but not named as its members
-	for _, idx := range []string{set.Namespace + "/" + setKind.Kind + "/" + set.Name + "/" + string(set.UID), set.Namespace} {
-		objs, err := c.pods.ByIndex(ownerIndex, idx)
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range objs {
-			p := o.(*corev1.Pod)
-			switch parent, _ := parentAndOrdinal(p.Name); {
-			case parent == set.Name:
-				members = append(members, p)
-			case metav1.GetControllerOfNoCopy(p) != nil && set.DeletionTimestamp == nil:
-				strangers = append(strangers, p)
-			}
+	candidates, err := controller.ControlledAndOrphans(c.pods, setKind.Kind, set)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range candidates {
+		switch parent, _ := parentAndOrdinal(p.Name); {
+		case parent == set.Name:
+			members = append(members, p)
+		case metav1.GetControllerOfNoCopy(p) != nil && set.DeletionTimestamp == nil:
+			strangers = append(strangers, p)
 		}
 	}
 	patch := func(ctx context.Context, o metav1.Object, body string) error {

@@ -1,9 +1,12 @@
 package controller
 
 import (
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // PodReadyCondition is the pod's Ready condition (the first, should it
@@ -67,3 +70,49 @@ func NextAvailable(pods []*corev1.Pod, minReady int32, now, current time.Time) t
 }
 
 func seconds(s int32) time.Duration { return time.Duration(s) * time.Second }
+
+// OwnerIndex is the index of the pod informer that the workload
+// controllers share (upstream's controllers each keep one of the same
+// keys): a pod by its controller, "namespace/Kind/name/uid", and an
+// orphan by its namespace.
+const OwnerIndex = "controller/owner"
+
+func podOwnerKeys(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
+		return []string{pod.Namespace + "/" + ref.Kind + "/" + ref.Name + "/" + string(ref.UID)}, nil
+	}
+	return []string{pod.Namespace}, nil
+}
+
+// AddOwnerIndex adds OwnerIndex to the pod informer's indexer, unless a
+// controller built before did.
+func AddOwnerIndex(pods cache.Indexer) error {
+	if _, ok := pods.GetIndexers()[OwnerIndex]; ok {
+		return nil
+	}
+	if err := pods.AddIndexers(cache.Indexers{OwnerIndex: podOwnerKeys}); err != nil {
+		return fmt.Errorf("index pods by owner: %w", err)
+	}
+	return nil
+}
+
+// ControlledAndOrphans are the pods owner (of kind) controls and the
+// orphans of its namespace: what it may claim.
+func ControlledAndOrphans(pods cache.Indexer, kind string, owner metav1.Object) ([]*corev1.Pod, error) {
+	var out []*corev1.Pod
+	ns := owner.GetNamespace()
+	for _, key := range []string{ns + "/" + kind + "/" + owner.GetName() + "/" + string(owner.GetUID()), ns} {
+		objs, err := pods.ByIndex(OwnerIndex, key)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			out = append(out, o.(*corev1.Pod))
+		}
+	}
+	return out, nil
+}
