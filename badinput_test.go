@@ -55,3 +55,26 @@ func TestBadRequests(t *testing.T) {
 		})
 	}
 }
+
+// A body of another kind names the types as kube-apiserver's error does:
+// it decodes into its internal version (package core), not into v1.
+func TestWrongKindNamesTheInternalType(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	for _, tt := range []struct{ resource, body, want string }{
+		{"configmaps", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"x"}}`,
+			`Secret in version "v1" cannot be handled as a ConfigMap: converting (v1.Secret) to (core.ConfigMap): unknown conversion`},
+		{"events", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`,
+			`ConfigMap in version "v1" cannot be handled as a Event: converting (v1.ConfigMap) to (core.Event): unknown conversion`},
+	} {
+		err := clientset(t, srv).CoreV1().RESTClient().Post().Namespace("default").Resource(tt.resource).
+			SetHeader("Content-Type", "application/json").Body([]byte(tt.body)).Do(t.Context()).Error()
+		require.Error(t, err)
+		assert.Equal(t, tt.want, statusOf(t, err).Message)
+	}
+	err := clientset(t, srv).AppsV1().RESTClient().Post().Namespace("default").Resource("deployments").
+		SetHeader("Content-Type", "application/json").Body([]byte(`{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"x"}}`)).Do(t.Context()).Error()
+	require.Error(t, err)
+	assert.Equal(t, `StatefulSet in version "v1" cannot be handled as a Deployment: converting (v1.StatefulSet) to (apps.Deployment): unknown conversion`,
+		statusOf(t, err).Message)
+}

@@ -141,6 +141,7 @@ func (c completedCoreConfig) install(t *coreTier) error {
 			return fmt.Errorf("storage of group %q: %w", p.GroupName(), err)
 		}
 		info := genericapiserver.NewDefaultAPIGroupInfo(p.GroupName(), build.Scheme, metav1.ParameterCodec, c.codecs)
+		info.NegotiatedSerializer = internalNames{c.codecs}
 		info.VersionedResourcesStorageMap = storage
 		if p.GroupName() != "" {
 			groups = append(groups, &info)
