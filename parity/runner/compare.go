@@ -60,6 +60,9 @@ type Runner struct {
 	// scenario are written to (AREA_NAME.json: reference and candidate),
 	// to read a difference in full.
 	Dump string
+	// Done, when set, is called as each scenario ends, with the time it
+	// took (both servers), from the goroutine that ran it.
+	Done func(Result, time.Duration)
 }
 
 // Run runs every scenario and returns the results in the same order.
@@ -75,7 +78,11 @@ func (r *Runner) Run(ctx context.Context, scenarios []Scenario) []Result {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			start := time.Now()
 			results[i] = r.RunOne(ctx, s)
+			if r.Done != nil {
+				r.Done(results[i], time.Since(start))
+			}
 		}()
 	}
 	wg.Wait()

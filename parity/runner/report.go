@@ -10,6 +10,8 @@ import (
 // Summary counts identical and different scenarios.
 type Summary struct {
 	Identical, Different int
+	// Explained counts the different scenarios that say why (Differs).
+	Explained int
 }
 
 // Total is the number of scenarios.
@@ -35,6 +37,9 @@ func Summarise(results []Result) (Summary, map[string]Summary) {
 		} else {
 			all.Different++
 			a.Different++
+			if r.Scenario.Differs != "" {
+				all.Explained++
+			}
 		}
 		areas[r.Scenario.Area] = a
 	}
@@ -50,7 +55,11 @@ func WriteReport(w io.Writer, header string, results []Result) error {
 	all, areas := Summarise(results)
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Parity with kube-apiserver v1.37.2\n\n%s\n", header)
-	fmt.Fprintf(&b, "**%d identical, %d different: %.1f%% of %d scenarios.**\n\n", all.Identical, all.Different, all.Percent(), all.Total())
+	fmt.Fprintf(&b, "**%d identical, %d different: %.1f%% of %d scenarios.**", all.Identical, all.Different, all.Percent(), all.Total())
+	if all.Explained > 0 {
+		fmt.Fprintf(&b, " %d of the differences are explained (\"Why:\" next to each).", all.Explained)
+	}
+	b.WriteString("\n\n")
 	b.WriteString("| area | identical | different | % |\n|---|---:|---:|---:|\n")
 	names := make([]string, 0, len(areas))
 	for a := range areas {
@@ -71,6 +80,9 @@ func WriteReport(w io.Writer, header string, results []Result) error {
 			continue
 		}
 		fmt.Fprintf(&b, "### %s\n\n(%s)\n\n", r.Scenario.FullName(), r.Scenario.File)
+		if r.Scenario.Differs != "" {
+			fmt.Fprintf(&b, "Why: %s\n\n", r.Scenario.Differs)
+		}
 		if r.SetupErr != "" {
 			fmt.Fprintf(&b, "setup failed: %s\n\n", r.SetupErr)
 			continue

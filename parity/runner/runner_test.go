@@ -240,3 +240,22 @@ func TestNormaliseConcurrentEvents(t *testing.T) {
 	assert.Empty(t, cmp.Diff(list("Scheduled", "Pulling"), list("Pulling", "Scheduled")))
 	assert.NotEmpty(t, cmp.Diff(list("Scheduled", "Pulling"), list("Pulling", "Pulled")))
 }
+
+// A difference a scenario explains still counts as different; the report
+// says why next to its diff and counts the explained ones.
+func TestReportPrintsWhyAScenarioDiffers(t *testing.T) {
+	t.Parallel()
+	step := Step{Verb: "GET", Path: "/x"}
+	results := []Result{
+		{Scenario: Scenario{Area: "a", Name: "same"}, Steps: []StepResult{{Step: step}}},
+		{Scenario: Scenario{Area: "a", Name: "explained", File: "a.yaml", Differs: "the reference cannot publish a loopback address"},
+			Steps: []StepResult{{Step: step, Diff: "-404\n+200"}}},
+		{Scenario: Scenario{Area: "a", Name: "unexplained", File: "a.yaml"}, Steps: []StepResult{{Step: step, Diff: "-1\n+2"}}},
+	}
+	var b strings.Builder
+	require.NoError(t, WriteReport(&b, "", results))
+	report := b.String()
+	assert.Contains(t, report, "**1 identical, 2 different: 33.3% of 3 scenarios.** 1 of the differences are explained")
+	assert.Contains(t, report, "### a/explained\n\n(a.yaml)\n\nWhy: the reference cannot publish a loopback address\n\nstep 1: GET /x")
+	assert.NotContains(t, report[strings.Index(report, "### a/unexplained"):], "Why:")
+}

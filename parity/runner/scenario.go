@@ -56,7 +56,12 @@ type Scenario struct {
 	// step and removed after the last (Cluster files only). Name them
 	// with {id}: a removed node's pods stay bound to its name.
 	Nodes []NodeSpec `json:"nodes,omitempty"`
-	Steps []Step     `json:"steps"`
+	// Differs says why kubeembed differs from kube-apiserver here on
+	// purpose, or why the reference cannot show what kubeembed does; the
+	// scenario still counts as different, and PARITY.md prints the reason
+	// next to its diff.
+	Differs string `json:"differs,omitempty"`
+	Steps   []Step `json:"steps"`
 }
 
 // Step is one request. Every string of Path, Query, Body, Raw and Headers may

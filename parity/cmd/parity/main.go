@@ -67,7 +67,7 @@ func run() error {
 	defer stop()
 	start := time.Now()
 	p := pair{bins: runner.Binaries{Etcd: *etcd, APIServer: *apiserver, ControllerManager: *kcm, Scheduler: *scheduler},
-		refURL: *refURL, refToken: *refToken, parallel: *parallel, candidateEtcd: *onEtcd, dump: *dumpDir}
+		refURL: *refURL, refToken: *refToken, parallel: *parallel, verbose: *verbose, candidateEtcd: *onEtcd, dump: *dumpDir}
 	results, err := p.runAll(ctx, list)
 	if err != nil {
 		return err
@@ -139,6 +139,7 @@ type pair struct {
 	bins             runner.Binaries
 	refURL, refToken string
 	parallel         int
+	verbose          bool
 	// candidateEtcd stores kubeembed in the reference's etcd.
 	candidateEtcd bool
 	dump          string
@@ -183,6 +184,13 @@ func (p pair) run(ctx context.Context, list []runner.Scenario, mode runner.Mode)
 	defer fixtures.Close()
 	ref.Target.Vars, cand.Target.Vars = fixtures.Vars, fixtures.Vars
 	r := &runner.Runner{Reference: &ref.Target, Candidate: &cand.Target, ServiceCIDR: cidr, Parallel: p.parallel, Dump: p.dump}
+	if p.verbose {
+		// The results are printed in order at the end; this shows the
+		// run's progress, and which scenarios are slow, as it goes.
+		r.Done = func(res runner.Result, took time.Duration) {
+			fmt.Fprintf(os.Stderr, "done %s in %s\n", res.Scenario.FullName(), took.Round(100*time.Millisecond))
+		}
+	}
 	if mode == runner.WithCluster {
 		r.Parallel = 1 // a scheduler's answer counts every node
 	}
