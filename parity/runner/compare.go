@@ -30,6 +30,10 @@ type Result struct {
 	// SetupErr is set when the scenario could not be prepared (its namespace
 	// was refused); such a scenario counts as different.
 	SetupErr string
+	// GaveUp lists the Until steps that timed out ("step 4 on
+	// kube-apiserver after 30s"): the scenario waited for something that
+	// did not come, which is slow even where both servers agree.
+	GaveUp []string
 }
 
 // Identical reports whether every step matched.
@@ -103,7 +107,8 @@ func (r *Runner) RunOne(ctx context.Context, s Scenario) Result {
 			res.SetupErr = t.Name + ": " + err.Error()
 			return res
 		}
-		resps := run(ctx, t, s, s.ID(r.Salt))
+		resps, gaveUp := run(ctx, t, s, s.ID(r.Salt))
+		res.GaveUp = append(res.GaveUp, gaveUp...)
 		t.cleanUp(ctx, s, s.ID(r.Salt))
 		if t == r.Reference {
 			ref = resps
@@ -138,10 +143,12 @@ func setup(ctx context.Context, t *Target, ns string) string {
 	return ""
 }
 
-func run(ctx context.Context, t *Target, s Scenario, id string) []Response {
+// run runs the steps of s on t; it also returns the Until steps that
+// timed out.
+func run(ctx context.Context, t *Target, s Scenario, id string) (_ []Response, gaveUp []string) {
 	earlier := map[string]Response{}
 	out := make([]Response, 0, len(s.Steps))
-	for _, st := range s.Steps {
+	for i, st := range s.Steps {
 		resp := t.Do(ctx, st, id, id, earlier)
 		if st.Until != 0 || st.UntilContains != "" || st.UntilAbsent != "" {
 			deadline := time.Now().Add(st.timeout())
@@ -149,21 +156,28 @@ func run(ctx context.Context, t *Target, s Scenario, id string) []Response {
 				time.Sleep(50 * time.Millisecond) // polling a server's asynchronous work
 				resp = t.Do(ctx, st, id, id, earlier)
 			}
+			if !settled(st, resp) {
+				gaveUp = append(gaveUp, fmt.Sprintf("step %d on %s after %s", i+1, t.Name, st.timeout()))
+			}
 		}
 		if st.Name != "" {
 			earlier[st.Name] = resp
 		}
 		out = append(out, resp)
 	}
-	return out
+	return out, gaveUp
 }
 
 // settled: the answer has the status code and the text an Until step waits
-// for.
+// for, in the body as the server wrote it (its field order) or with its
+// keys sorted; and not the text it waits to see gone, in either.
 func settled(st Step, r Response) bool {
-	body := compactJSON(r.Body)
-	return (st.Until == 0 || r.Code == st.Until) && (st.UntilContains == "" || strings.Contains(body, st.UntilContains)) &&
-		(st.UntilAbsent == "" || !strings.Contains(body, st.UntilAbsent))
+	sorted := compactJSON(r.Body)
+	has := func(text string) bool {
+		return strings.Contains(sorted, text) || (r.Raw != "" && strings.Contains(r.Raw, text))
+	}
+	return (st.Until == 0 || r.Code == st.Until) && (st.UntilContains == "" || has(st.UntilContains)) &&
+		(st.UntilAbsent == "" || !has(st.UntilAbsent))
 }
 
 // comparable is what a step compares.
@@ -176,7 +190,7 @@ type comparable struct {
 }
 
 func view(st Step, r Response) comparable {
-	c := comparable(r)
+	c := comparable{Code: r.Code, Headers: r.Headers, Body: r.Body, Events: r.Events, Err: r.Err}
 	for _, p := range st.Ignore {
 		path := strings.Split(p, ".")
 		dropPath(c.Body, path)

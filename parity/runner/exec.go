@@ -65,6 +65,10 @@ type Response struct {
 	Body   any
 	Events []any
 	Err    string // transport error, if any
+	// Raw is the body as the server wrote it, compacted: Until steps match
+	// it too, as it keeps the server's field order (Body, re-encoded,
+	// sorts the keys).
+	Raw string `json:"-"`
 }
 
 var comparedHeaders = []string{"Content-Type", "Warning", "Location"}
@@ -107,6 +111,10 @@ func (t *Target) Do(ctx context.Context, st Step, ns, id string, earlier map[str
 		out.Err = err.Error()
 	}
 	out.Body = decodeBody(resp.Header.Get("Content-Type"), data)
+	var compact bytes.Buffer
+	if json.Compact(&compact, data) == nil {
+		out.Raw = compact.String()
+	}
 	return out
 }
 

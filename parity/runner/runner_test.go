@@ -259,3 +259,17 @@ func TestReportPrintsWhyAScenarioDiffers(t *testing.T) {
 	assert.Contains(t, report, "### a/explained\n\n(a.yaml)\n\nWhy: the reference cannot publish a loopback address\n\nstep 1: GET /x")
 	assert.NotContains(t, report[strings.Index(report, "### a/unexplained"):], "Why:")
 }
+
+// An Until step matches the body in the server's field order (as kubectl
+// prints it) as well as with sorted keys; UntilAbsent wants the text in
+// neither.
+func TestSettledMatchesTheServersFieldOrder(t *testing.T) {
+	t.Parallel()
+	raw := `{"status":{"observedGeneration":2,"updatedNumberScheduled":1,"numberAvailable":1}}`
+	r := Response{Code: 200, Body: jsonValue(t, raw), Raw: raw}
+	assert.True(t, settled(Step{UntilContains: `"updatedNumberScheduled":1,"numberAvailable":1`}, r))
+	assert.True(t, settled(Step{UntilContains: `"numberAvailable":1,"observedGeneration":2`}, r), "sorted")
+	assert.False(t, settled(Step{UntilContains: `"numberAvailable":2`}, r))
+	assert.False(t, settled(Step{UntilAbsent: `"updatedNumberScheduled":1,"numberAvailable"`}, r))
+	assert.True(t, settled(Step{UntilAbsent: `deletionTimestamp`}, r))
+}

@@ -189,6 +189,9 @@ func (p pair) run(ctx context.Context, list []runner.Scenario, mode runner.Mode)
 		// run's progress, and which scenarios are slow, as it goes.
 		r.Done = func(res runner.Result, took time.Duration) {
 			fmt.Fprintf(os.Stderr, "done %s in %s\n", res.Scenario.FullName(), took.Round(100*time.Millisecond))
+			for _, g := range res.GaveUp {
+				fmt.Fprintf(os.Stderr, "  gave up waiting: %s\n", g)
+			}
 		}
 	}
 	if mode == runner.WithCluster {
