@@ -29,6 +29,7 @@ import (
 	"github.com/kubeembed/apiserver/faults"
 	"github.com/kubeembed/apiserver/internal/controlplane"
 	"github.com/kubeembed/apiserver/internal/globals"
+	"github.com/kubeembed/apiserver/internal/inproc"
 	"github.com/kubeembed/apiserver/internal/listener"
 	"github.com/kubeembed/apiserver/internal/version"
 	"github.com/kubeembed/apiserver/storage"
@@ -52,6 +53,11 @@ type Server struct {
 	// cp is the chain and what runs beside it (informers, controllers, the
 	// loopback of the server's own clients).
 	cp *controlplane.ControlPlane
+	// clients serves the in-process clients (InProcess) once Start has
+	// the chain running; Close cuts them off as it closes the listener's
+	// connections. Not the loopback's transport: the server's own requests
+	// are drained at Close, the clients' are not (as over the network).
+	clients inproc.Transport
 
 	startOnce sync.Once
 	startErr  error
@@ -180,6 +186,7 @@ func (s *Server) start(ctx context.Context) error {
 	if err := s.waitReady(ctx); err != nil {
 		return err
 	}
+	s.clients.SetHandler(s.cp.Handler())
 	if err := s.cp.Install(ctx, s.RESTConfig(), s.opts.crds, s.opts.rbac); err != nil {
 		return err
 	}
@@ -232,7 +239,10 @@ func (s *Server) waitReady(ctx context.Context) error {
 func (s *Server) URL() string { return s.url }
 
 // RESTConfig returns a new client configuration for the admin user (in
-// system:masters) that trusts the server's CA.
+// system:masters) that trusts the server's CA. Its requests go over the
+// network (TLS on the server's port): for kubectl, other processes, and
+// exec, attach and port-forward. Clients in this process are faster with
+// InProcessRESTConfig, and see no other difference.
 func (s *Server) RESTConfig() *rest.Config { return rest.CopyConfig(s.config) }
 
 // CACert returns the PEM certificate of the CA that signed the server's
@@ -250,24 +260,28 @@ func (s *Server) Kubeconfig() ([]byte, error) {
 	return clientcmd.Write(*cfg)
 }
 
-// Clientset returns a typed client for the built-in API groups.
+// Clientset returns a typed client for the built-in API groups, as the
+// admin user, served in process (InProcessRESTConfig).
 func (s *Server) Clientset() (kubernetes.Interface, error) {
-	return kubernetes.NewForConfig(s.RESTConfig())
+	return kubernetes.NewForConfig(s.InProcessRESTConfig())
 }
 
-// DynamicClient returns a dynamic client.
+// DynamicClient returns a dynamic client, as the admin user, served in
+// process (InProcessRESTConfig).
 func (s *Server) DynamicClient() (dynamic.Interface, error) {
-	return dynamic.NewForConfig(s.RESTConfig())
+	return dynamic.NewForConfig(s.InProcessRESTConfig())
 }
 
-// DiscoveryClient returns a discovery client.
+// DiscoveryClient returns a discovery client, as the admin user, served in
+// process (InProcessRESTConfig).
 func (s *Server) DiscoveryClient() (discovery.DiscoveryInterface, error) {
-	return discovery.NewDiscoveryClientForConfig(s.RESTConfig())
+	return discovery.NewDiscoveryClientForConfig(s.InProcessRESTConfig())
 }
 
-// APIExtensionsClientset returns a client for CustomResourceDefinitions.
+// APIExtensionsClientset returns a client for CustomResourceDefinitions, as
+// the admin user, served in process (InProcessRESTConfig).
 func (s *Server) APIExtensionsClientset() (apiextensionsclient.Interface, error) {
-	return apiextensionsclient.NewForConfig(s.RESTConfig())
+	return apiextensionsclient.NewForConfig(s.InProcessRESTConfig())
 }
 
 // Kubelet returns the simulated kubelet of the server's simulated nodes
@@ -366,7 +380,8 @@ const closeTimeout = 5 * time.Second
 // stops post-start hooks and controllers and starts the graceful shutdown;
 // waits for in-flight requests other than watches to finish (at most 5 s,
 // then it logs the requests still running); closes every client
-// connection, which ends watches; waits for the server loop to return (at
+// connection and cuts off the in-process clients' requests, which ends
+// watches; waits for the server loop to return (at
 // most 5 s); waits for the informers' goroutines; and closes the storage
 // backend it owns, waiting for its watches.
 //
@@ -379,6 +394,9 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) close() error {
+	// The in-process clients' new requests fail from now on, as network
+	// clients' connections are refused once the server shuts down.
+	s.clients.Close()
 	if !s.started.Load() {
 		s.cp.Shutdown()
 		s.abort()
@@ -393,6 +411,7 @@ func (s *Server) close() error {
 		s.log.Warn("requests still running at close; closing their connections", zap.Strings("requests", s.listener.InFlight()))
 	}
 	s.listener.CloseConns()
+	s.clients.Cut()
 	var err error
 	if !s.settle(s.waitLoop) {
 		s.log.Error("server loop did not stop", zap.Duration("waited", drainGrace+closeTimeout))

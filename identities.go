@@ -38,10 +38,14 @@ func (s *Server) RESTConfigFor(u user.Info) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// ClientsetFor returns a typed client authenticated as u (RESTConfigFor).
+// ClientsetFor returns a typed client authenticated as u (RESTConfigFor),
+// served in process (InProcess).
 func (s *Server) ClientsetFor(u user.Info) (kubernetes.Interface, error) {
 	cfg, err := s.RESTConfigFor(u)
 	if err != nil {
+		return nil, err
+	}
+	if cfg, err = s.InProcess(cfg); err != nil {
 		return nil, err
 	}
 	return kubernetes.NewForConfig(cfg)

@@ -134,6 +134,9 @@ func (ca *CA) Client(name, uid string, groups []string) (Leaf, error) {
 	})
 }
 
+// Cert is the CA's certificate; callers must not change it.
+func (ca *CA) Cert() *x509.Certificate { return ca.cert }
+
 // Pool returns a pool holding the CA's certificate.
 func (ca *CA) Pool() *x509.CertPool {
 	p := x509.NewCertPool()

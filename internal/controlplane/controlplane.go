@@ -14,6 +14,7 @@ package controlplane
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	apiextensionslisters "k8s.io/apiextensions-apiserver/pkg/client/listers/apiextensions/v1"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -166,6 +167,10 @@ func (cp *ControlPlane) KubeInformers() informers.SharedInformerFactory { return
 func (cp *ControlPlane) DynamicInformers() dynamicinformer.DynamicSharedInformerFactory {
 	return cp.informers.dynamic
 }
+
+// Handler is the server's handler chain, outermost tier first, as the
+// listener serves it.
+func (cp *ControlPlane) Handler() http.Handler { return cp.aggregator.GenericAPIServer.Handler }
 
 // Loopback is the transport of the server's own clients (see inproc for
 // Drain, Abandon and Close).

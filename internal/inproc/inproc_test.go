@@ -3,6 +3,7 @@ package inproc
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"io"
 	"net/http"
 	"testing"
@@ -167,6 +168,70 @@ func TestGiveUpWhileReading(t *testing.T) {
 		} else {
 			require.ErrorIs(t, err, context.Canceled)
 		}
+		require.NoError(t, resp.Body.Close())
+	}
+}
+
+// Cut ends the requests in flight as a closed connection does: a caller
+// with the body reads io.ErrUnexpectedEOF, one still waiting for the
+// answer gets it from RoundTrip, the handlers' contexts end, and later
+// requests fail.
+func TestCut(t *testing.T) {
+	t.Parallel()
+	tr := &Transport{}
+	ended, entered := make(chan error, 2), make(chan struct{}, 2)
+	tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("watch") == "true" {
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+		}
+		entered <- struct{}{}
+		<-r.Context().Done()
+		ended <- r.Context().Err()
+	}))
+	client := &http.Client{Transport: tr}
+	resp, err := client.Get("https://server.invalid/api/v1/configmaps?watch=true")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := client.Get("https://server.invalid/api/v1/configmaps")
+		waiting <- err
+	}()
+	<-entered
+	<-entered
+
+	tr.Cut()
+	_, err = io.ReadAll(resp.Body)
+	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	require.ErrorIs(t, <-waiting, io.ErrUnexpectedEOF)
+	for range 2 {
+		require.ErrorIs(t, <-ended, context.Canceled)
+	}
+	_, err = client.Get("https://server.invalid/")
+	require.ErrorIs(t, err, ErrClosed)
+}
+
+// WithTLS serves through its transport with the TLS state on the request.
+func TestWithTLS(t *testing.T) {
+	t.Parallel()
+	tr := &Transport{}
+	tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil {
+			_, _ = io.WriteString(w, r.TLS.NegotiatedProtocol)
+		}
+	}))
+	rt := tr.WithTLS(&tls.ConnectionState{HandshakeComplete: true, NegotiatedProtocol: "h2"})
+	assert.True(t, tr.Owns(rt))
+	assert.True(t, tr.Owns(tr))
+	assert.False(t, tr.Owns(&Transport{}))
+	assert.False(t, tr.Owns(nil))
+	for rt, want := range map[http.RoundTripper]string{rt: "h2", tr: ""} {
+		resp, err := (&http.Client{Transport: rt}).Get("https://server.invalid/")
+		require.NoError(t, err)
+		data, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		assert.Equal(t, want, string(data))
 		require.NoError(t, resp.Body.Close())
 	}
 }

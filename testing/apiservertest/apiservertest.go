@@ -187,8 +187,8 @@ func WaitIdle(t TB, srv *apiserver.Server) {
 }
 
 // ClientsetFor returns a client authenticated as the user name in groups
-// (Server.RESTConfigFor: a client certificate of the server's CA), failing
-// the test if it cannot be made.
+// (Server.RESTConfigFor: a client certificate of the server's CA), served
+// in process (Server.InProcess), failing the test if it cannot be made.
 func ClientsetFor(t TB, srv *apiserver.Server, name string, groups ...string) kubernetes.Interface {
 	t.Helper()
 	c, err := srv.ClientsetFor(&user.DefaultInfo{Name: name, Groups: groups})
@@ -200,10 +200,13 @@ func ClientsetFor(t TB, srv *apiserver.Server, name string, groups ...string) ku
 
 // ClientsetForServiceAccount returns a client authenticated as the service
 // account namespace/name (Server.RESTConfigForServiceAccount), which must
-// exist.
+// exist, served in process (Server.InProcess).
 func ClientsetForServiceAccount(t TB, srv *apiserver.Server, namespace, name string) kubernetes.Interface {
 	t.Helper()
 	cfg, err := srv.RESTConfigForServiceAccount(t.Context(), namespace, name)
+	if err == nil {
+		cfg, err = srv.InProcess(cfg)
+	}
 	if err != nil {
 		t.Fatalf("%v", err)
 	}

@@ -1,0 +1,157 @@
+package apiserver
+
+// In-process clients: the server's handler chain without TCP or TLS.
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+
+	"k8s.io/client-go/rest"
+)
+
+// InProcess returns a copy of cfg, a client configuration of this server,
+// whose requests the server serves in this process: the client calls the
+// server's handler chain directly, with no TCP connection, TLS handshake or
+// HTTP/2 framing, and each request goes through the same chain as over the
+// network (authentication, authorization, admission, API Priority and
+// Fairness, audit, Faults and Recorder) with the same answers, watches and
+// streaming lists included, only sooner (BenchmarkClient*: a ConfigMap
+// get p50 0.17 ms against 0.28 ms, an update 0.30 against 0.67 ms).
+//
+// cfg may be RESTConfig, RESTConfigFor or RESTConfigForServiceAccount, or a
+// configuration made from them: what cfg sets besides how to reach the
+// server (impersonation, user agent, content type, QPS, timeout,
+// WrapTransport) is kept. Host stays the server's URL and Transport is set;
+// the TLS fields are cleared, as client-go refuses them with a Transport.
+// Credentials still authenticate the client: a bearer token goes as the
+// Authorization header, and a client certificate is presented to the server
+// as over TLS (the request's peer certificates), so the server verifies it
+// against its client CA, refusing another CA's as over the network. As the
+// TLS handshake would, InProcess checks what needs no request: cfg must be
+// for this server (its Host the server's URL) and trust the server's CA
+// (or skip verification), and a client certificate must match its key.
+//
+// What a client can observe is the same, except:
+//   - the remote address the server sees (its audit events' source IP is
+//     127.0.0.1 both ways, but the port is 0);
+//   - answers carry no Content-Length header (HTTP/2 sets one for a short
+//     answer written at once; the in-process body streams, and client-go
+//     reads it whole either way);
+//   - requests that take the connection over (exec, attach, port-forward
+//     through SPDY or WebSocket) are not served in process: use RESTConfig;
+//   - a client certificate is read once, here, not at each connection (a
+//     certificate file rotated later is not seen).
+//
+// After Close, requests fail at once (inproc: transport closed), as network
+// ones fail to connect; Close ends watches in flight as it closes the
+// network clients' connections (the watch just ends, as on a closed
+// connection).
+func (s *Server) InProcess(cfg *rest.Config) (*rest.Config, error) {
+	if cfg == nil {
+		return nil, errors.New("InProcess: no configuration")
+	}
+	if s.clients.Owns(cfg.Transport) {
+		return rest.CopyConfig(cfg), nil
+	}
+	if cfg.Transport != nil {
+		return nil, errors.New("InProcess: the configuration has its own Transport")
+	}
+	if err := s.reaches(cfg); err != nil {
+		return nil, fmt.Errorf("InProcess: %w", err)
+	}
+	tlsCfg, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("InProcess: %w", err)
+	}
+	if err := s.trusted(tlsCfg); err != nil {
+		return nil, fmt.Errorf("InProcess: %w", err)
+	}
+	state, err := connectionState(tlsCfg)
+	if err != nil {
+		return nil, fmt.Errorf("InProcess: client certificate: %w", err)
+	}
+	return s.inProcess(cfg, state), nil
+}
+
+// InProcessRESTConfig returns a new configuration for the admin user whose
+// requests are served in process: InProcess(RESTConfig()), which cannot
+// fail. Hand it to what runs in the test process (a controller-runtime
+// manager, an informer factory); RESTConfig is for other processes
+// (kubectl) and for exec, attach and port-forward.
+func (s *Server) InProcessRESTConfig() *rest.Config {
+	return s.inProcess(s.config, noCertificate())
+}
+
+// inProcess is cfg served in process as from a TLS connection of state.
+func (s *Server) inProcess(cfg *rest.Config, state *tls.ConnectionState) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.TLSClientConfig = rest.TLSClientConfig{}
+	out.Transport = s.clients.WithTLS(state)
+	// How to reach the server over the network, meaningless now.
+	out.Dial, out.Proxy = nil, nil
+	return out
+}
+
+// reaches reports whether cfg is for this server: its Host names the
+// server's scheme, host and port (any path prefix is the request's own,
+// answered alike in process).
+func (s *Server) reaches(cfg *rest.Config) error {
+	u, _, err := rest.DefaultServerUrlFor(cfg)
+	if err != nil {
+		return err
+	}
+	if u.Scheme+"://"+u.Host != s.url {
+		return fmt.Errorf("host %q is not this server (%s)", cfg.Host, s.url)
+	}
+	return nil
+}
+
+// trusted reports whether a client with tlsCfg would accept the server's
+// certificate, which the server's CA signs.
+func (s *Server) trusted(tlsCfg *tls.Config) error {
+	if tlsCfg != nil && tlsCfg.InsecureSkipVerify {
+		return nil
+	}
+	var roots *x509.CertPool // nil: the system's, as client-go's
+	if tlsCfg != nil {
+		roots = tlsCfg.RootCAs
+	}
+	if _, err := s.keys.CA.Cert().Verify(x509.VerifyOptions{Roots: roots}); err != nil {
+		return fmt.Errorf("the configuration does not trust the server's CA: %w", err)
+	}
+	return nil
+}
+
+// noCertificate is the TLS state of a client without a certificate.
+func noCertificate() *tls.ConnectionState {
+	return &tls.ConnectionState{Version: tls.VersionTLS13, HandshakeComplete: true, NegotiatedProtocol: "h2"}
+}
+
+// connectionState is the TLS state the server sees for a client with
+// tlsCfg: client-go's handshake (HTTP/2 over TLS 1.3, the server asks for
+// a certificate but does not require one) with the client's certificate
+// chain, which client-go loaded (CertData, CertFile or an exec plugin's)
+// and matched to its key.
+func connectionState(tlsCfg *tls.Config) (*tls.ConnectionState, error) {
+	if tlsCfg == nil || tlsCfg.GetClientCertificate == nil {
+		return noCertificate(), nil
+	}
+	cert, err := tlsCfg.GetClientCertificate(&tls.CertificateRequestInfo{Version: tls.VersionTLS13})
+	if err != nil {
+		return nil, err
+	}
+	if cert == nil || len(cert.Certificate) == 0 {
+		return noCertificate(), nil
+	}
+	state := noCertificate()
+	for _, der := range cert.Certificate {
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			return nil, err
+		}
+		state.PeerCertificates = append(state.PeerCertificates, c)
+	}
+	return state, nil
+}

@@ -1,0 +1,169 @@
+package apiserver_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/controllers"
+)
+
+// The network and in-process clients side by side, in one run, on one
+// server without controllers (envtest's profile, as the backends'
+// benchmarks in envtest/): ConfigMap create, get and update, create to
+// watch event, and a list of 1,000, each a sub-benchmark per client.
+
+// clientPath is a client of the server, by the path its requests take.
+type clientPath struct {
+	name string
+	c    kubernetes.Interface
+}
+
+// clientPaths starts a server and returns its admin clients, network
+// first.
+func clientPaths(b *testing.B) []clientPath {
+	srv := startServer(b, apiserver.Options{Controllers: []controllers.Name{}})
+	b.Cleanup(func() { _ = srv.Close() })
+	var out []clientPath
+	for _, cfg := range []*rest.Config{srv.RESTConfig(), srv.InProcessRESTConfig()} {
+		c, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, clientPath{"network", c})
+	}
+	out[1].name = "in-process"
+	return out
+}
+
+// timed runs op once per iteration and reports the p50 and p99 of its
+// durations; n goes on across b.Run's calls (-count), so names stay unique.
+func timed(b *testing.B, n *int, op func(i int)) {
+	var d []time.Duration
+	for b.Loop() {
+		*n++
+		start := time.Now()
+		op(*n)
+		d = append(d, time.Since(start))
+	}
+	slices.Sort(d)
+	b.ReportMetric(float64(d[len(d)/2].Nanoseconds())/1e3, "p50-µs")
+	b.ReportMetric(float64(d[len(d)*99/100].Nanoseconds())/1e3, "p99-µs")
+}
+
+func newCM(prefix string, i int) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: prefix + strconv.Itoa(i)}, Data: map[string]string{"k": "v"}}
+}
+
+func BenchmarkClientCreate(b *testing.B) {
+	for _, p := range clientPaths(b) {
+		n := 0
+		b.Run(p.name, func(b *testing.B) {
+			timed(b, &n, func(i int) {
+				if _, err := p.c.CoreV1().ConfigMaps("default").Create(context.Background(), newCM(p.name+"-", i), metav1.CreateOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			})
+		})
+	}
+}
+
+func BenchmarkClientGet(b *testing.B) {
+	for _, p := range clientPaths(b) {
+		if _, err := p.c.CoreV1().ConfigMaps("default").Create(context.Background(), newCM(p.name, 0), metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		b.Run(p.name, func(b *testing.B) {
+			timed(b, &n, func(int) {
+				if _, err := p.c.CoreV1().ConfigMaps("default").Get(context.Background(), p.name+"0", metav1.GetOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			})
+		})
+	}
+}
+
+func BenchmarkClientUpdate(b *testing.B) {
+	for _, p := range clientPaths(b) {
+		cm, err := p.c.CoreV1().ConfigMaps("default").Create(context.Background(), newCM(p.name, 0), metav1.CreateOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		b.Run(p.name, func(b *testing.B) {
+			timed(b, &n, func(i int) {
+				cm.Data["k"] = strconv.Itoa(i)
+				if cm, err = p.c.CoreV1().ConfigMaps("default").Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkClientWatchLatency is the time from a create's call to its
+// event on a watch opened before (the create included).
+func BenchmarkClientWatchLatency(b *testing.B) {
+	for _, p := range clientPaths(b) {
+		w, err := p.c.CoreV1().ConfigMaps("default").Watch(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		b.Run(p.name, func(b *testing.B) {
+			timed(b, &n, func(i int) {
+				cm := newCM("w-"+p.name+"-", i)
+				if _, err := p.c.CoreV1().ConfigMaps("default").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+					b.Fatal(err)
+				}
+				waitAddedEvent(b, w, cm.Name)
+			})
+		})
+		w.Stop()
+	}
+}
+
+func waitAddedEvent(b *testing.B, w watch.Interface, name string) {
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case ev := <-w.ResultChan():
+			if cm, ok := ev.Object.(*corev1.ConfigMap); ok && ev.Type == watch.Added && cm.Name == name {
+				return
+			}
+		case <-timeout:
+			b.Fatalf("no event for %s", name)
+		}
+	}
+}
+
+func BenchmarkClientList1000(b *testing.B) {
+	paths := clientPaths(b)
+	for i := range 1000 {
+		if _, err := paths[0].c.CoreV1().ConfigMaps("default").Create(context.Background(), newCM(fmt.Sprintf("cm-%04d", i), 0), metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, p := range paths {
+		n := 0
+		b.Run(p.name, func(b *testing.B) {
+			timed(b, &n, func(int) {
+				list, err := p.c.CoreV1().ConfigMaps("default").List(context.Background(), metav1.ListOptions{})
+				if err != nil || len(list.Items) != 1000 {
+					b.Fatal(err)
+				}
+			})
+		})
+	}
+}
