@@ -74,6 +74,9 @@ func TestMetricsPerServer(t *testing.T) {
 	objects := scrape(t, body, "apiserver_storage_objects")
 	assert.Equal(t, 9.0, objects["resource=configmaps"], "three, kube-system's legacy token tracking and authentication info, four kube-root-ca.crt")
 	assert.Equal(t, 4.0, objects["resource=namespaces"], "the system namespaces")
+	// Its name since 1.34, which hides the former one from 1.37.
+	assert.Equal(t, 9.0, scrape(t, body, "apiserver_resource_objects")["group=,resource=configmaps"])
+	assert.Equal(t, 4.0, scrape(t, body, "apiserver_resource_objects")["group=,resource=namespaces"])
 	// The controllers' work queues, kube-controller-manager's names.
 	assert.GreaterOrEqual(t, scrape(t, body, "workqueue_adds_total")["name=root_ca_cert_publisher"], 4.0, "a namespace each")
 	depth, ok := scrape(t, body, "workqueue_depth")["name=garbage_collector_attempt_to_delete"]

@@ -173,7 +173,7 @@ func newShared(c Config) (_ *shared, err error) {
 		return nil, err
 	}
 	if c.PriorityAndFairness {
-		sh.flowControl = utilflowcontrol.New(sh.informers.kube, sh.informers.client.FlowcontrolV1(), serverConcurrencyLimit)
+		sh.flowControl = sh.metrics.priorityAndFairness(sh.informers.kube, sh.informers.client.FlowcontrolV1(), serverConcurrencyLimit)
 	}
 	// One OpenAPI configuration for the three tiers, as kube-apiserver
 	// shares it: building its definitions is 8.7 MB of allocation.

@@ -9,7 +9,6 @@ import (
 	"maps"
 	"net/http"
 	"path"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/endpoints/metrics"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
@@ -43,7 +43,7 @@ type serverMetrics struct {
 // newServerMetrics returns the metrics of a server storing in backend.
 func newServerMetrics(backend storage.Backend) *serverMetrics {
 	m := &serverMetrics{
-		objects:  &objectCounts{backend: backend, prefixes: map[string]string{}},
+		objects:  &objectCounts{backend: backend, prefixes: map[schema.GroupResource]string{}},
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "apiserver_request_total",
 			Help: "[STABLE] Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code."},
@@ -160,13 +160,14 @@ func dryRun(r *http.Request) string {
 	return ""
 }
 
-// objectCounts is apiserver_storage_objects: the number of objects of each
-// resource stored through the backends count wraps, read from the backend
-// when scraped.
+// objectCounts is apiserver_resource_objects (and its deprecated former
+// name apiserver_storage_objects): the number of objects of each resource
+// stored through the backends count wraps, read from the backend when
+// scraped.
 type objectCounts struct {
 	backend  storage.Backend
 	mu       sync.Mutex
-	prefixes map[string]string // resource label -> key prefix
+	prefixes map[schema.GroupResource]string // -> key prefix
 }
 
 // count returns b noting the key prefix of each store it makes.
@@ -182,7 +183,7 @@ type countedBackend struct {
 // Store implements storage.Backend.
 func (c countedBackend) Store(cfg storage.ResourceConfig) (k8sstorage.Interface, error) {
 	c.counts.mu.Lock()
-	c.counts.prefixes[cfg.GroupResource.String()] = path.Join("/", cfg.Prefix, cfg.ResourcePrefix) + "/"
+	c.counts.prefixes[cfg.GroupResource] = path.Join("/", cfg.Prefix, cfg.ResourcePrefix) + "/"
 	c.counts.mu.Unlock()
 	return c.Backend.Store(cfg)
 }
@@ -191,8 +192,15 @@ var storageObjectsDesc = prometheus.NewDesc("apiserver_storage_objects",
 	"[STABLE] Number of stored objects at the time of last check split by kind. In case of a fetching error, the value will be -1.",
 	[]string{"resource"}, nil)
 
+var resourceObjectsDesc = prometheus.NewDesc("apiserver_resource_objects",
+	"[ALPHA] Number of stored objects at the time of last check split by kind. In case of a fetching error, the value will be -1.",
+	[]string{"group", "resource"}, nil)
+
 // Describe implements prometheus.Collector.
-func (o *objectCounts) Describe(ch chan<- *prometheus.Desc) { ch <- storageObjectsDesc }
+func (o *objectCounts) Describe(ch chan<- *prometheus.Desc) {
+	ch <- storageObjectsDesc
+	ch <- resourceObjectsDesc
+}
 
 // Collect implements prometheus.Collector: counts read when scraped, -1
 // where the backend cannot count.
@@ -201,14 +209,15 @@ func (o *objectCounts) Collect(ch chan<- prometheus.Metric) {
 	prefixes := maps.Clone(o.prefixes)
 	o.mu.Unlock()
 	counter, canCount := o.backend.(storage.Counter)
-	for _, name := range slices.Sorted(maps.Keys(prefixes)) {
+	for gr, prefix := range prefixes {
 		n := int64(-1)
 		if canCount {
-			if c, err := counter.Count(context.Background(), prefixes[name]); err == nil {
+			if c, err := counter.Count(context.Background(), prefix); err == nil {
 				n = c
 			}
 		}
-		ch <- prometheus.MustNewConstMetric(storageObjectsDesc, prometheus.GaugeValue, float64(n), name)
+		ch <- prometheus.MustNewConstMetric(storageObjectsDesc, prometheus.GaugeValue, float64(n), gr.String())
+		ch <- prometheus.MustNewConstMetric(resourceObjectsDesc, prometheus.GaugeValue, float64(n), gr.Group, gr.Resource)
 	}
 }
 
