@@ -115,6 +115,15 @@ func (t *Target) Do(ctx context.Context, st Step, ns, id string, earlier map[str
 	if json.Compact(&compact, data) == nil {
 		out.Raw = compact.String()
 	}
+	if len(st.MetricFamilies) > 0 && resp.StatusCode == http.StatusOK {
+		// Reduced before normalisation, which would rewrite numbers of
+		// the text that look like resource versions.
+		families, err := metricFamilies(string(data), st.MetricFamilies)
+		if err != nil {
+			out.Err = err.Error()
+		}
+		out.Body = families
+	}
 	return out
 }
 
@@ -189,9 +198,9 @@ func (t *Target) request(ctx context.Context, st Step, sub func(string) string) 
 		req.Header.Set("Authorization", "Bearer "+t.Token)
 	}
 	if st.User != "" && st.User != "anonymous" {
-		req.Header.Set("Impersonate-User", st.User)
+		req.Header.Set("Impersonate-User", sub(st.User))
 		for _, g := range st.Groups {
-			req.Header.Add("Impersonate-Group", g)
+			req.Header.Add("Impersonate-Group", sub(g))
 		}
 	}
 	return req, nil

@@ -273,3 +273,58 @@ func TestSettledMatchesTheServersFieldOrder(t *testing.T) {
 	assert.False(t, settled(Step{UntilAbsent: `"updatedNumberScheduled":1,"numberAvailable"`}, r))
 	assert.True(t, settled(Step{UntilAbsent: `deletionTimestamp`}, r))
 }
+
+// A /metrics answer is compared as the type and label names of the named
+// families: values, label values, sample order and other families are the
+// server's own.
+func TestMetricFamilies(t *testing.T) {
+	const ref = `# HELP apiserver_flowcontrol_dispatched_requests_total [BETA] Number of requests executed by API Priority and Fairness subsystem
+# TYPE apiserver_flowcontrol_dispatched_requests_total counter
+apiserver_flowcontrol_dispatched_requests_total{flow_schema="exempt",priority_level="exempt"} 12
+apiserver_flowcontrol_dispatched_requests_total{flow_schema="global-default",priority_level="global-default"} 3
+# HELP apiserver_flowcontrol_request_wait_duration_seconds [BETA] Length of time a request spent waiting in its queue
+# TYPE apiserver_flowcontrol_request_wait_duration_seconds histogram
+apiserver_flowcontrol_request_wait_duration_seconds_bucket{execute="true",flow_schema="global-default",priority_level="global-default",le="0"} 0
+apiserver_flowcontrol_request_wait_duration_seconds_bucket{execute="true",flow_schema="global-default",priority_level="global-default",le="+Inf"} 3
+apiserver_flowcontrol_request_wait_duration_seconds_sum{execute="true",flow_schema="global-default",priority_level="global-default"} 0.001
+apiserver_flowcontrol_request_wait_duration_seconds_count{execute="true",flow_schema="global-default",priority_level="global-default"} 3
+# TYPE process_start_time_seconds gauge
+process_start_time_seconds 1.7e+09
+`
+	const other = `# TYPE apiserver_flowcontrol_dispatched_requests_total counter
+apiserver_flowcontrol_dispatched_requests_total{priority_level="workload-low",flow_schema="service-accounts"} 7
+# TYPE apiserver_flowcontrol_request_wait_duration_seconds histogram
+apiserver_flowcontrol_request_wait_duration_seconds_bucket{execute="false",flow_schema="a",priority_level="b",le="+Inf"} 1
+apiserver_flowcontrol_request_wait_duration_seconds_sum{execute="false",flow_schema="a",priority_level="b"} 0
+apiserver_flowcontrol_request_wait_duration_seconds_count{execute="false",flow_schema="a",priority_level="b"} 1
+`
+	names := []string{"apiserver_flowcontrol_dispatched_requests_total", "apiserver_flowcontrol_request_wait_duration_seconds",
+		"apiserver_flowcontrol_rejected_requests_total"}
+	got, err := metricFamilies(ref, names)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{
+		"apiserver_flowcontrol_dispatched_requests_total":     map[string]any{"type": "counter", "labels": []any{"flow_schema", "priority_level"}},
+		"apiserver_flowcontrol_request_wait_duration_seconds": map[string]any{"type": "histogram", "labels": []any{"execute", "flow_schema", "priority_level"}},
+	}, got, "le is the buckets'; a family without samples and one not named are left out")
+	same, err := metricFamilies(other, names)
+	require.NoError(t, err)
+	assert.Equal(t, got, same, "values, label values and their order are each server's")
+
+	missing, err := metricFamilies(strings.Replace(other, `execute="false",`, "", 3), names)
+	require.NoError(t, err)
+	assert.NotEqual(t, got, missing, "a missing label is a difference")
+	_, err = metricFamilies("not metrics {", names)
+	assert.Error(t, err)
+}
+
+// A step's user and groups take the placeholders too: "{id}-u" is the
+// user a scenario's binding names, not a user of that literal name.
+func TestRequestImpersonatesWithPlaceholders(t *testing.T) {
+	t.Parallel()
+	target := &Target{URL: "https://127.0.0.1:1", Token: "t"}
+	st := Step{Verb: "GET", Path: "/api", User: "{id}-u", Groups: []string{"{id}-g", "system:authenticated"}}
+	req, err := target.request(t.Context(), st, target.substituter("ns1", "p-1", nil))
+	require.NoError(t, err)
+	assert.Equal(t, "p-1-u", req.Header.Get("Impersonate-User"))
+	assert.Equal(t, []string{"p-1-g", "system:authenticated"}, req.Header.Values("Impersonate-Group"))
+}

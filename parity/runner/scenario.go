@@ -64,10 +64,10 @@ type Scenario struct {
 	Steps   []Step `json:"steps"`
 }
 
-// Step is one request. Every string of Path, Query, Body, Raw and Headers may
-// use the placeholders {ns}, {id}, {rv:STEP} and {uid:STEP}; the last two
-// take metadata.resourceVersion and metadata.uid from the response of the
-// named earlier step, on each server its own.
+// Step is one request. Every string of Path, Query, Body, Raw, Headers, User
+// and Groups may use the placeholders {ns}, {id}, {rv:STEP} and {uid:STEP};
+// the last two take metadata.resourceVersion and metadata.uid from the
+// response of the named earlier step, on each server its own.
 type Step struct {
 	// Name lets later steps refer to this one's response.
 	Name string `json:"name,omitempty"`
@@ -116,6 +116,10 @@ type Step struct {
 	// SortLines compares a text body as its lines in sorted order: health
 	// checks are listed in the order each server registered them.
 	SortLines bool `json:"sortLines,omitempty"`
+	// MetricFamilies compares a /metrics answer (Prometheus text) as the
+	// type and label names of each family named here that it has (see
+	// metricFamilies): not values, which count each server's requests.
+	MetricFamilies []string `json:"metricFamilies,omitempty"`
 }
 
 func (s Step) timeout() time.Duration {
