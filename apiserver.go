@@ -33,6 +33,7 @@ import (
 	"github.com/kubeembed/apiserver/internal/listener"
 	"github.com/kubeembed/apiserver/internal/version"
 	"github.com/kubeembed/apiserver/storage"
+	"github.com/kubeembed/apiserver/timing"
 )
 
 // AdminUser is the user name of the admin token's identity.
@@ -120,7 +121,7 @@ func (s *Server) controlPlaneConfig() controlplane.Config {
 		Keys: s.keys, AdminToken: c.token, Storage: c.storage,
 		Providers: c.providers, OpenAPIKey: c.openAPIKey, Controllers: c.controllers, Nodes: c.nodes, Clock: c.clock,
 		PriorityAndFairness: c.priorityAndFairness, ServiceAccountAdmission: c.serviceAccountAdmission,
-		Audit: c.audit.Audit, Faults: s.faults, Recorder: s.recorder,
+		Audit: c.audit.Audit, Faults: s.faults, Recorder: s.recorder, Timing: c.timing,
 	}
 }
 
@@ -170,6 +171,11 @@ func (s *Server) start(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(controlplane.WithLogger(context.Background(), s.log))
 	s.cancel = cancel
 	s.started.Store(true)
+	if t := s.opts.timing; t.Enabled() {
+		// Logged first, so that a test failing in Start still shows the
+		// seed to replay.
+		s.log.Info("storage timing", zap.Stringer("profile", t), zap.Int64("seed", t.Seed))
+	}
 	prepared, err := s.cp.Prepare()
 	if err != nil {
 		close(s.runDone)
@@ -244,6 +250,11 @@ func (s *Server) URL() string { return s.url }
 // exec, attach and port-forward. Clients in this process are faster with
 // InProcessRESTConfig, and see no other difference.
 func (s *Server) RESTConfig() *rest.Config { return rest.CopyConfig(s.config) }
+
+// Timing is the storage timing the server runs with (Options.Timing), its
+// seed picked if Options.Timing had none: pass it as Options.Timing to
+// replay a run. The zero Profile when the server has none.
+func (s *Server) Timing() timing.Profile { return s.opts.timing }
 
 // CACert returns the PEM certificate of the CA that signed the server's
 // certificate.

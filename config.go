@@ -19,6 +19,7 @@ import (
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/storage"
 	"github.com/kubeembed/apiserver/storage/memory"
+	"github.com/kubeembed/apiserver/timing"
 )
 
 // Options configures a Server. The zero value gives a server on a random
@@ -129,6 +130,15 @@ type Options struct {
 	// no contextual logger, and their info logs would flood test output.
 	// Set it when the program configures klog itself.
 	KeepKlogLogger bool
+
+	// Timing slows the server's storage to another server's timing:
+	// timing.Etcd() for kube-apiserver on etcd's, timing.Shake(seed) for
+	// seeded random delays that expose a controller's races. The answers
+	// and the watch guarantees are the same; only when writes commit and
+	// events arrive moves. A Seed of 0 is picked at New, logged at Start
+	// and reported by Server.Timing. Default: none (the zero Profile), and
+	// then the storage is not wrapped at all.
+	Timing timing.Profile
 }
 
 // Profile names a set of defaults for what a server runs besides the API.
@@ -183,6 +193,8 @@ type completedOptions struct {
 	serviceAccountAdmission bool
 	nodes                   []controllers.Node
 	clock                   clock.WithTickerAndDelayedExecution
+	// timing is Options.Timing with its seed picked.
+	timing timing.Profile
 }
 
 // complete validates o, reporting every problem at once, and fills in its
@@ -213,6 +225,9 @@ func (o Options) complete() (completedOptions, error) {
 	c.controllers, _ = controllers.Enabled(o.controllers()) // validated
 	c.serviceAccountAdmission = o.Profile != ProfileEnvtest
 	c.nodes, c.clock = o.nodes(), o.Clock
+	if o.Timing.Enabled() {
+		c.timing = o.Timing.Seeded()
+	}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
 	}
@@ -285,6 +300,9 @@ func (o Options) validate() ([]*apiextensionsv1.CustomResourceDefinition, error)
 		errs = append(errs, fmt.Errorf("options: Controllers: %w", err))
 	}
 	errs = append(errs, validateNodes(o.Nodes)...)
+	if err := o.Timing.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("options: Timing: %w", err))
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/timing"
 )
 
 // TestNoGoroutineLeakAfterClose checks that Close ends every goroutine the
@@ -65,6 +66,35 @@ func TestNoGoroutineLeakAfterClose(t *testing.T) {
 	goleak.VerifyNone(t, before,
 		// client-go keeps idle HTTP/2 connections of its cached transports
 		// until they time out; they belong to clients, not the server.
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),
+	)
+}
+
+// A server with a timing ends its delayed watches with Close too, the
+// server's own informers' and a client's. Serial, as the test above.
+func TestNoGoroutineLeakAfterCloseWithTiming(t *testing.T) {
+	warm, err := apiserver.New(apiserver.Options{Timing: timing.Shake(1)})
+	require.NoError(t, err)
+	require.NoError(t, warm.Start(t.Context()))
+	require.NoError(t, warm.Close())
+
+	before := goleak.IgnoreCurrent()
+	srv, err := apiserver.New(apiserver.Options{Timing: timing.Shake(2)})
+	require.NoError(t, err)
+	require.NoError(t, srv.Start(t.Context()))
+	c, err := srv.Clientset()
+	require.NoError(t, err)
+	w, err := c.CoreV1().ConfigMaps("default").Watch(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	_, err = c.CoreV1().ConfigMaps("default").Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	<-w.ResultChan()
+	require.NoError(t, srv.Close())
+	w.Stop()
+
+	goleak.VerifyNone(t, before,
 		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
 		goleak.IgnoreTopFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),

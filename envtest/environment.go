@@ -19,6 +19,7 @@ import (
 
 	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/timing"
 )
 
 // The environment variables envtest reads, read the same way here.
@@ -26,6 +27,9 @@ const (
 	envUseExistingCluster = "USE_EXISTING_CLUSTER"
 	envStartTimeout       = "KUBEBUILDER_CONTROLPLANE_START_TIMEOUT"
 	envAttachOutput       = "KUBEBUILDER_ATTACH_CONTROL_PLANE_OUTPUT"
+	// envTiming chooses the server's storage timing (timing.Parse: "etcd",
+	// "shake", "shake:SEED") for a suite that cannot change its code.
+	envTiming = "KUBEEMBED_TIMING"
 
 	defaultStartTimeout = 20 * time.Second
 )
@@ -143,8 +147,10 @@ type Environment struct {
 	Controllers []controllers.Name
 
 	// ServerOptions are the server's other options (Logger, audit,
-	// RBACPaths, ...). Start sets its Profile (apiserver.ProfileEnvtest),
-	// Controllers and CRDs.
+	// RBACPaths, Timing, ...). Start sets its Profile
+	// (apiserver.ProfileEnvtest), Controllers and CRDs. Without a Timing,
+	// KUBEEMBED_TIMING chooses one (timing.Parse: "etcd", "shake",
+	// "shake:SEED"), and Start prints it with its seed to standard error.
 	ServerOptions apiserver.Options
 
 	// Server is the running server, set by Start (nil with
@@ -220,9 +226,19 @@ func (te *Environment) startServer(crds []*apiextensionsv1.CustomResourceDefinit
 			return err
 		}
 	}
+	fromEnv := !opts.Timing.Enabled() && os.Getenv(envTiming) != ""
+	if fromEnv {
+		if opts.Timing, err = timing.Parse(os.Getenv(envTiming)); err != nil {
+			return fmt.Errorf("%s: %w", envTiming, err)
+		}
+	}
 	srv, err := apiserver.New(opts)
 	if err != nil {
 		return err
+	}
+	if fromEnv && srv.Timing().Enabled() {
+		// The suite's output is where CI shows how to replay a failure.
+		fmt.Fprintf(os.Stderr, "kubeembed envtest: storage timing %v; replay with %s=%v\n", srv.Timing(), envTiming, srv.Timing())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

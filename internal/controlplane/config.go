@@ -47,6 +47,7 @@ import (
 	"github.com/kubeembed/apiserver/internal/writes"
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/storage"
+	"github.com/kubeembed/apiserver/timing"
 )
 
 // Config is what a control plane is built from: the server's completed
@@ -63,8 +64,10 @@ type Config struct {
 	Keys      Keys
 	// AdminToken authenticates AdminUser, in system:masters.
 	AdminToken string
-	// Storage is the backend every tier stores in.
+	// Storage is the backend every tier stores in; Timing slows it down
+	// (when enabled).
 	Storage storage.Backend
+	Timing  timing.Profile
 	// Providers are the API groups of the core tier, built-in ones first;
 	// OpenAPIKey names them (see internal/openapi.Shared).
 	Providers  []providers.Provider
@@ -159,7 +162,7 @@ func newShared(c Config) (_ *shared, err error) {
 		return nil, err
 	}
 	sh.metrics = newServerMetrics(c.Storage)
-	sh.stored = sh.metrics.objects.count(writes.Track(c.Storage, sh.writes))
+	sh.stored = sh.metrics.objects.count(writes.Track(slowed(c.Storage, c.Timing), sh.writes))
 	if sh.scheme, err = coreScheme(c.Providers); err != nil {
 		return nil, err
 	}
@@ -182,6 +185,16 @@ func newShared(c Config) (_ *shared, err error) {
 	sh.openAPI.Info.Title = "Kubernetes"
 	sh.discovery = newDiscoveryManager()
 	return sh, nil
+}
+
+// slowed is b with timing p, innermost, so that the writes log notes a
+// write when it has committed; b itself when p is off, so that a server
+// without timing pays nothing for it.
+func slowed(b storage.Backend, p timing.Profile) storage.Backend {
+	if !p.Enabled() {
+		return b
+	}
+	return timing.Backend(b, p)
 }
 
 // buildControllerBase builds what the controllers are built from, when

@@ -200,3 +200,29 @@ func TestCloseStopsWatches(t *testing.T) {
 	_, err = s.Watch(context.Background(), "/pods/", storage.ListOptions{Recursive: true, Predicate: storage.Everything})
 	require.ErrorIs(t, err, ErrClosed)
 }
+
+// A watch "from now" (no resourceVersion) has the state of when Watch
+// returned, not of when its goroutine first ran: an object created and
+// deleted right after is in its events, as on kube-apiserver (issue 29:
+// 1 in ~20 such watches saw nothing).
+func TestWatchFromNowSeesWritesAfterItReturns(t *testing.T) {
+	ctx, s := testSetup(t)
+	for i := range 100 {
+		key := fmt.Sprintf("/pods/ns/p%d", i)
+		w, err := s.Watch(ctx, key, storage.ListOptions{Predicate: storage.Everything})
+		require.NoError(t, err)
+		require.NoError(t, s.Create(ctx, key, &example.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i), Namespace: "ns"}}, nil, 0))
+		require.NoError(t, s.Delete(ctx, key, &example.Pod{}, nil, storage.ValidateAllObjectFunc, nil, storage.DeleteOptions{}))
+		var got []watch.EventType
+		for len(got) < 2 {
+			select {
+			case ev := <-w.ResultChan():
+				got = append(got, ev.Type)
+			case <-time.After(10 * time.Second):
+				t.Fatalf("watch %d: events %v, then nothing", i, got)
+			}
+		}
+		assert.Equal(t, []watch.EventType{watch.Added, watch.Deleted}, got, "watch %d", i)
+		w.Stop()
+	}
+}

@@ -42,6 +42,13 @@ type watcher struct {
 	ctx            context.Context
 	cancel         context.CancelFunc
 	result         chan watch.Event
+	// initialAt is the revision the initial state is read at: the latest
+	// when the watch is set up, not when its goroutine first runs, so that
+	// a write a client makes once Watch has returned is one of its events
+	// (read later, a create and delete in between were in neither the
+	// state nor the events; kube-apiserver's watch cache takes its state
+	// in Watch too).
+	initialAt int64
 }
 
 func (s *store) watch(ctx context.Context, key string, rev int64, opts storage.ListOptions) (watch.Interface, error) {
@@ -81,6 +88,7 @@ func (s *store) watch(ctx context.Context, key string, rev int64, opts storage.L
 		w.cancel()
 		return nil, ErrClosed
 	}
+	w.initialAt = s.b.rev
 	s.b.watchers.Add(1)
 	s.b.mu.Unlock()
 	go func() {
@@ -107,7 +115,7 @@ func (w *watcher) ResultChan() <-chan watch.Event { return w.result }
 func (w *watcher) begin(rev int64, forceInitial, endBookmark bool) (next int64, ok bool) {
 	next = rev + 1
 	if forceInitial {
-		if cur := w.s.b.Revision(); rev > 0 && rev > cur {
+		if cur := w.initialAt; rev > 0 && rev > cur {
 			w.sendError(storage.NewTooLargeResourceVersionError(uint64(rev), uint64(cur), 1))
 			return 0, false
 		}
@@ -185,17 +193,21 @@ func (w *watcher) matchesKey(key string) bool {
 	return key == w.key
 }
 
-// sendInitialState sends the current state as ADDED events and returns the
-// revision it was read at.
+// sendInitialState sends the state at initialAt as ADDED events and
+// returns the revision it was read at.
 func (w *watcher) sendInitialState() (int64, bool) {
 	var res rangeResult
 	var err error
 	if w.recursive {
-		res, err = w.s.b.rangeKeys(w.key, w.key, 0, 0)
+		res, err = w.s.b.rangeKeys(w.key, w.key, w.initialAt, 0)
 	} else {
 		var item kv
 		var found bool
-		item, found, res.rev, err = w.s.b.get(w.key, 0)
+		var cur int64
+		item, found, cur, err = w.s.b.get(w.key, w.initialAt)
+		if res.rev = w.initialAt; res.rev == 0 { // an empty backend: read at cur
+			res.rev = cur
+		}
 		if found {
 			res.kvs = []kv{item}
 		}

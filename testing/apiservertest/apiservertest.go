@@ -102,6 +102,10 @@ func Start(t TB, opts ...Option) *apiserver.Server {
 		t.Fatalf("apiservertest: start server: %v", err)
 		return nil
 	}
+	if p := srv.Timing(); p.Enabled() {
+		// Shown with the test's failure: how to replay its delays.
+		t.Logf("apiservertest: storage timing %v; replay with Options.Timing.Seed = %d", p, p.Seed)
+	}
 	return srv
 }
 
