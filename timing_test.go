@@ -178,14 +178,10 @@ func startTimed(t *testing.T, p timing.Profile) kubernetes.Interface {
 
 const revisionRounds = 10
 
-// On kubeembed's own timing the racy revisioner passes: its cache has its
-// revision long before the parent changes again.
-func TestRacyControllerPassesOnDefaultTiming(t *testing.T) {
-	t.Parallel()
-	c := startTimed(t, timing.Profile{})
-	startRevisioner(t, c, false)
-	assert.Zero(t, duplicateRevisions(t, c, revisionRounds), "templates with two revisions")
-}
+// On kubeembed's own timing the racy revisioner usually passes (its cache
+// has its revision long before the parent changes again), but whether it
+// does is the very race: no test asserts it, as a loaded CI machine may
+// show it without shaking.
 
 // Shaken, the same revisioner creates a second revision of a template:
 // one of a few seeds is enough to show the race.
