@@ -11,8 +11,10 @@ const µs = time.Microsecond
 //   - etcdWrite: the gap between the MODIFIED (deletionTimestamp) and
 //     DELETED events of an unscheduled pod's deletion, one request's two
 //     writes: 0.9-3.2 ms (p50 1.8 ms) on kube-apiserver + etcd, ~0 on
-//     kubeembed (p90 4 µs). On a quiet machine the gap was 0.28 ms
-//     (issue 29): re-measure where it matters.
+//     kubeembed (p90 4 µs). Measured again on the machine otherwise idle
+//     (BENCHMARKS.md, 2026-12-02): p50 2.1 ms on kube-apiserver + etcd,
+//     2.4 ms on kubeembed with Etcd(). Issue 29 reported ~0.28 ms from
+//     another machine and harness; not reproduced here.
 //   - etcdWatch: how much later than on kubeembed a create's watch event
 //     arrives after the create returns: on both it comes with the answer
 //     (p50 -80 µs on kube-apiserver, +6 µs on kubeembed); only the tail is
