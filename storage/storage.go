@@ -72,7 +72,7 @@ type ResourceConfig struct {
 }
 
 // Counter is implemented by backends that count the live keys under a
-// prefix cheaply: the server's apiserver_storage_objects metric.
+// prefix cheaply: the server's apiserver_resource_objects metric.
 type Counter interface {
 	Count(ctx context.Context, keyPrefix string) (int64, error)
 }

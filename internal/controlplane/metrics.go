@@ -160,10 +160,10 @@ func dryRun(r *http.Request) string {
 	return ""
 }
 
-// objectCounts is apiserver_resource_objects (and its deprecated former
-// name apiserver_storage_objects): the number of objects of each resource
-// stored through the backends count wraps, read from the backend when
-// scraped.
+// objectCounts is apiserver_resource_objects: the number of objects of
+// each resource stored through the backends count wraps, read from the
+// backend when scraped. Its former name, apiserver_storage_objects, was
+// deprecated in 1.34 and kube-apiserver 1.37 hides it, as here.
 type objectCounts struct {
 	backend  storage.Backend
 	mu       sync.Mutex
@@ -188,17 +188,12 @@ func (c countedBackend) Store(cfg storage.ResourceConfig) (k8sstorage.Interface,
 	return c.Backend.Store(cfg)
 }
 
-var storageObjectsDesc = prometheus.NewDesc("apiserver_storage_objects",
-	"[STABLE] Number of stored objects at the time of last check split by kind. In case of a fetching error, the value will be -1.",
-	[]string{"resource"}, nil)
-
 var resourceObjectsDesc = prometheus.NewDesc("apiserver_resource_objects",
 	"[ALPHA] Number of stored objects at the time of last check split by kind. In case of a fetching error, the value will be -1.",
 	[]string{"group", "resource"}, nil)
 
 // Describe implements prometheus.Collector.
 func (o *objectCounts) Describe(ch chan<- *prometheus.Desc) {
-	ch <- storageObjectsDesc
 	ch <- resourceObjectsDesc
 }
 
@@ -216,7 +211,6 @@ func (o *objectCounts) Collect(ch chan<- prometheus.Metric) {
 				n = c
 			}
 		}
-		ch <- prometheus.MustNewConstMetric(storageObjectsDesc, prometheus.GaugeValue, float64(n), gr.String())
 		ch <- prometheus.MustNewConstMetric(resourceObjectsDesc, prometheus.GaugeValue, float64(n), gr.Group, gr.Resource)
 	}
 }

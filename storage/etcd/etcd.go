@@ -258,7 +258,7 @@ func (b *Backend) Check(ctx context.Context) error {
 }
 
 // Count counts the keys under a prefix (the server's
-// apiserver_storage_objects metric). keyPrefix is below the server's prefix
+// apiserver_resource_objects metric). keyPrefix is below the server's prefix
 // as ResourceConfig.Prefix gave it; Count moves it under Options.Prefix.
 func (b *Backend) Count(ctx context.Context, keyPrefix string) (int64, error) {
 	resp, err := b.client.KV.Get(ctx, b.key(keyPrefix), clientv3.WithPrefix(), clientv3.WithCountOnly())
