@@ -221,6 +221,25 @@ func TestNamespaceLifecycle(t *testing.T) {
 	assert.True(t, apierrors.IsForbidden(err), "deleting kube-system: %v", err)
 }
 
+// Namespaces have no deletecollection and /finalize is update only, as
+// kube-apiserver serves them (its discovery lists those verbs).
+func TestNamespaceVerbs(t *testing.T) {
+	t.Parallel()
+	c := clientset(t, apiservertest.Start(t))
+	list, err := c.Discovery().ServerResourcesForGroupVersion("v1")
+	require.NoError(t, err)
+	verbs := map[string][]string{}
+	for _, r := range list.APIResources {
+		verbs[r.Name] = r.Verbs
+	}
+	assert.Equal(t, []string{"create", "delete", "get", "list", "patch", "update", "watch"}, verbs["namespaces"])
+	assert.Equal(t, []string{"update"}, verbs["namespaces/finalize"])
+	// client-go's typed client has no such call either: a raw DELETE of the
+	// collection.
+	err = c.CoreV1().RESTClient().Delete().Resource("namespaces").Do(t.Context()).Error()
+	assert.True(t, apierrors.IsMethodNotSupported(err), "deletecollection of namespaces: %v", err)
+}
+
 func TestWatchAndPaging(t *testing.T) {
 	t.Parallel()
 	srv := apiservertest.Start(t)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/names"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
@@ -70,7 +71,7 @@ var namespaces = registry.Kind[*corev1.Namespace]{
 	Customize: func(cfg providers.Config, store *registry.Store, s map[string]rest.Storage) error {
 		s["namespaces"] = &namespaceREST{Store: store}
 		finalize := finalizeStrategy(cfg)
-		s["namespaces/finalize"] = registry.Subresource(store, finalize, finalize)
+		s["namespaces/finalize"] = finalizeREST{registry.Subresource(store, finalize, finalize)}
 		return nil
 	},
 }
@@ -125,6 +126,31 @@ func validateNamespaceFinalizers(finalizers []corev1.FinalizerName) field.ErrorL
 // spec.finalizers are empty (the namespace controller's job).
 type namespaceREST struct {
 	*registry.Store
+}
+
+// DeleteCollection hides the store's: kube-apiserver serves no
+// deletecollection of namespaces (its discovery lists no such verb, and
+// such a request is refused with 405), so a namespaceREST must not be a
+// rest.CollectionDeleter.
+func (*namespaceREST) DeleteCollection() {}
+
+// finalizeREST is namespaces/finalize as kube-apiserver serves it: update
+// only, no get or patch.
+type finalizeREST struct{ sub *registry.SubresourceStore }
+
+func (f finalizeREST) New() runtime.Object { return f.sub.New() }
+
+func (f finalizeREST) Destroy() {}
+
+// Update implements rest.Updater.
+func (f finalizeREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc,
+	updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	return f.sub.Update(ctx, name, objInfo, createValidation, updateValidation, forceAllowCreate, options)
+}
+
+// GetResetFields implements rest.ResetFieldsStrategy.
+func (f finalizeREST) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return f.sub.GetResetFields()
 }
 
 // Delete implements rest.GracefulDeleter.
