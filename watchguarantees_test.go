@@ -61,6 +61,38 @@ func nextEvent(t *testing.T, w watch.Interface) watch.Event {
 	}
 }
 
+// collect reads n events of w while the test writes, as a client that
+// keeps up does (a watch whose client stops reading is ended by the
+// server, kube-apiserver's too); wait returns them, failing the test if
+// the watch ended or stalled for 10 s first.
+func collect(t *testing.T, w watch.Interface, n int) (wait func() []watch.Event) {
+	done := make(chan struct{})
+	var events []watch.Event
+	var problem string
+	go func() {
+		defer close(done)
+		for len(events) < n {
+			select {
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					problem = fmt.Sprintf("the watch ended after %d events", len(events))
+					return
+				}
+				events = append(events, ev)
+			case <-time.After(10 * time.Second):
+				problem = fmt.Sprintf("no event in 10 s after %d", len(events))
+				return
+			}
+		}
+	}()
+	return func() []watch.Event {
+		t.Helper()
+		<-done
+		require.Empty(t, problem)
+		return events
+	}
+}
+
 func rvOf(t *testing.T, ev watch.Event) uint64 {
 	t.Helper()
 	m, err := meta.Accessor(ev.Object)
@@ -84,14 +116,14 @@ func TestWatchDeliversEveryWriteOfAnObject(t *testing.T) {
 		require.NoError(t, err)
 		defer w.Stop()
 		const n = 200
+		events := collect(t, w, n)
 		for i := range n {
 			patch := fmt.Sprintf(`{"data":{"n":"%d"}}`, i)
 			_, err := cms.Patch(ctx, "rapid", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 			require.NoError(t, err)
 		}
 		last := uint64(0)
-		for i := range n {
-			ev := nextEvent(t, w)
+		for i, ev := range events() {
 			require.Equal(t, watch.Modified, ev.Type, "event %d", i)
 			assert.Equal(t, strconv.Itoa(i), ev.Object.(*corev1.ConfigMap).Data["n"], "event %d is update %d", i, i)
 			rv := rvOf(t, ev)
@@ -114,11 +146,12 @@ func TestWatchOrdersManyObjectsByResourceVersion(t *testing.T) {
 		require.NoError(t, err)
 		defer w.Stop()
 		const writers, writes = 10, 10
+		events := collect(t, w, writers*writes)
 		written := concurrentWrites(t, ctx, cms, writers, writes)
 		last := uint64(0)
 		seen := map[uint64]bool{}
-		for i := range writers * writes {
-			rv := rvOf(t, nextEvent(t, w))
+		for i, ev := range events() {
+			rv := rvOf(t, ev)
 			require.Greater(t, rv, last, "event %d's resourceVersion", i)
 			last, seen[rv] = rv, true
 		}
