@@ -9,6 +9,8 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/timing"
@@ -28,16 +30,7 @@ func TestNoGoroutineLeakAfterClose(t *testing.T) {
 	require.NoError(t, warm.Close())
 
 	before := goleak.IgnoreCurrent()
-	srv, err := apiserver.New(apiserver.Options{CRDPaths: []string{"testdata/crds"}})
-	require.NoError(t, err)
-	require.NoError(t, srv.Start(t.Context()))
-	c, err := srv.Clientset()
-	require.NoError(t, err)
-	w, err := c.CoreV1().ConfigMaps("default").Watch(t.Context(), metav1.ListOptions{})
-	require.NoError(t, err)
-	_, err = c.CoreV1().ConfigMaps("default").Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	<-w.ResultChan()
+	srv, c, w := startWatching(t, apiserver.Options{CRDPaths: []string{"testdata/crds"}})
 	// An admission policy builds the policy plugin, with its controllers
 	// and informers: they must end with the server too.
 	_, err = c.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(t.Context(), &admissionregistrationv1.ValidatingAdmissionPolicy{
@@ -63,13 +56,7 @@ func TestNoGoroutineLeakAfterClose(t *testing.T) {
 	require.NoError(t, srv.Close())
 	w.Stop()
 
-	goleak.VerifyNone(t, before,
-		// client-go keeps idle HTTP/2 connections of its cached transports
-		// until they time out; they belong to clients, not the server.
-		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreTopFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),
-	)
+	verifyNoLeak(t, before)
 }
 
 // A server with a timing ends its delayed watches with Close too, the
@@ -81,7 +68,18 @@ func TestNoGoroutineLeakAfterCloseWithTiming(t *testing.T) {
 	require.NoError(t, warm.Close())
 
 	before := goleak.IgnoreCurrent()
-	srv, err := apiserver.New(apiserver.Options{Timing: timing.Shake(2)})
+	srv, _, w := startWatching(t, apiserver.Options{Timing: timing.Shake(2)})
+	require.NoError(t, srv.Close())
+	w.Stop()
+
+	verifyNoLeak(t, before)
+}
+
+// startWatching starts a server of opts with a client watching ConfigMaps
+// that has seen an event.
+func startWatching(t *testing.T, opts apiserver.Options) (*apiserver.Server, kubernetes.Interface, watch.Interface) {
+	t.Helper()
+	srv, err := apiserver.New(opts)
 	require.NoError(t, err)
 	require.NoError(t, srv.Start(t.Context()))
 	c, err := srv.Clientset()
@@ -91,10 +89,15 @@ func TestNoGoroutineLeakAfterCloseWithTiming(t *testing.T) {
 	_, err = c.CoreV1().ConfigMaps("default").Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	<-w.ResultChan()
-	require.NoError(t, srv.Close())
-	w.Stop()
+	return srv, c, w
+}
 
+// verifyNoLeak fails t if a goroutine started since before is still there.
+func verifyNoLeak(t *testing.T, before goleak.Option) {
+	t.Helper()
 	goleak.VerifyNone(t, before,
+		// client-go keeps idle HTTP/2 connections of its cached transports
+		// until they time out; they belong to clients, not the server.
 		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
 		goleak.IgnoreTopFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),
