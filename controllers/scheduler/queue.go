@@ -90,9 +90,6 @@ func (s *Scheduler) podChanged(old, cur *corev1.Pod) {
 		delete(s.unschedulable, cur.UID)
 		s.mu.Unlock()
 	}
-	ended := func(p *corev1.Pod) bool {
-		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-	}
 	switch {
 	case cur.Spec.NodeName == "":
 		if podUpdated(old, cur) {
@@ -103,7 +100,7 @@ func (s *Scheduler) podChanged(old, cur *corev1.Pod) {
 		}
 	case old.Spec.NodeName != cur.Spec.NodeName:
 		s.requeue(retryPlacement) // bound
-	case ended(old) != ended(cur):
+	case podEnded(old) != podEnded(cur):
 		s.requeue(retryAll) // as deleted: a terminating pod holds its room until then
 
 	case !maps.Equal(old.Labels, cur.Labels):

@@ -178,24 +178,10 @@ func (s *Scheduler) schedulePending(ctx context.Context, _ string) error {
 	if err != nil {
 		return err
 	}
-	var queue, placed []*corev1.Pod
 	s.mu.Lock()
 	r := s.retry
 	s.retry = retryNone
-	for _, p := range all {
-		switch {
-		case p.Spec.NodeName != "":
-			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-				placed = append(placed, p)
-			}
-		case s.assumed[p.UID] != nil:
-		case p.Spec.SchedulerName == Name && p.DeletionTimestamp == nil && len(p.Spec.SchedulingGates) == 0 && s.tryAgain(p, r):
-			queue = append(queue, p)
-		}
-	}
-	for _, p := range s.assumed {
-		placed = append(placed, p)
-	}
+	queue, placed := s.partition(all, r)
 	s.mu.Unlock()
 	snap, err := s.snapshot(placed)
 	if err != nil {
@@ -212,6 +198,41 @@ func (s *Scheduler) schedulePending(ctx context.Context, _ string) error {
 		return fmt.Errorf("schedule: %v", errs)
 	}
 	return nil
+}
+
+// partition splits the informer's pods into those to schedule and those
+// that hold room on a node, with s.mu held. An assumed pod that the
+// informer shows bound, or no longer has, is forgotten here rather than in
+// the event handlers only: the binding can reach the informer before bind
+// records the assumption, and a pod counted twice on its node refuses
+// pods that fit.
+func (s *Scheduler) partition(all []*corev1.Pod, r retry) (queue, placed []*corev1.Pod) {
+	unbound := map[types.UID]bool{}
+	for _, p := range all {
+		switch {
+		case p.Spec.NodeName != "":
+			if !podEnded(p) {
+				placed = append(placed, p)
+			}
+		case s.assumed[p.UID] != nil:
+			unbound[p.UID] = true
+		case p.Spec.SchedulerName == Name && p.DeletionTimestamp == nil && len(p.Spec.SchedulingGates) == 0 && s.tryAgain(p, r):
+			queue = append(queue, p)
+		}
+	}
+	for uid, p := range s.assumed {
+		if !unbound[uid] {
+			delete(s.assumed, uid)
+			continue
+		}
+		placed = append(placed, p)
+	}
+	return queue, placed
+}
+
+// podEnded: a pod that Succeeded or Failed holds no room on its node.
+func podEnded(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
 func byPriority(a, b *corev1.Pod) int {

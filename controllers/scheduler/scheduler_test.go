@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -140,6 +141,24 @@ func TestPodScheduledAndRun(t *testing.T) {
 	assert.Equal(t, "default-scheduler", ev.ReportingController)
 	assert.Regexp(t, `^default-scheduler-`, ev.ReportingInstance)
 	assert.Equal(t, corev1.EventTypeNormal, ev.Type)
+}
+
+// A node filled exactly takes every pod that fits: a bound pod is counted
+// on its node once, also when the informer shows its binding before the
+// scheduler records it as assumed (it was counted twice, so a later pod
+// was refused with "Insufficient cpu" on a node with room).
+func TestFullNodeCountsEachPodOnce(t *testing.T) {
+	t.Parallel()
+	srv, client := start(t, controllers.Node{Name: "a", Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}})
+	for i := range 10 {
+		create(t, client, pod(fmt.Sprintf("p%d", i), requests("100m")))
+	}
+	apiservertest.WaitIdle(t, srv)
+	pods, err := client.CoreV1().Pods("default").List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, p := range pods.Items {
+		assert.Equal(t, "a", p.Spec.NodeName, "%s: %+v", p.Name, podScheduled(&p))
+	}
 }
 
 // A pod that fits nowhere gets kube-scheduler's condition and event, with
