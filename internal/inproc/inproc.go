@@ -76,7 +76,8 @@ func (t *Transport) SetHandler(h http.Handler) {
 }
 
 // Drain makes requests other than watches run to their end when their
-// callers give up on them from now on.
+// callers give up on them from now on, and answers that ask to be retried
+// (Retry-After) fail with ErrClosed.
 func (t *Transport) Drain() { t.draining.Store(true) }
 
 // Abandon ends the drain: the requests it left running end as their callers
@@ -149,6 +150,14 @@ func (t *Transport) roundTrip(req *http.Request, state *tls.ConnectionState) (*h
 	case <-x.w.ready:
 		if err := x.handOut(); err != nil {
 			return nil, err
+		}
+		if t.draining.Load() && x.w.sent.Get("Retry-After") != "" {
+			// The server is closing and asks its own client to come back
+			// (a 503 or 429 of its shutdown): client-go would retry for
+			// up to 10 s, holding Close; its caller is told the server
+			// closed instead.
+			x.leave()
+			return nil, ErrClosed
 		}
 	case <-req.Context().Done():
 		x.leave()

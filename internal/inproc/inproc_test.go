@@ -235,3 +235,23 @@ func TestWithTLS(t *testing.T) {
 		require.NoError(t, resp.Body.Close())
 	}
 }
+
+// A draining transport does not let its callers retry: an answer asking
+// to (the 429 or 503 of a server shutting down, with Retry-After) fails
+// with ErrClosed, or client-go would retry for up to 10 s while the server
+// closes.
+func TestDrainRefusesRetries(t *testing.T) {
+	tr := &Transport{}
+	tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	client := &http.Client{Transport: tr}
+	resp, err := client.Get("https://server.invalid/")
+	require.NoError(t, err, "not draining: the answer is the client's")
+	resp.Body.Close()
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	tr.Drain()
+	_, err = client.Get("https://server.invalid/")
+	require.ErrorIs(t, err, ErrClosed)
+}
