@@ -86,6 +86,15 @@ type Snapshotter interface {
 	Restore(Snapshot) error
 }
 
+// RestoreReporter is implemented by a Snapshotter whose Restore can tell
+// what it changed (storage/memory): the keys it wrote or deleted, each
+// with the revision of its write; with keepHistory, watches see those
+// changes as events instead of ending. Server.Reset restores so, and then waits
+// for the informers to see the changes.
+type RestoreReporter interface {
+	RestoreReport(snap Snapshot, keepHistory bool) (changed map[string]int64, err error)
+}
+
 // Snapshot is the state of a backend's keys at a revision.
 type Snapshot interface {
 	// Revision is the revision the snapshot was taken at.

@@ -21,6 +21,8 @@ type Log struct {
 	mu     sync.Mutex
 	last   map[schema.GroupResource]uint64
 	latest uint64
+	// prefixes are the resources by the prefix of their keys (Track).
+	prefixes map[string][]schema.GroupResource
 }
 
 // Wrote records obj, just written to resource gr (created, updated or

@@ -2,6 +2,8 @@ package writes
 
 import (
 	"context"
+	"path"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -26,6 +28,7 @@ func (t tracked) Store(cfg storage.ResourceConfig) (k8sstorage.Interface, error)
 	if err != nil {
 		return nil, err
 	}
+	t.log.keysOf(cfg)
 	return store{Interface: st, resource: cfg.GroupResource, log: t.log}, nil
 }
 
@@ -60,4 +63,37 @@ func (s store) GuaranteedUpdate(ctx context.Context, key string, dest runtime.Ob
 		s.log.Wrote(s.resource, dest)
 	}
 	return err
+}
+
+// keysOf notes where resource cfg keeps its keys, for Restored.
+func (l *Log) keysOf(cfg storage.ResourceConfig) {
+	prefix := path.Join("/", cfg.Prefix, cfg.ResourcePrefix) + "/"
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.prefixes == nil {
+		l.prefixes = map[string][]schema.GroupResource{}
+	}
+	l.prefixes[prefix] = append(l.prefixes[prefix], cfg.GroupResource)
+}
+
+// Restored records a restore of the backend (storage.RestoreReporter):
+// each changed key was written or deleted at its revision, as a write to
+// its resource.
+func (l *Log) Restored(changed map[string]int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for key, rev := range changed {
+		for prefix, grs := range l.prefixes {
+			if !strings.HasPrefix(key, prefix) {
+				continue
+			}
+			for _, gr := range grs {
+				if l.last == nil {
+					l.last = map[schema.GroupResource]uint64{}
+				}
+				l.last[gr] = max(l.last[gr], uint64(rev))
+			}
+		}
+		l.latest = max(l.latest, uint64(rev))
+	}
 }

@@ -57,15 +57,25 @@ func (b *Backend) Snapshot() storage.Snapshot {
 // as after an etcd compaction. A restore that changes nothing changes no
 // revision and ends no watch.
 func (b *Backend) Restore(snap storage.Snapshot) error {
+	_, err := b.RestoreReport(snap, false)
+	return err
+}
+
+// RestoreReport implements storage.RestoreReporter: Restore, telling the
+// keys it wrote or deleted, each with the revision of its write (none when
+// nothing differed). With keepHistory, the history is not
+// compacted: watches see the changes as events, as if a client had made
+// them, and none ends.
+func (b *Backend) RestoreReport(snap storage.Snapshot, keepHistory bool) (changed map[string]int64, err error) {
 	s, ok := snap.(*Snapshot)
 	if !ok {
-		return storage.ErrForeignSnapshot
+		return nil, storage.ErrForeignSnapshot
 	}
 	now := time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	type change struct {
 		r      *record
@@ -93,17 +103,21 @@ func (b *Backend) Restore(snap storage.Snapshot) error {
 		}
 	}
 	if len(changes) == 0 {
-		return nil
+		return nil, nil
 	}
+	changed = make(map[string]int64, len(changes))
 	for _, c := range changes {
 		var expires time.Time
 		if c.entry.ttl > 0 {
 			expires = now.Add(c.entry.ttl)
 		}
 		b.commitLocked(c.r, c.key, c.entry.value, c.delete, expires, now)
+		changed[c.key] = b.rev
 	}
-	b.compactLocked(b.rev)
+	if !keepHistory {
+		b.compactLocked(b.rev)
+	}
 	close(b.notify)
 	b.notify = make(chan struct{})
-	return nil
+	return changed, nil
 }
