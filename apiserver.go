@@ -56,9 +56,10 @@ type Server struct {
 	cp *controlplane.ControlPlane
 	// clients serves the in-process clients (InProcess) once Start has
 	// the chain running; Close cuts them off as it closes the listener's
-	// connections. Not the loopback's transport: the server's own requests
-	// are drained at Close, the clients' are not (as over the network).
-	clients inproc.Transport
+	// connections, and Reset replaces it, cutting off the clients made
+	// before. Not the loopback's transport: the server's own requests are
+	// drained at Close, the clients' are not (as over the network).
+	clients atomic.Pointer[inproc.Transport]
 
 	startOnce sync.Once
 	startErr  error
@@ -71,6 +72,7 @@ type Server struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	closed    atomic.Bool
 }
 
 // New builds a server from opts: it takes the listener, loads CRD files and
@@ -82,6 +84,7 @@ func New(opts Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s := &Server{opts: c, log: c.log, runDone: make(chan struct{}), faults: &faults.Injector{}, recorder: &faults.Recorder{}}
+	s.clients.Store(&inproc.Transport{})
 	defer func() {
 		if err != nil {
 			s.abort()
@@ -192,7 +195,7 @@ func (s *Server) start(ctx context.Context) error {
 	if err := s.waitReady(ctx); err != nil {
 		return err
 	}
-	s.clients.SetHandler(s.cp.Handler())
+	s.clients.Load().SetHandler(s.cp.Handler())
 	if err := s.cp.Install(ctx, s.RESTConfig(), s.opts.crds, s.opts.rbac); err != nil {
 		return err
 	}
@@ -339,7 +342,7 @@ func (s *Server) Restore(ctx context.Context, snap storage.Snapshot) error {
 	if err := sn.Restore(snap); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	if err := s.cp.Restored(ctx); err != nil {
+	if err := s.cp.Restored(ctx, nil); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
 	return nil
@@ -405,9 +408,10 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) close() error {
+	s.closed.Store(true)
 	// The in-process clients' new requests fail from now on, as network
 	// clients' connections are refused once the server shuts down.
-	s.clients.Close()
+	s.clients.Load().Close()
 	if !s.started.Load() {
 		s.cp.Shutdown()
 		s.abort()
@@ -422,7 +426,7 @@ func (s *Server) close() error {
 		s.log.Warn("requests still running at close; closing their connections", zap.Strings("requests", s.listener.InFlight()))
 	}
 	s.listener.CloseConns()
-	s.clients.Cut()
+	s.clients.Load().Cut()
 	var err error
 	if !s.settle(s.waitLoop) {
 		s.log.Error("server loop did not stop", zap.Duration("waited", drainGrace+closeTimeout))

@@ -52,7 +52,7 @@ func (s *Server) InProcess(cfg *rest.Config) (*rest.Config, error) {
 	if cfg == nil {
 		return nil, errors.New("InProcess: no configuration")
 	}
-	if s.clients.Owns(cfg.Transport) {
+	if s.clients.Load().Owns(cfg.Transport) {
 		return rest.CopyConfig(cfg), nil
 	}
 	if cfg.Transport != nil {
@@ -88,7 +88,7 @@ func (s *Server) InProcessRESTConfig() *rest.Config {
 func (s *Server) inProcess(cfg *rest.Config, state *tls.ConnectionState) *rest.Config {
 	out := rest.CopyConfig(cfg)
 	out.TLSClientConfig = rest.TLSClientConfig{}
-	out.Transport = s.clients.WithTLS(state)
+	out.Transport = s.clients.Load().WithTLS(state)
 	// How to reach the server over the network, meaningless now.
 	out.Dial, out.Proxy = nil, nil
 	return out

@@ -67,6 +67,8 @@ type Kubelet struct {
 	// nodeQueue syncs nodes by name, podQueue pods by namespace/name.
 	nodeQueue, podQueue *controller.Queue
 	initial             []controllers.Node
+	// registered are the initial nodes as registered, by name, for Reset.
+	firsts map[string]node
 
 	mu sync.Mutex
 	// simulated are the nodes this kubelet runs, by name.

@@ -49,6 +49,41 @@ func (k *Kubelet) registerInitial(ctx context.Context) {
 		})
 	}
 	wg.Wait()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.firsts = map[string]node{}
+	for name, n := range k.simulated {
+		k.firsts[name] = node{spec: n.spec, index: n.index, uid: n.uid, bootID: n.bootID}
+	}
+}
+
+// Reset forgets what was asked of the kubelet since the server started
+// (Server.Reset): nodes added are no longer simulated, initial nodes
+// removed are again (with their addresses, UID and boot ID), stopped or
+// not-Ready ones run and report Ready again, and the rules, logs and
+// handlers of containers are dropped. The nodes' objects and Leases are
+// the storage restore's to put back; the pods' runtimes end as the
+// restore deletes their pods.
+func (k *Kubelet) Reset() {
+	k.Parts.Reset()
+	k.outcomes.reset()
+	k.streams.reset()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for name := range k.simulated {
+		if _, ok := k.firsts[name]; !ok {
+			delete(k.simulated, name)
+		}
+	}
+	for name, first := range k.firsts {
+		if n, ok := k.simulated[name]; ok {
+			n.notReady, n.stopped = "", false
+			continue
+		}
+		n := first
+		n.ipam = newIPAM(n.podCIDR())
+		k.simulated[name] = &n
+	}
 }
 
 // add makes spec a simulated node, with the next free addresses.

@@ -99,6 +99,13 @@ type planner interface {
 
 // plan is how the container's instance that starts now ends: by the
 // latest matching rule; a regular init container completes at once.
+// reset drops every rule (Kubelet.Reset).
+func (o *outcomes) reset() {
+	o.mu.Lock()
+	o.rules = nil
+	o.mu.Unlock()
+}
+
 func (o *outcomes) plan(pod *corev1.Pod, c *container) (plan, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -43,6 +43,18 @@ func newStreams() *streams {
 		ports: map[string]map[int32]portHandler{}, changed: map[string]chan struct{}{}}
 }
 
+// reset drops the logs and handlers of every pod (Kubelet.Reset); the
+// followers of a pod end as when it changes.
+func (s *streams) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ch := range s.changed {
+		close(ch)
+	}
+	fresh := newStreams()
+	s.logs, s.exec, s.attach, s.ports, s.changed = fresh.logs, fresh.exec, fresh.attach, fresh.ports, fresh.changed
+}
+
 // podEvents tells followers of a pod's containers that it changed (the
 // runtime changed before the kubelet wrote the pod's status).
 func (s *streams) podEvents() cache.ResourceEventHandler {

@@ -99,6 +99,15 @@ func (e *Events) stop() {
 	e.mu.Unlock()
 }
 
+// Reset forgets the events written so far (Server.Reset): the next event
+// of a kind is new, not a repeat counted onto one the restore deleted, and
+// none is held back as spam of an object whose earlier events were many.
+func (e *Events) Reset() {
+	e.mu.Lock()
+	e.correlator = record.NewEventCorrelatorWithOptions(record.CorrelatorOptions{})
+	e.mu.Unlock()
+}
+
 // add queues ev and starts the writer if it is not running.
 func (e *Events) add(ev *corev1.Event) {
 	e.mu.Lock()
@@ -135,7 +144,10 @@ func (e *Events) writeQueued() {
 // write correlates ev with the events written before it, then creates it,
 // or patches the event it aggregates into (creating it when that is gone).
 func (e *Events) write(ev *corev1.Event) {
-	result, err := e.correlator.EventCorrelate(ev)
+	e.mu.Lock()
+	correlator := e.correlator
+	e.mu.Unlock()
+	result, err := correlator.EventCorrelate(ev)
 	if err != nil {
 		utilruntime.HandleError(err)
 	}
@@ -155,7 +167,7 @@ func (e *Events) write(ev *corev1.Event) {
 	}
 	switch {
 	case err == nil:
-		e.correlator.UpdateState(saved)
+		correlator.UpdateState(saved)
 	case ctx.Err() != nil:
 		// Stopped: the controller ends with its server.
 	case apierrors.IsAlreadyExists(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):

@@ -260,6 +260,14 @@ func (p *Parts) ShutDown() {
 	}
 }
 
+// Reset forgets what the controller keeps of the objects it saw beyond
+// its informers' caches (Server.Reset): its events' correlation.
+func (p *Parts) Reset() {
+	if p.Events != nil {
+		p.Events.Reset()
+	}
+}
+
 // Finished counts the items the queues' workers finished.
 func (p *Parts) Finished() uint64 {
 	var n uint64

@@ -150,8 +150,11 @@ func (cp *ControlPlane) WaitIdle(ctx context.Context) error {
 }
 
 // Restored repairs what providers keep beside storage after the storage
-// was restored to a snapshot.
-func (cp *ControlPlane) Restored(ctx context.Context) error {
+// was restored to a snapshot, and notes the keys it changed (each with the
+// revision of its write; nil when not known) as writes WaitIdle waits for
+// the informers to see.
+func (cp *ControlPlane) Restored(ctx context.Context, changed map[string]int64) error {
+	cp.writes.Restored(changed)
 	for _, f := range cp.restorers {
 		if err := f(ctx); err != nil {
 			return err

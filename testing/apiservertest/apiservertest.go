@@ -76,8 +76,16 @@ const StartTimeout = time.Minute
 // does nothing wrong sees nothing from it.
 func Start(t TB, opts ...Option) *apiserver.Server {
 	t.Helper()
+	o, reuse := options(nil, opts)
+	if o.Logger == nil && (reuse || os.Getenv(ReuseEnv) == "1") {
+		if key, ok := poolKey(o); ok {
+			return startPooled(t, key, o)
+		}
+	}
 	log := newTestLogger(t)
-	o := options(log.logger, opts)
+	if o.Logger == nil {
+		o.Logger = log.logger
+	}
 	// Cleanups run last-in first-out: close the server, then its etcd
 	// backend, then cut the logger off, so nothing logs to t after the test
 	// ends.
@@ -109,13 +117,15 @@ func Start(t TB, opts ...Option) *apiserver.Server {
 	return srv
 }
 
-// options are the server's options: the test logger, then opts in order.
-func options(log *zap.Logger, opts []Option) apiserver.Options {
-	o := apiserver.Options{Logger: log}
+// options are the server's options: the logger log, then opts in order;
+// reuse when one of them is WithReuse.
+func options(log *zap.Logger, opts []Option) (o apiserver.Options, reuse bool) {
+	o = apiserver.Options{Logger: log}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return o
+	_, reuse = reuseServers.LoadAndDelete(&o)
+	return o, reuse
 }
 
 // testLogger writes zap entries to t until stopped.
@@ -153,6 +163,13 @@ func (l *testLogger) Write(p []byte) (int, error) {
 		l.t.Logf("%s", trimNewline(p))
 	}
 	return len(p), nil
+}
+
+// attach makes l write to t, the test that now has l's server.
+func (l *testLogger) attach(t TB) {
+	l.mu.Lock()
+	l.t, l.stopped = t, false
+	l.mu.Unlock()
 }
 
 func (l *testLogger) stop() {

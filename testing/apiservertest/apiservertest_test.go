@@ -43,7 +43,7 @@ func TestOptionsCompose(t *testing.T) {
 		{"a logger replaces the test's", []Option{WithOptions(apiserver.Options{Logger: userLog})}, nil, "", userLog},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := options(testLog, tc.opts)
+			o, _ := options(testLog, tc.opts)
 			assert.Equal(t, tc.paths, o.CRDPaths)
 			assert.Equal(t, tc.token, o.AdminToken)
 			assert.Same(t, tc.log, o.Logger)
@@ -62,12 +62,12 @@ func TestOptionsKeepAnEmptyList(t *testing.T) {
 		"before a nil list":  {WithOptions(none), WithOptions(apiserver.Options{AdminToken: "t"})},
 	} {
 		t.Run(name, func(t *testing.T) {
-			o := options(zap.NewNop(), opts)
+			o, _ := options(zap.NewNop(), opts)
 			assert.NotNil(t, o.Controllers)
 			assert.Empty(t, o.Controllers)
 		})
 	}
-	o := options(zap.NewNop(), []Option{WithOptions(none), WithOptions(apiserver.Options{Controllers: []controllers.Name{"namespace"}})})
+	o, _ := options(zap.NewNop(), []Option{WithOptions(none), WithOptions(apiserver.Options{Controllers: []controllers.Name{"namespace"}})})
 	assert.Equal(t, []controllers.Name{"namespace"}, o.Controllers, "a list after it is appended")
 }
 
@@ -108,6 +108,9 @@ func (f *fakeTB) Cleanup(fn func())        { f.cleanups = append(f.cleanups, fn)
 func (f *fakeTB) Fatalf(format string, args ...any) {
 	f.fatal = fmt.Sprintf(format, args...)
 }
+
+// Failed reports whether Fatalf was called.
+func (f *fakeTB) Failed() bool { return f.fatal != "" }
 
 func (f *fakeTB) Logf(format string, args ...any) {
 	f.mu.Lock()

@@ -1,0 +1,94 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/kubeembed/apiserver/internal/controlplane"
+	"github.com/kubeembed/apiserver/internal/inproc"
+	"github.com/kubeembed/apiserver/storage"
+)
+
+// Reset puts the server back to snap, a Snapshot taken once Start returned
+// (and, for a server with controllers, WaitIdle), so that it serves as a
+// new server of the same Options would: what apiservertest does between
+// the tests that share a server. In order, it
+//   - cuts off the clients made before: in-process ones fail from now on
+//     as after Close (inproc: transport closed), network connections are
+//     closed, which ends their watches (credentials stay valid: a network
+//     client can connect again);
+//   - drops the fault rules (Faults) and forgets the simulated kubelet's
+//     test-made state (nodes added go, initial nodes removed, stopped or
+//     made not Ready are back and Ready; container rules, logs and
+//     handlers are dropped) and the controllers' event correlation;
+//   - restores the storage to snap (Restore: CRDs, webhook configurations,
+//     RBAC, namespaces and every other object);
+//   - waits until the controllers are idle (WaitIdle), discovery serves the
+//     custom resources of snap's CRDs and no other, and admission's
+//     informers have seen the restore; then forgets the recorded requests
+//     (Recorder).
+//
+// What a client can still tell from a new server: resourceVersions only
+// grow (as after any restore), /metrics counts every request since Start,
+// the server's clock (Options.Clock) is where it was, and the admission
+// policy plugins stay built once a policy existed. On an error (a closed
+// server, a backend that cannot restore, a wait that ctx ends) the server
+// is not to be reused: close it.
+func (s *Server) Reset(ctx context.Context, snap storage.Snapshot) error {
+	switch {
+	case !s.started.Load():
+		return errors.New("reset: the server is not started")
+	case s.closed.Load():
+		return errors.New("reset: the server is closed")
+	}
+	s.cutClients()
+	s.faults.Reset()
+	admin := s.InProcessRESTConfig()
+	before, err := controlplane.CRDs(ctx, admin)
+	if err != nil {
+		return fmt.Errorf("reset: %w", err)
+	}
+	s.cp.ResetControllers()
+	if err := s.restoreSeen(ctx, snap); err != nil {
+		return fmt.Errorf("reset: %w", err)
+	}
+	if err := s.WaitIdle(ctx); err != nil {
+		return fmt.Errorf("reset: %w", err)
+	}
+	after, err := controlplane.CRDs(ctx, admin)
+	if err != nil {
+		return fmt.Errorf("reset: %w", err)
+	}
+	if err := controlplane.WaitCRDsServed(ctx, admin, before, after); err != nil {
+		return fmt.Errorf("reset: %w", err)
+	}
+	if err := s.cp.WaitAdmissionCaughtUp(ctx); err != nil {
+		return fmt.Errorf("reset: %w", err)
+	}
+	s.recorder.Reset()
+	return nil
+}
+
+// cutClients ends the requests and watches of every client made so far;
+// clients made from now on are served by a new transport.
+func (s *Server) cutClients() {
+	fresh := &inproc.Transport{}
+	fresh.SetHandler(s.cp.Handler())
+	s.clients.Swap(fresh).Cut()
+	s.listener.CloseConns()
+}
+
+// restoreSeen restores snap so that watches see the changes as events (no
+// informer lists again), and notes them as writes WaitIdle waits for.
+func (s *Server) restoreSeen(ctx context.Context, snap storage.Snapshot) error {
+	r, ok := s.opts.storage.(storage.RestoreReporter)
+	if !ok {
+		return fmt.Errorf("storage backend %T cannot restore snapshots", s.opts.storage)
+	}
+	changed, err := r.RestoreReport(snap, true)
+	if err != nil {
+		return err
+	}
+	return s.cp.Restored(ctx, changed)
+}

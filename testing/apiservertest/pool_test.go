@@ -1,0 +1,235 @@
+package apiservertest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/controllers/kubelet"
+	"github.com/kubeembed/apiserver/faults"
+	"github.com/kubeembed/apiserver/internal/inproc"
+)
+
+// uniqueOptions are options no other test of the package starts a server
+// with, so that the server a test hands back is the next one's.
+func uniqueOptions(t *testing.T) Option {
+	set := WithOptions(apiserver.Options{AdminToken: "pool-" + randomName(), Nodes: []controllers.Node{{Name: "pool-a"}, {Name: "pool-b"}}})
+	reuse := WithReuse()
+	return func(o *apiserver.Options) { set(o); reuse(o) }
+}
+
+// A test leaves behind every kind of state a server has; the next test
+// with the same options gets the same server, and none of that state: no
+// object, namespace, CRD, webhook, fault rule, recorded request, user's
+// RBAC binding, node or kubelet rule, and the first test's clients and
+// watches are cut off.
+func TestReusedServerKeepsNothingOfTheLastTest(t *testing.T) {
+	t.Parallel()
+	opt := uniqueOptions(t)
+	first := &fakeTB{ctx: t.Context()}
+	srv := Start(first, opt)
+	require.Empty(t, first.fatal)
+	left := leaveEverything(t, srv)
+	first.runCleanups()
+
+	second := &fakeTB{ctx: t.Context()}
+	again := Start(second, opt)
+	require.Empty(t, second.fatal)
+	defer second.runCleanups()
+	require.True(t, srv == again, "the server was handed back and reused; the first test logged %q", first.logs)
+
+	assertEnds(t, left.watch)
+	_, err := left.client.CoreV1().Namespaces().Get(t.Context(), "default", metav1.GetOptions{})
+	assert.True(t, errors.Is(err, inproc.ErrClosed), "the last test's client is cut off: %v", err)
+	assertPristine(t, again)
+}
+
+// assertEnds reads w's events until it ends, failing after 10 s.
+func assertEnds(t *testing.T, w watch.Interface) {
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case _, ok := <-w.ResultChan():
+			if !ok {
+				return
+			}
+		case <-deadline:
+			t.Error("the last test's watch did not end")
+			return
+		}
+	}
+}
+
+// left is what leaveEverything leaves open.
+type left struct {
+	client kubernetes.Interface
+	watch  watch.Interface
+}
+
+// leaveEverything changes every kind of state of srv a test can change.
+func leaveEverything(t *testing.T, srv *apiserver.Server) left {
+	c, err := srv.Clientset()
+	require.NoError(t, err)
+	ctx := t.Context()
+	_, err = c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "leak"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = c.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "leak"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = c.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "leak"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "leak"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "leaky"}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	createCRD(t, srv)
+	k := srv.Kubelet()
+	_, err = k.AddNode(ctx, controllers.Node{Name: "pool-added"})
+	require.NoError(t, err)
+	require.NoError(t, k.RemoveNode(ctx, "pool-b"))
+	require.NoError(t, k.SetNodeReady(ctx, "pool-a", false, ""))
+	k.AddRule(kubelet.Rule{Exit: &kubelet.Exit{Code: 3}})
+	k.SetLogs("default", "later", "app", "a log of the last test")
+	srv.Faults().Add(faults.Rule{Match: faults.Match{Verb: "get", Resource: "secrets"}, Action: faults.Fail(apierrors.NewServiceUnavailable("leak"))})
+	w, err := c.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	denyConfigMaps(t, srv, c)
+	WaitIdle(t, srv)
+	return left{client: c, watch: w}
+}
+
+// createCRD serves widgets.leak.example.com.
+func createCRD(t *testing.T, srv *apiserver.Server) {
+	x, err := srv.APIExtensionsClientset()
+	require.NoError(t, err)
+	_, err = x.ApiextensionsV1().CustomResourceDefinitions().Create(t.Context(), &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "widgets.leak.example.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: "leak.example.com", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Kind: "Widget"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object"}}}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	d, err := srv.DiscoveryClient()
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := d.ServerResourcesForGroupVersion("leak.example.com/v1")
+		return err == nil
+	}, 10*time.Second, time.Millisecond, "the CRD is served")
+}
+
+// denyConfigMaps installs a webhook that refuses every ConfigMap created
+// (it calls a Service that does not exist, failing closed) and waits until
+// it does.
+func denyConfigMaps(t *testing.T, srv *apiserver.Server, c kubernetes.Interface) {
+	_, err := c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(t.Context(), &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "leak"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: "deny.leak.example.com",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: "default", Name: "nowhere"}},
+			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}},
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := c.CoreV1().ConfigMaps("default").Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"}}, metav1.CreateOptions{})
+		return err != nil
+	}, 10*time.Second, time.Millisecond, "the webhook refuses ConfigMaps")
+}
+
+// assertPristine checks that srv shows none of leaveEverything's state.
+func assertPristine(t *testing.T, srv *apiserver.Server) {
+	assert.Zero(t, srv.Recorder().Count(), "no request of the last test is recorded")
+	c, err := srv.Clientset()
+	require.NoError(t, err)
+	ctx := t.Context()
+	_, err = c.CoreV1().Namespaces().Get(ctx, "leak", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "namespace: %v", err)
+	cms, err := c.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, cm := range cms.Items {
+		assert.Equal(t, "kube-root-ca.crt", cm.Name, "only the server's own ConfigMap")
+	}
+	_, err = c.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "now"}}, metav1.CreateOptions{})
+	assert.NoError(t, err, "no webhook of the last test")
+	_, err = c.CoreV1().Secrets("default").Get(ctx, "none", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "no fault rule of the last test: %v", err)
+	d, err := srv.DiscoveryClient()
+	require.NoError(t, err)
+	_, err = d.ServerResourcesForGroupVersion("leak.example.com/v1")
+	assert.True(t, apierrors.IsNotFound(err), "the last test's CRD is not served: %v", err)
+	leaky := ClientsetFor(t, srv, "leaky")
+	_, err = leaky.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "the last test's binding is gone: %v", err)
+	assertNodesAsStarted(t, srv, c)
+}
+
+// assertNodesAsStarted: the initial nodes, Ready, and a pod runs on them
+// with no rule of the last test.
+func assertNodesAsStarted(t *testing.T, srv *apiserver.Server, c kubernetes.Interface) {
+	ctx := t.Context()
+	assert.Equal(t, []string{"pool-a", "pool-b"}, srv.Kubelet().Nodes())
+	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	var names []string
+	for _, n := range nodes.Items {
+		names = append(names, n.Name)
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				assert.Equal(t, corev1.ConditionTrue, cond.Status, "%s Ready", n.Name)
+			}
+		}
+	}
+	assert.ElementsMatch(t, []string{"pool-a", "pool-b"}, names)
+	_, err = c.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "later"},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "app", Image: "busybox"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	WaitIdle(t, srv)
+	p, err := c.CoreV1().Pods("default").Get(ctx, "later", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, corev1.PodRunning, p.Status.Phase, "no exit rule of the last test")
+	logs, err := c.CoreV1().Pods("default").GetLogs("later", &corev1.PodLogOptions{}).DoRaw(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, string(logs), "no log of the last test")
+}
+
+// A server whose test failed, or that its test closed, is not handed to
+// the next test; options that differ never share a server.
+func TestServersNotReused(t *testing.T) {
+	t.Parallel()
+	opt := uniqueOptions(t)
+	failing := &fakeTB{ctx: t.Context()}
+	srv := Start(failing, opt)
+	failing.Fatalf("the test failed")
+	failing.runCleanups()
+
+	closing := &fakeTB{ctx: t.Context()}
+	next := Start(closing, opt)
+	require.True(t, srv != next, "a failed test's server is closed")
+	require.NoError(t, next.Close())
+	closing.runCleanups()
+
+	other := &fakeTB{ctx: t.Context()}
+	third := Start(other, opt)
+	require.True(t, next != third, "a closed server is not reused")
+	other.runCleanups()
+	another := &fakeTB{ctx: t.Context()}
+	fourth := Start(another, uniqueOptions(t))
+	assert.True(t, third != fourth, "other options, another server")
+	another.runCleanups()
+}
