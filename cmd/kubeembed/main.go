@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -136,6 +137,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(stderr), level))
 	defer func() { _ = log.Sync() }()
 
+	warnIfExposed(log, f.bind)
 	backend, err := f.storage.backend(ctx, log)
 	if err != nil {
 		return err
@@ -170,6 +172,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}()
 	return serve(ctx, srv, f, stdout, log)
+}
+
+// warnIfExposed warns when the server listens beyond this machine: only
+// an explicit --bind-address does that (the default is loopback, where
+// kube-apiserver's is 0.0.0.0, since a development cluster's admin
+// credentials sit in a file anyone who can read it may use).
+func warnIfExposed(log *zap.Logger, bind string) {
+	if ip := net.ParseIP(bind); ip != nil && !ip.IsLoopback() {
+		log.Warn("serving beyond this machine: anyone who can reach the port may call the API anonymously "+
+			"(as kube-apiserver allows: /version and the health checks) and anyone with the kubeconfig's token is cluster-admin",
+			zap.String("bind-address", bind))
+	}
 }
 
 // serve starts srv (and metrics.k8s.io with --metrics), writes its
@@ -211,6 +225,11 @@ func writeKubeconfig(srv *apiserver.Server, path string) error {
 		return err
 	}
 	if err := os.WriteFile(path, kc, 0o600); err != nil {
+		return fmt.Errorf("write kubeconfig: %w", err)
+	}
+	// WriteFile keeps the mode of a file that exists: a kubeconfig left
+	// readable by others would hand them the admin token.
+	if err := os.Chmod(path, 0o600); err != nil {
 		return fmt.Errorf("write kubeconfig: %w", err)
 	}
 	return nil

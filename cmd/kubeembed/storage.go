@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kubeembed/apiserver/internal/certs"
 	"github.com/kubeembed/apiserver/storage"
 	"github.com/kubeembed/apiserver/storage/etcd"
 	"github.com/kubeembed/apiserver/storage/etcd/embedded"
@@ -104,5 +105,7 @@ func (f *storageFlags) keepPort(serverURL string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(f.portFile(), []byte(u.Port()+"\n"), 0o600)
+	// Written aside and renamed: a kill -9 while writing in place would
+	// leave an empty file that stops every later start.
+	return certs.WriteFile(f.portFile(), []byte(u.Port()+"\n"), 0o600)
 }

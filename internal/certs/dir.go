@@ -51,7 +51,7 @@ func newCAIn(dir, certFile, keyFile, commonName string) (*CA, error) {
 	if err := writeKey(dir, keyFile, ca.key); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(certFile, ca.CertPEM, 0o644); err != nil {
+	if err := WriteFile(certFile, ca.CertPEM, 0o644); err != nil {
 		return nil, err
 	}
 	return ca, nil
@@ -90,5 +90,32 @@ func writeKey(dir, file string, key *ecdsa.PrivateKey) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600)
+	return WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600)
+}
+
+// WriteFile writes data to name with mode perm whole or not at all: to a
+// temporary file in the same directory, synced, then renamed over name.
+// Killed while writing in place, a process would leave a part of a key
+// (or an empty file) that every later start refuses.
+func WriteFile(name string, data []byte, perm os.FileMode) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(name), filepath.Base(name)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(f.Name())
+		}
+	}()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err = errors.Join(err, f.Close()); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), name)
 }

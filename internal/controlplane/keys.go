@@ -149,7 +149,7 @@ func loadOrNewToken(file string) (string, error) {
 		if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 			return "", err
 		}
-		return token, os.WriteFile(file, []byte(token+"\n"), 0o600)
+		return token, certs.WriteFile(file, []byte(token+"\n"), 0o600)
 	}
 	if err != nil {
 		return "", err

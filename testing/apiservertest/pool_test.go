@@ -233,3 +233,25 @@ func TestServersNotReused(t *testing.T) {
 	assert.True(t, third != fourth, "other options, another server")
 	another.runCleanups()
 }
+
+// BenchmarkStartReused is the per-test cost of a server with WithReuse
+// (take from the pool, then Reset at the test's end, after a test that
+// wrote one ConfigMap) against Start of a new server.
+func BenchmarkStartReused(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		opts []Option
+	}{{"reused", []Option{WithReuse()}}, {"new", nil}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				tb := &fakeTB{ctx: b.Context()}
+				srv := Start(tb, bc.opts...)
+				c, err := srv.Clientset()
+				require.NoError(b, err)
+				_, err = c.CoreV1().ConfigMaps("default").Create(b.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "one"}}, metav1.CreateOptions{})
+				require.NoError(b, err)
+				tb.runCleanups()
+			}
+		})
+	}
+}

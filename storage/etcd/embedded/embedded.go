@@ -7,7 +7,10 @@
 //	srv, err := apiserver.New(apiserver.Options{Storage: b})
 //
 // keeps a server's objects in ./dev across restarts. A cluster of several
-// members (StartCluster) is for tests of a member going away.
+// members (StartCluster) is for tests of a member going away. A member's
+// backend quota comes from the room on its data directory's filesystem
+// (at most etcd's default 2 GiB), so a full disk refuses writes with etcd's
+// "mvcc: database space exceeded" instead of stopping the process.
 package embedded
 
 import (
@@ -68,6 +71,7 @@ type Server struct {
 	etcd    *embed.Etcd
 	unlock  func() error
 	tempDir bool
+	quota   int64 // etcd's backend quota, from the room on DataDir (space.go)
 }
 
 // Start starts a member and waits until it serves (for a member of a
@@ -78,6 +82,10 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	if err := s.waitReady(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	if err := s.disarmNoSpace(ctx, s.quota); err != nil {
 		_ = s.Close()
 		return nil, err
 	}
@@ -133,10 +141,15 @@ func (s *Server) config() (*embed.Config, error) {
 	if s.opts.Name == "" {
 		s.opts.Name = "default"
 	}
-	if err := s.pickPorts(); err != nil {
+	err := s.pickPorts()
+	if err != nil {
 		return nil, err
 	}
 	cfg := embed.NewConfig()
+	if s.quota, err = quota(s.opts.DataDir); err != nil {
+		return nil, err
+	}
+	cfg.QuotaBackendBytes, cfg.MaxWalFiles = s.quota, maxWALs
 	cfg.Name = s.opts.Name
 	cfg.Dir = filepath.Join(s.opts.DataDir, "etcd")
 	client, peer := loopbackURL(s.opts.ClientPort), loopbackURL(s.opts.PeerPort)
