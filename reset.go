@@ -76,7 +76,7 @@ func (s *Server) cutClients() {
 	fresh := &inproc.Transport{}
 	fresh.SetHandler(s.cp.Handler())
 	s.clients.Swap(fresh).Cut()
-	s.listener.CloseConns()
+	s.listener.CutConns()
 }
 
 // restoreSeen restores snap so that watches see the changes as events (no

@@ -52,7 +52,9 @@ func TestReusedServerKeepsNothingOfTheLastTest(t *testing.T) {
 	defer second.runCleanups()
 	require.True(t, srv == again, "the server was handed back and reused; the first test logged %q", first.logs)
 
-	assertEnds(t, left.watch)
+	for _, w := range left.watches {
+		assertEnds(t, w)
+	}
 	_, err := left.client.CoreV1().Namespaces().Get(t.Context(), "default", metav1.GetOptions{})
 	assert.True(t, errors.Is(err, inproc.ErrClosed), "the last test's client is cut off: %v", err)
 	assertPristine(t, again)
@@ -76,8 +78,8 @@ func assertEnds(t *testing.T, w watch.Interface) {
 
 // left is what leaveEverything leaves open.
 type left struct {
-	client kubernetes.Interface
-	watch  watch.Interface
+	client  kubernetes.Interface
+	watches []watch.Interface // in process, over the network
 }
 
 // leaveEverything changes every kind of state of srv a test can change.
@@ -107,9 +109,13 @@ func leaveEverything(t *testing.T, srv *apiserver.Server) left {
 	srv.Faults().Add(faults.Rule{Match: faults.Match{Verb: "get", Resource: "secrets"}, Action: faults.Fail(apierrors.NewServiceUnavailable("leak"))})
 	w, err := c.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
+	network, err := kubernetes.NewForConfig(srv.RESTConfig())
+	require.NoError(t, err)
+	nw, err := network.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
 	denyConfigMaps(t, srv, c)
 	WaitIdle(t, srv)
-	return left{client: c, watch: w}
+	return left{client: c, watches: []watch.Interface{w, nw}}
 }
 
 // createCRD serves widgets.leak.example.com.
@@ -158,6 +164,10 @@ func assertPristine(t *testing.T, srv *apiserver.Server) {
 	c, err := srv.Clientset()
 	require.NoError(t, err)
 	ctx := t.Context()
+	network, err := kubernetes.NewForConfig(srv.RESTConfig())
+	require.NoError(t, err)
+	_, err = network.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
+	require.NoError(t, err, "network clients connect")
 	_, err = c.CoreV1().Namespaces().Get(ctx, "leak", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "namespace: %v", err)
 	cms, err := c.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
