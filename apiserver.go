@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -212,7 +213,14 @@ func (s *Server) start(ctx context.Context) error {
 // waitReady polls /readyz until it answers 200. Readiness is only visible
 // over HTTP, so this polls, starting at 1 ms and backing off to 20 ms.
 func (s *Server) waitReady(ctx context.Context) error {
-	client, err := rest.HTTPClientFor(s.RESTConfig())
+	cfg := s.RESTConfig()
+	// A Proxy function (direct, as client-go's default is for a loopback
+	// address) keeps client-go from caching this client's transport in its
+	// process-wide TLS cache, keyed by this server's own CA and
+	// certificate: one entry per server started, never evicted (the soak
+	// of reliability/ found the heap growing by it).
+	cfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
+	client, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return err
 	}

@@ -161,7 +161,7 @@ func (s *Scheduler) podDeleted(obj any) {
 // Run schedules until ctx ends.
 func (s *Scheduler) Run(ctx context.Context) {
 	defer s.ShutDown()
-	s.broadcast = events.NewBroadcaster(&events.EventSinkImpl{Interface: s.client.EventsV1()})
+	s.broadcast = events.NewBroadcaster(quietSink{&events.EventSinkImpl{Interface: s.client.EventsV1()}})
 	// The broadcaster names the reporting instance <controller>-<hostname>.
 	s.recorder = s.broadcast.NewRecorder(eventScheme(), Name)
 	s.broadcast.StartRecordingToSink(ctx.Done())

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -170,11 +171,29 @@ func (e *Events) write(ev *corev1.Event) {
 		correlator.UpdateState(saved)
 	case ctx.Err() != nil:
 		// Stopped: the controller ends with its server.
-	case apierrors.IsAlreadyExists(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+	case apierrors.IsAlreadyExists(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) ||
+		NamespaceGone(err, result.Event.Namespace):
 		klog.V(5).Info("Server rejected event (will not retry!)", "event", result.Event, "err", err)
 	default:
 		klog.Background().Error(err, "Server rejected event (will not retry!)", "event", result.Event)
 	}
+}
+
+// NamespaceGone reports whether err refused a write because namespace no
+// longer exists. client-go's broadcaster logs that as an error, but it is
+// the end of a namespace's deletion, not a fault: a controller that synced
+// an object its informer still had after the namespace went (the
+// deployment controller recreating a ReplicaSet the namespace controller
+// deleted) records its failure into the namespace that is gone. Quiet, as
+// the same refusal while the namespace terminates is (the soak in
+// reliability/ logged it once in about 20 namespace deletions).
+func NamespaceGone(err error, namespace string) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d != nil && d.Kind == "namespaces" && d.Name == namespace
 }
 
 // recorder records events of one source into Events, as client-go's.
