@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -93,6 +94,14 @@ func leaveEverything(t *testing.T, srv *apiserver.Server) left {
 	require.NoError(t, err)
 	_, err = c.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "leak"},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	// A ReplicaSet the restore deletes after its pods (keys in order):
+	// its controller recreates them meanwhile, which a second restore
+	// deletes.
+	_, err = c.AppsV1().ReplicaSets("default").Create(ctx, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "leak"},
+		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(int32(3)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "leak"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "leak"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox"}}}}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "leak"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
@@ -210,8 +219,11 @@ func assertNodesAsStarted(t *testing.T, srv *apiserver.Server, c kubernetes.Inte
 		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "app", Image: "busybox"}}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	WaitIdle(t, srv)
-	p, err := c.CoreV1().Pods("default").Get(ctx, "later", metav1.GetOptions{})
+	pods, err := c.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
+	require.Len(t, pods.Items, 1, "no pod of the last test")
+	p := &pods.Items[0]
+	require.Equal(t, "later", p.Name)
 	assert.Equal(t, corev1.PodRunning, p.Status.Phase, "no exit rule of the last test")
 	logs, err := c.CoreV1().Pods("default").GetLogs("later", &corev1.PodLogOptions{}).DoRaw(ctx)
 	require.NoError(t, err)
