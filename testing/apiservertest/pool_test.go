@@ -2,6 +2,7 @@ package apiservertest
 
 import (
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -26,8 +27,12 @@ import (
 )
 
 // uniqueOptions are options no other test of the package starts a server
-// with, so that the server a test hands back is the next one's.
+// with, so that the server a test hands back is the next one's. Servers
+// on etcd are not reused (its backend takes no snapshots): the test skips.
 func uniqueOptions(t *testing.T) Option {
+	if os.Getenv(EtcdEnv) != "" {
+		t.Skip(EtcdEnv + " is set: servers on etcd are not reused")
+	}
 	set := WithOptions(apiserver.Options{AdminToken: "pool-" + randomName(), Nodes: []controllers.Node{{Name: "pool-a"}, {Name: "pool-b"}}})
 	reuse := WithReuse()
 	return func(o *apiserver.Options) { set(o); reuse(o) }
