@@ -155,7 +155,9 @@ func (t *Transport) roundTrip(req *http.Request, state *tls.ConnectionState) (*h
 			// The server is closing and asks its own client to come back
 			// (a 503 or 429 of its shutdown): client-go would retry for
 			// up to 10 s, holding Close; its caller is told the server
-			// closed instead.
+			// closed instead. Nobody reads the body: the handler's writes
+			// fail rather than block.
+			_ = x.pr.CloseWithError(ErrClosed)
 			x.leave()
 			return nil, ErrClosed
 		}

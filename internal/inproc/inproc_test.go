@@ -242,16 +242,29 @@ func TestWithTLS(t *testing.T) {
 // closes.
 func TestDrainRefusesRetries(t *testing.T) {
 	tr := &Transport{}
+	served := make(chan struct{}, 2)
 	tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		defer func() { served <- struct{}{} }()
 		w.Header().Set("Retry-After", "1")
 		w.WriteHeader(http.StatusTooManyRequests)
+		w.(http.Flusher).Flush()
+		// More than the buffer: with nobody reading, these writes must
+		// fail, not block the handler (a goroutine left behind at Close).
+		_, _ = w.Write(make([]byte, 3*bufferSize))
 	}))
 	client := &http.Client{Transport: tr}
 	resp, err := client.Get("https://server.invalid/")
 	require.NoError(t, err, "not draining: the answer is the client's")
+	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	<-served
 	tr.Drain()
 	_, err = client.Get("https://server.invalid/")
 	require.ErrorIs(t, err, ErrClosed)
+	select {
+	case <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler of a refused answer is still writing")
+	}
 }
