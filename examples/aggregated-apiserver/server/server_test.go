@@ -145,8 +145,17 @@ func TestFruitsWithKubectl(t *testing.T) {
 	}
 	dyn, err := dynamic.NewForConfig(srv.RESTConfig())
 	require.NoError(t, err)
-	_, err = dyn.Resource(fruitsGVR).Namespace("default").Create(t.Context(), fruit("cherry", "dark red", 9), metav1.CreateOptions{})
-	require.NoError(t, err)
+	// The aggregator checks the APIService again and again; one check the
+	// fruits server refused (CI saw a 403 just after Available) makes it
+	// unavailable until the next, and the aggregator answers 503 meanwhile,
+	// as kube-apiserver's does.
+	require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := dyn.Resource(fruitsGVR).Namespace("default").Create(ctx, fruit("cherry", "dark red", 9), metav1.CreateOptions{})
+		if apierrors.IsServiceUnavailable(err) {
+			return false, nil
+		}
+		return err == nil, err
+	}))
 
 	out, err := run("get", "fruits", "-o", "name")
 	require.NoError(t, err, out)
