@@ -43,8 +43,8 @@ const resetTimeout = 30 * time.Second
 // the in-memory storage and none of: their own Storage, Port, CertDir,
 // Providers, Clock, audit or Timing (those start a server of their own).
 // What a test can still tell from a new server is in Server.Reset. Not the
-// default yet: the tests of this repository rely on a server of their own
-// in ways not yet sorted (its /metrics counts, its first moments).
+// default yet: the repository's whole suite has not yet run with reuse
+// under -race and in CI.
 func WithReuse() Option {
 	return func(o *apiserver.Options) { reuseServers.Store(o, true) }
 }
