@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -77,7 +78,7 @@ type Server struct {
 // Start starts a member and waits until it serves (for a member of a
 // cluster, until the cluster has a leader).
 func Start(ctx context.Context, opts Options) (*Server, error) {
-	s, err := launch(opts)
+	s, err := launchOnFreePorts(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +91,27 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// launchOnFreePorts launches a member and, when a port it picked was taken
+// between the pick and etcd's bind (any connection of another process can
+// be given that ephemeral port), picks again. Ports the caller gave are
+// not changed.
+func launchOnFreePorts(opts Options) (*Server, error) {
+	const attempts = 5
+	for i := 1; ; i++ {
+		s, err := launch(opts)
+		picked := opts.ClientPort == 0 || opts.PeerPort == 0
+		if err == nil || i == attempts || !picked || !addrInUse(err) {
+			return s, err
+		}
+	}
+}
+
+// addrInUse says a listen failed because its address was taken; etcd does
+// not always keep the syscall error in the chain, so its text counts too.
+func addrInUse(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
 }
 
 // launch starts a member without waiting for its cluster.
@@ -177,7 +199,7 @@ func (s *Server) pickPorts() error {
 	var err error
 	for _, p := range []*int{&s.opts.ClientPort, &s.opts.PeerPort} {
 		if *p == 0 {
-			if *p, err = freePort(); err != nil {
+			if *p, err = pickPort(); err != nil {
 				return err
 			}
 		}
@@ -295,6 +317,10 @@ func StartCluster(ctx context.Context, members []Options) ([]*Server, error) {
 func loopbackURL(port int) url.URL {
 	return url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 }
+
+// pickPort picks the ports a member is not given; a variable so that a
+// test can make it pick a taken one.
+var pickPort = freePort
 
 // freePort is a loopback port free now (etcd binds it a moment later).
 func freePort() (int, error) {
