@@ -17,13 +17,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	"sigs.k8s.io/yaml"
 )
 
 // createPaths are the collections FuzzCreate posts to: a handful of
 // built-in kinds whose validation differs (data maps, pod specs and their
 // templates, IP and port allocation, RBAC rules), CRDs, and the widgets
-// CRD's custom resources (its schema and CEL rules).
+// CRD's custom resources (its schema and CEL rules), each with a rich
+// seed. FuzzCreateEveryKind covers every built-in kind, with plainer
+// seeds.
 var createPaths = []string{
 	"/api/v1/namespaces/" + ns + "/configmaps",
 	"/api/v1/namespaces/" + ns + "/pods",
@@ -50,35 +53,49 @@ var contentTypes = []string{
 // leaves it out (Warn for a create).
 var fieldValidations = []string{"", "Strict", "Warn", "Ignore"}
 
-// FuzzCreate posts a body to one of createPaths. target picks the path;
-// mode's bits the content type (0-1), fieldValidation (2-3) and dryRun (4).
-// What is created is deleted, so each input meets the same state.
+// A create's mode (FuzzCreate, FuzzCreateEveryKind): its bits pick the
+// content type (0-1), fieldValidation (2-3) and dryRun (4).
+const (
+	modeStrict = 1 << 2
+	modeDryRun = 1 << 4
+)
+
+// FuzzCreate posts a body to one of createPaths. target picks the path,
+// mode the request's encoding and options (post). What is created is
+// deleted, so each input meets the same state.
 func FuzzCreate(f *testing.F) {
 	fx := start(f)
 	for i, seed := range createSeeds(f) {
 		for ct := range contentTypes {
 			f.Add(uint8(i), uint8(ct), seed[ct])
 		}
-		f.Add(uint8(i), uint8(1<<2|1<<4), seed[0]) // Strict, dry run
+		f.Add(uint8(i), uint8(modeStrict|modeDryRun), seed[0])
 	}
 	f.Fuzz(func(t *testing.T, target, mode uint8, body []byte) {
 		path := createPaths[int(target)%len(createPaths)]
-		q := ""
-		if v := fieldValidations[mode>>2&3]; v != "" {
-			q = "?fieldValidation=" + v
-		}
-		if mode&(1<<4) != 0 {
-			q += map[bool]string{true: "?", false: "&"}[q == ""] + "dryRun=All"
-		}
-		a := fx.do(t, http.MethodPost, path+q, contentTypes[mode&3], body)
+		a := fx.post(t, path, mode, body)
 		if !protobufCustomResourcePanic(path, contentTypes[mode&3], mode) && !intOrStringPanic(a, contentTypes[mode&3]) {
 			check(t, a)
 		}
-		if a.code/100 == 2 && mode&(1<<4) == 0 {
+		if a.code/100 == 2 && mode&modeDryRun == 0 {
 			fx.remove(t, path, a.body)
 		}
 		fx.done(t)
 	})
+}
+
+// post creates body in the collection path, encoded and with the options
+// that mode's bits pick.
+func (fx *fixture) post(t testing.TB, path string, mode uint8, body []byte) answer {
+	t.Helper()
+	q := ""
+	if v := fieldValidations[mode>>2&3]; v != "" {
+		q = "?fieldValidation=" + v
+	}
+	if mode&modeDryRun != 0 {
+		q += map[bool]string{true: "?", false: "&"}[q == ""] + "dryRun=All"
+	}
+	return fx.do(t, http.MethodPost, path+q, contentTypes[mode&3], body)
 }
 
 // createSeeds are a valid object per createPaths, in each of
@@ -86,13 +103,7 @@ func FuzzCreate(f *testing.F) {
 // before reading it).
 func createSeeds(f *testing.F) [][][]byte {
 	f.Helper()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		f.Fatalf("scheme: %v", err)
-	}
-	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
-		f.Fatalf("scheme: %v", err)
-	}
+	scheme := seedScheme(f)
 	pb := protobuf.NewSerializer(scheme, scheme)
 	var seeds [][][]byte
 	for _, obj := range seedObjects(f) {
@@ -100,15 +111,7 @@ func createSeeds(f *testing.F) [][][]byte {
 		if err != nil {
 			f.Fatalf("seed: %v", err)
 		}
-		y, err := yaml.JSONToYAML(js)
-		if err != nil {
-			f.Fatalf("seed: %v", err)
-		}
-		var proto bytes.Buffer
-		if err := pb.Encode(obj, &proto); err != nil {
-			f.Fatalf("seed: %v", err)
-		}
-		seeds = append(seeds, [][]byte{js, y, proto.Bytes(), js})
+		seeds = append(seeds, append(encodeSeed(f, pb, js, obj), js))
 	}
 	widget := []byte(widgetJSON)
 	wy, err := yaml.JSONToYAML(widget)
@@ -116,6 +119,38 @@ func createSeeds(f *testing.F) [][][]byte {
 		f.Fatalf("seed: %v", err)
 	}
 	return append(seeds, [][]byte{widget, wy, widget, widget})
+}
+
+// seedScheme knows the built-in kinds the seeds are encoded from.
+func seedScheme(f *testing.F) *runtime.Scheme {
+	f.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, apiregistrationv1.AddToScheme,
+	} {
+		if err := add(scheme); err != nil {
+			f.Fatalf("scheme: %v", err)
+		}
+	}
+	return scheme
+}
+
+// encodeSeed is a seed's JSON js as JSON, YAML and, when obj is not nil,
+// protobuf: obj holds the same object.
+func encodeSeed(f *testing.F, pb *protobuf.Serializer, js []byte, obj runtime.Object) [][]byte {
+	f.Helper()
+	y, err := yaml.JSONToYAML(js)
+	if err != nil {
+		f.Fatalf("seed: %v", err)
+	}
+	if obj == nil {
+		return [][]byte{js, y, nil}
+	}
+	var proto bytes.Buffer
+	if err := pb.Encode(obj, &proto); err != nil {
+		f.Fatalf("seed: %v", err)
+	}
+	return [][]byte{js, y, proto.Bytes()}
 }
 
 // seedObjects are the built-in objects of createSeeds, in createPaths'

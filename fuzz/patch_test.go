@@ -68,7 +68,7 @@ func FuzzPatch(f *testing.F) {
 			q += "&force=true"
 		}
 		a := fx.do(t, http.MethodPatch, path+q, patchTypes[mode&3], body)
-		if !applyTypedPatchError(a) {
+		if !applyTypedPatchError(a) && !strategicPatchError(a, patchTypes[mode&3]) {
 			check(t, a)
 		}
 		// Whatever the patch left (the object created, patched or not, or
@@ -79,6 +79,24 @@ func FuzzPatch(f *testing.F) {
 		}
 		fx.done(t)
 	})
+}
+
+// strategicPatchError reports kube-apiserver's 500 to a strategic merge
+// patch that strategicpatch refuses with one of mergepatch's formatted
+// errors rather than its sentinels: ErrNoMergeKey, a list item without its
+// merge key ("map: map[:] does not contain declared merge key: name" for
+// a container without a name), and ErrBadPatchType, a "$patch" directive
+// of no known type ("unknown patch type:  in map: map[: $patch:]"). The
+// patch handler's interpretStrategicMergePatchError turns only the
+// sentinel errors into 400 or 422, so these are answered 500. Handler and
+// packages are upstream's, unchanged in kube-apiserver v1.37.2
+// (kubernetes/kubernetes#98963; #140396 and PR #140771 improve the
+// message only).
+func strategicPatchError(a answer, patchType string) bool {
+	msg := a.status().Message
+	return patchType == "application/strategic-merge-patch+json" && a.code == http.StatusInternalServerError &&
+		a.bodyErr == nil && (strings.HasPrefix(msg, "map: ") && strings.Contains(msg, " does not contain declared merge key: ") ||
+		strings.HasPrefix(msg, "unknown patch type: ") && strings.Contains(msg, " in map: "))
 }
 
 // create creates object (JSON, named "p") in collection, removing an
