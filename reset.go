@@ -31,6 +31,9 @@ import (
 //
 // What a client can still tell from a new server: resourceVersions only
 // grow (as after any restore), /metrics counts every request since Start,
+// a network client that kept an idle connection from before may have its
+// next request on it fail once ("connection reset by peer" or EOF, as
+// after a restart of kube-apiserver; client-go tries a GET again then),
 // the server's clock (Options.Clock) is where it was, and the admission
 // policy plugins stay built once a policy existed. On an error (a closed
 // server, a backend that cannot restore, a wait that ctx ends) the server
