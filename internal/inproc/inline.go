@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 )
@@ -69,9 +70,26 @@ func (t *Transport) serveInline(h http.Handler, req *http.Request, state *tls.Co
 		ProtoMajor:    2,
 		Header:        x.w.sent,
 		Body:          io.NopCloser(b),
-		ContentLength: int64(b.Len()),
+		ContentLength: x.contentLength(req.Method),
 		Request:       req,
 	}, nil
+}
+
+// contentLength sets the Content-Length header where net/http's HTTP/2
+// server would (a body allowed for the status, the handler done before it
+// wrote more than a buffer or flushed, a HEAD's empty body apart) and
+// returns the length, -1 when unknown.
+func (x *inline) contentLength(method string) int64 {
+	b, code := x.w.body.(*bufferBody), x.w.code
+	if n, err := strconv.ParseInt(x.w.sent.Get("Content-Length"), 10, 64); err == nil {
+		return n
+	}
+	bodyAllowed := code >= 200 && code != http.StatusNoContent && code != http.StatusNotModified
+	if !bodyAllowed || b.flushed || b.Len() > bufferSize || b.Len() == 0 && method == http.MethodHead {
+		return -1
+	}
+	x.w.sent.Set("Content-Length", strconv.Itoa(b.Len()))
+	return int64(b.Len())
 }
 
 // inline is a request serveInline serves.
@@ -151,10 +169,14 @@ var errAborted = errors.New("inproc: stream error: the server aborted the reques
 // gets after it (io.EOF if none).
 type bufferBody struct {
 	bytes.Buffer
-	err error
+	err     error
+	flushed bool // as a streamed answer would have been
 }
 
-func (*bufferBody) Flush() error { return nil }
+func (b *bufferBody) Flush() error {
+	b.flushed = true
+	return nil
+}
 
 func (b *bufferBody) Read(p []byte) (int, error) {
 	n, err := b.Buffer.Read(p)
