@@ -386,6 +386,11 @@ func TestAdoptsOrphan(t *testing.T) {
 	_, err := c.CoreV1().Pods("default").Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Labels: agent},
 		Spec: corev1.PodSpec{NodeName: "node-0", Containers: []corev1.Container{{Name: "agent", Image: "agent:0"}}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	// The controller must have seen the orphan before the DaemonSet: its
+	// pod and DaemonSet informers are two watches, and one that sees the
+	// DaemonSet first makes a pod of its own (kube-controller-manager's
+	// does too).
+	apiservertest.WaitIdle(t, srv)
 	ds := daemonSet("agent")
 	ds.Spec.UpdateStrategy = appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}
 	ds = create(t, c, ds)

@@ -110,6 +110,7 @@ func TestReplicaSetAdoptsAndReleases(t *testing.T) {
 	orphan, err := c.CoreV1().Pods("default").Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Labels: web},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx:1.27"}}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	apiservertest.WaitIdle(t, srv) // the controller sees the orphan before the ReplicaSet (two informers)
 	rs, err := c.AppsV1().ReplicaSets("default").Create(t.Context(), replicaSet("web", 2), metav1.CreateOptions{})
 	require.NoError(t, err)
 	apiservertest.WaitIdle(t, srv)
