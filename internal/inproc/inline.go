@@ -44,7 +44,7 @@ func streams(req *http.Request) bool {
 // handoff per request, and a stack already grown for the handler chain.
 // The caller sees what the streaming path gives it: its context's end
 // cancels the handler and fails the request, a Cut fails it with
-// io.ErrUnexpectedEOF, a panic fails it as a reset stream would. While the
+// io.ErrUnexpectedEOF, a panic is a 500 whose body fails (serve). While the
 // transport drains, requests take the streaming path (their callers return
 // at once when they give up); one that began before and whose caller gives
 // up runs to its end (or Abandon) before its caller returns.
