@@ -52,7 +52,7 @@ type Transport struct {
 	draining atomic.Bool
 
 	mu       sync.Mutex
-	detached map[ender]struct{} // running on while their callers are gone
+	detached map[*exchange]struct{} // running on while their callers are gone
 }
 
 // ErrClosed is returned for requests made after Close.
@@ -144,9 +144,6 @@ func (t *Transport) roundTrip(req *http.Request, state *tls.ConnectionState) (*h
 	if err != nil {
 		return nil, err
 	}
-	if !streams(req) && !t.draining.Load() {
-		return t.serveInline(h, req, state)
-	}
 	x := t.newExchange(req, state)
 	go x.serve(h)
 	select {
@@ -226,25 +223,18 @@ func (t *Transport) newExchange(req *http.Request, state *tls.ConnectionState) *
 	// parameter) nor its cancellation: see callerGone.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(req.Context()))
 	x.leave, x.cancel = leave, cancel
-	x.r = handlerRequest(req, ctx, state)
+	x.r = req.Clone(ctx)
+	x.r.RequestURI = req.URL.RequestURI()
+	x.r.RemoteAddr = "127.0.0.1:0"
+	x.r.TLS = state
+	if x.r.Body == nil {
+		x.r.Body = http.NoBody
+	}
 	x.pr, x.pw = io.Pipe()
 	x.w = &responseWriter{header: http.Header{}, body: bufio.NewWriterSize(x.pw, bufferSize), ready: make(chan struct{}), done: gone.Done()}
 	context.AfterFunc(gone, func() { x.callerGone(context.Cause(gone)) })
 	x.stopCut = context.AfterFunc(t.cut, func() { x.end(io.ErrUnexpectedEOF) })
 	return x
-}
-
-// handlerRequest is req as the handler gets it: with ctx, from loopback,
-// over a connection of state.
-func handlerRequest(req *http.Request, ctx context.Context, state *tls.ConnectionState) *http.Request {
-	r := req.Clone(ctx)
-	r.RequestURI = req.URL.RequestURI()
-	r.RemoteAddr = "127.0.0.1:0"
-	r.TLS = state
-	if r.Body == nil {
-		r.Body = http.NoBody
-	}
-	return r
 }
 
 // serve runs the handler; its status is 200 if it wrote none, 500 if it
@@ -290,18 +280,15 @@ func (x *exchange) callerGone(cause error) {
 	x.cancel()
 }
 
-// ender is a request the transport can end: an exchange or an inline.
-type ender interface{ end(err error) }
-
 // detach lets x run on while the transport drains.
-func (t *Transport) detach(x ender) bool {
+func (t *Transport) detach(x *exchange) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.draining.Load() {
 		return false
 	}
 	if t.detached == nil {
-		t.detached = map[ender]struct{}{}
+		t.detached = map[*exchange]struct{}{}
 	}
 	t.detached[x] = struct{}{}
 	return true
@@ -346,18 +333,11 @@ func (b *body) Close() error {
 // 50). 4 KiB as net/http's: the server's informers hold a watch each.
 const bufferSize = 4 << 10
 
-// flushWriter is where a responseWriter writes the body: a buffer in
-// front of the pipe to the caller, or the whole body for serveInline.
-type flushWriter interface {
-	io.Writer
-	Flush() error
-}
-
 // responseWriter hands the status and headers to RoundTrip on the first
 // write, then streams the body through a buffer and a pipe.
 type responseWriter struct {
 	header http.Header
-	body   flushWriter
+	body   *bufio.Writer
 
 	once  sync.Once
 	ready chan struct{}

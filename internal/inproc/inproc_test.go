@@ -25,7 +25,7 @@ func TestStreamsAndCancelsOnClose(t *testing.T) {
 		handlerDone <- r.Context().Err()
 	}))
 	client := &http.Client{Transport: tr}
-	resp, err := client.Get("https://server.invalid/api/v1/configmaps?watch=true")
+	resp, err := client.Get("https://server.invalid/stream")
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusAccepted, resp.StatusCode)
 	assert.Equal(t, "yes", resp.Header.Get("X-Test"))
@@ -71,26 +71,14 @@ func TestNoHandlerYet(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 }
 
-// A handler's panic is a 500 whose body fails with it, on either path;
-// http.ErrAbortHandler fails the request without an answer, as a reset
-// stream (not an EOF, which client-go retries a GET on).
 func TestHandlerPanic(t *testing.T) {
 	tr := &Transport{}
-	tr.SetHandler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("abort") != "" {
-			panic(http.ErrAbortHandler)
-		}
-		panic("boom")
-	}))
-	for _, url := range []string{"https://server.invalid/api/v1/pods?watch=true", "https://server.invalid/api/v1/pods"} {
-		resp, err := (&http.Client{Transport: tr}).Get(url)
-		require.NoError(t, err)
-		assert.Equal(t, http.StatusInternalServerError, resp.StatusCode)
-		_, err = io.ReadAll(resp.Body)
-		assert.ErrorContains(t, err, "boom")
-	}
-	_, err := (&http.Client{Transport: tr}).Get("https://server.invalid/api/v1/pods?abort=1")
-	require.ErrorIs(t, err, errAborted)
+	tr.SetHandler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
+	resp, err := (&http.Client{Transport: tr}).Get("https://server.invalid/")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+	_, err = io.ReadAll(resp.Body)
+	assert.ErrorContains(t, err, "boom")
 }
 
 // A caller that gives up ends the handler's context, as a reset stream
@@ -145,9 +133,8 @@ func TestDrain(t *testing.T) {
 	require.ErrorIs(t, err, ErrClosed)
 }
 
-// A caller that gives up while reading a streamed body (a watch's) reads
-// its context's error, as from net/http; while the transport drains, one
-// reading another answer reads all of it.
+// A caller that gives up while reading the body reads its context's error,
+// as from net/http; while the transport drains it reads the whole answer.
 func TestGiveUpWhileReading(t *testing.T) {
 	t.Parallel()
 	for _, drain := range []bool{false, true} {
@@ -166,11 +153,7 @@ func TestGiveUpWhileReading(t *testing.T) {
 			tr.Drain()
 		}
 		ctx, cancel := context.WithCancel(t.Context())
-		url := "https://server.invalid/api/v1/configmaps?watch=true"
-		if drain {
-			url = "https://server.invalid/api/v1/configmaps"
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://server.invalid/api/v1/configmaps", nil)
 		require.NoError(t, err)
 		resp, err := tr.RoundTrip(req)
 		require.NoError(t, err)
@@ -284,66 +267,4 @@ func TestDrainRefusesRetries(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the handler of a refused answer is still writing")
 	}
-}
-
-// Requests whose answers may stream take the goroutine path; the rest are
-// served in their caller's goroutine.
-func TestStreams(t *testing.T) {
-	t.Parallel()
-	for url, want := range map[string]bool{
-		"/api/v1/configmaps":                                false,
-		"/api/v1/namespaces/a/configmaps/b":                 false,
-		"/api/v1/configmaps?watch=true":                     true,
-		"/api/v1/configmaps?watch=1&resourceVersion=5":      true,
-		"/api/v1/configmaps?watch=false":                    false,
-		"/api/v1/watch/namespaces/a/configmaps":             true,
-		"/api/v1/namespaces/a/pods/p/log":                   true,
-		"/api/v1/namespaces/a/pods/p/exec":                  true,
-		"/api/v1/namespaces/a/pods/p/attach":                true,
-		"/api/v1/namespaces/a/pods/p/portforward":           true,
-		"/api/v1/namespaces/a/services/s:80/proxy/a/b":      true,
-		"/api/v1/namespaces/a/configmaps/log":               true, // named "log": streams, harmless
-		"/apis/example.com/v1/namespaces/a/widgets/w/scale": false,
-	} {
-		req, err := http.NewRequest(http.MethodGet, "https://server.invalid"+url, nil)
-		require.NoError(t, err)
-		assert.Equal(t, want, streams(req), url)
-	}
-	req, err := http.NewRequest(http.MethodGet, "https://server.invalid/api/v1/namespaces/a/pods/p/exec", nil)
-	require.NoError(t, err)
-	req.URL.Path = "/api"
-	req.Header.Set("Upgrade", "websocket")
-	assert.True(t, streams(req), "an upgrade")
-}
-
-// A request served in its caller's goroutine whose caller gives up while
-// the transport drains runs on until Abandon ends it; its caller returns
-// then, with its context's error.
-func TestInlineGivenUpWhileDraining(t *testing.T) {
-	t.Parallel()
-	tr := &Transport{}
-	entered, ended := make(chan struct{}), make(chan error, 1)
-	tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		close(entered)
-		<-r.Context().Done()
-		ended <- r.Context().Err()
-	}))
-	ctx, cancel := context.WithCancel(t.Context())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://server.invalid/api/v1/configmaps", nil)
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { _, err := tr.RoundTrip(req); done <- err }()
-	<-entered
-	tr.Drain()
-	cancel()
-	select {
-	case err := <-ended:
-		t.Fatalf("the handler was cancelled while draining: %v", err)
-	case err := <-done:
-		t.Fatalf("the caller returned while its handler runs: %v", err)
-	case <-time.After(50 * time.Millisecond): // a negative check: nothing may happen
-	}
-	tr.Abandon()
-	require.ErrorIs(t, <-ended, context.Canceled)
-	require.ErrorIs(t, <-done, context.Canceled)
 }
