@@ -75,8 +75,7 @@ func TestClusterFaults(t *testing.T) {
 // the message is the filter's "allotted timeout"; when the handler does,
 // its own "requested timeout - context deadline exceeded"; when the
 // handler has started its answer but the filter is chosen, the filter
-// resets the HTTP/2 stream (kube-apiserver's timeout.go does the same; the
-// in-process client fails the request so).
+// resets the HTTP/2 stream (kube-apiserver's timeout.go does the same).
 // Resets are asked again; under load they can be most answers.
 func requireTimeoutStatus(t *testing.T, client kubernetes.Interface, next func() *corev1.ConfigMap) {
 	const (
@@ -88,9 +87,7 @@ func requireTimeoutStatus(t *testing.T, client kubernetes.Interface, next func()
 	for {
 		body, err := client.CoreV1().RESTClient().Post().Namespace("default").Resource("configmaps").
 			Param("timeout", "1s").Body(next()).DoRaw(t.Context())
-		reset := strings.Contains(fmt.Sprint(err), "INTERNAL_ERROR; received from peer") || // over HTTP/2
-			strings.Contains(fmt.Sprint(err), "the server aborted the request") // in process
-		if reset && time.Now().Before(deadline) {
+		if strings.Contains(fmt.Sprint(err), "INTERNAL_ERROR; received from peer") && time.Now().Before(deadline) {
 			resets++
 			continue
 		}
