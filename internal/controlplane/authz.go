@@ -70,38 +70,41 @@ func newAuthorizer(all []providers.Provider, inf informers.SharedInformerFactory
 		synced = append(synced, informer.HasSynced)
 	}
 	rbacAuthz := rbac.New(v1.Roles().Lister(), v1.ClusterRoles().Lister(), v1.RoleBindings().Lister(), v1.ClusterRoleBindings().Lister())
-	chain = append(chain, authzunion.NamedAuthorizer{AuthorizerName: "rbac", Authorizer: freshRBAC{rbacAuthz, log, rbacSettled(seen, aggregation)}})
+	chain = append(chain, authzunion.NamedAuthorizer{AuthorizerName: "rbac", Authorizer: freshRBAC{rbacAuthz, log, rbacStages(seen, aggregation)}})
 	authz, err := authzunion.New(chain...)
 	return authz, rbacAuthz, synced, err
 }
 
-// rbacSettled: the RBAC informers have seen the writes (seen notes the
-// revisions they delivered), and the ClusterRole aggregation controller
-// (when it runs, and once the server is ready: it starts then) has
-// aggregated them.
-func rbacSettled(seen *controller.Observer, aggregation controllers.Controller) func(map[schema.GroupResource]uint64) error {
-	return func(written map[schema.GroupResource]uint64) error {
-		if err := seen.CaughtUp(written); err != nil {
-			return err
-		}
-		if aggregation != nil {
-			return aggregation.Idle(written)
-		}
-		return nil
+// rbacStages are what the RBAC authorizer's view of the writes waits for,
+// in order: its informers have seen them (seen notes the revisions they
+// delivered), then the ClusterRole aggregation controller (when it runs,
+// and once the server is ready: it starts then) has aggregated them.
+func rbacStages(seen *controller.Observer, aggregation controllers.Controller) []func(map[schema.GroupResource]uint64) error {
+	stages := []func(map[schema.GroupResource]uint64) error{seen.CaughtUp}
+	if aggregation != nil {
+		stages = append(stages, aggregation.Idle)
 	}
+	return stages
 }
 
+// settleTimeout bounds how long a request RBAC would deny waits for the
+// writes before it. A healthy server settles in milliseconds; the bound is
+// for a loaded machine (two cores running many servers under the race
+// detector, where the aggregation controller's first pass over the
+// bootstrap policy at readiness took over a second).
+const settleTimeout = 5 * time.Second
+
 // freshRBAC is the RBAC authorizer with read-your-writes: before it has no
-// opinion it waits (up to a second) until its informers hold every role and
-// binding written before, aggregated, then asks again. kube-apiserver's informers lag
-// by milliseconds; a test that binds a role and then acts must not depend
-// on them. Allowing never waits.
+// opinion it waits until its informers hold every role and binding written
+// before, and asks again; then until they are aggregated, and asks again.
+// kube-apiserver's informers lag by milliseconds; a test that binds a role
+// and then acts must not depend on them. Allowing never waits.
 type freshRBAC struct {
 	*rbac.Authorizer
 	writes *writes.Log
-	// settled reports whether the roles and bindings written are all in
-	// the authorizer's informers, and aggregated.
-	settled func(written map[schema.GroupResource]uint64) error
+	// stages report, in order, whether the roles and bindings written are
+	// all in the authorizer's informers, and aggregated.
+	stages []func(written map[schema.GroupResource]uint64) error
 }
 
 func (f freshRBAC) Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
@@ -110,15 +113,20 @@ func (f freshRBAC) Authorize(ctx context.Context, a authorizer.Attributes) (auth
 		return d, reason, err
 	}
 	written := f.writes.Snapshot()
-	if f.settled(written) == nil {
-		return d, reason, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	wait, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
-	if controller.Wait(ctx, func() error { return f.settled(written) }) != nil {
-		return d, reason, err
+	for _, settled := range f.stages {
+		if settled(written) == nil {
+			continue
+		}
+		// Past the deadline, the informers may still have moved on:
+		// asking again costs nothing.
+		_ = controller.Wait(wait, func() error { return settled(written) })
+		if d, reason, err = f.Authorizer.Authorize(ctx, a); d == authorizer.DecisionAllow {
+			break
+		}
 	}
-	return f.Authorizer.Authorize(ctx, a)
+	return d, reason, err
 }
 
 func (f freshRBAC) ConditionsAwareAuthorize(ctx context.Context, a authorizer.Attributes) authorizer.ConditionsAwareDecision {
