@@ -47,6 +47,10 @@ func TestTokenRequest(t *testing.T) {
 	assert.EqualValues(t, 3600, *tr.Spec.ExpirationSeconds, "default expiry")
 	assert.Equal(t, []string{"https://kubernetes.default.svc.cluster.local"}, tr.Spec.Audiences, "the API audiences by default")
 	assert.WithinDuration(t, tr.CreationTimestamp.Add(3600e9), tr.Status.ExpirationTimestamp.Time, 0)
+	// The expiry is defaulted on decode, as kube-apiserver's scheme does, so
+	// the request's fields own it (the audiences come later, from the REST).
+	require.Len(t, tr.ManagedFields, 1)
+	assert.JSONEq(t, `{"f:spec":{"f:expirationSeconds":{}}}`, string(tr.ManagedFields[0].FieldsV1.Raw))
 
 	st := review(t, c, tr.Status.Token)
 	require.True(t, st.Authenticated, st.Error)

@@ -31,6 +31,7 @@ var group = registry.Group{
 	GroupVersion: corev1.SchemeGroupVersion, AddToScheme: corev1.AddToScheme,
 	Register: func(scheme *runtime.Scheme) error {
 		registry.AddScale(scheme) // replicationcontrollers/scale
+		defaultTokenRequests(scheme)
 		return nil
 	},
 	Served: []registry.Served{namespaces, configMaps, secrets, serviceAccounts,

@@ -107,6 +107,18 @@ func matchNames(req *authenticationv1.TokenRequest, name, namespace string) erro
 	return nil
 }
 
+// defaultTokenRequests defaults a TokenRequest's expirationSeconds to an
+// hour when it is decoded, as kube-apiserver's scheme does
+// (SetDefaults_TokenRequestSpec): before the field manager runs, so the
+// answer's managedFields own spec.expirationSeconds as kube-apiserver's do.
+func defaultTokenRequests(scheme *runtime.Scheme) {
+	scheme.AddTypeDefaultingFunc(&authenticationv1.TokenRequest{}, func(obj any) {
+		if spec := &obj.(*authenticationv1.TokenRequest).Spec; spec.ExpirationSeconds == nil {
+			spec.ExpirationSeconds = new(int64(60 * 60))
+		}
+	})
+}
+
 // complete fills in what the request left out, as kube-apiserver does.
 func (r *tokenREST) complete(req *authenticationv1.TokenRequest, sa *corev1.ServiceAccount) {
 	if len(req.Spec.Audiences) == 0 {
