@@ -74,7 +74,9 @@ type Controller struct {
 	cronJobs batchlisters.CronJobLister
 	jobs     cache.Indexer
 	queue    *controller.Queue
-	clock    clock.WithTickerAndDelayedExecution
+	// revisions are the server's last writes per resource.
+	revisions controllers.Revisions
+	clock     clock.WithTickerAndDelayedExecution
 }
 
 // New returns the CronJob controller of cfg's server.
@@ -86,7 +88,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 	cronJobs := cfg.Informers.Batch().V1().CronJobs()
 	jobs := cfg.Informers.Batch().V1().Jobs().Informer()
 	c := &Controller{client: client, cronJobs: cronJobs.Lister(), jobs: jobs.GetIndexer(),
-		queue: controller.NewQueue("cronjob", cfg.QueueMetrics), clock: cfg.Clock}
+		queue: controller.NewQueue("cronjob", cfg.QueueMetrics), clock: cfg.Clock, revisions: cfg.Revisions}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
 	}

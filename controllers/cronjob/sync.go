@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	cronschedule "github.com/kubeembed/apiserver/internal/schedule"
+	"github.com/kubeembed/apiserver/internal/writes"
 )
 
 // sync brings one CronJob's Jobs and status in line and requeues it for
@@ -26,6 +27,14 @@ func (c *Controller) sync(ctx context.Context, k string) error {
 	}
 	if err != nil {
 		return err
+	}
+	// The Jobs are read from the informer: it must have seen every write
+	// before the CronJob's revision, the sync's own deletes among them, or a
+	// Job replaced a moment ago is "a job the controller did not create or
+	// forgot" (CI saw that UnexpectedJob once). Retried as after a failure,
+	// so WaitIdle waits.
+	if err := c.Observer.CaughtUpTo(c.revisions.Snapshot(), writes.Revision(cached)); err != nil {
+		return fmt.Errorf("jobs behind cronjob %s: %w", k, err)
 	}
 	jobs, err := c.jobsOf(cached)
 	if err != nil {
