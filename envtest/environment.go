@@ -27,9 +27,6 @@ const (
 	envUseExistingCluster = "USE_EXISTING_CLUSTER"
 	envStartTimeout       = "KUBEBUILDER_CONTROLPLANE_START_TIMEOUT"
 	envAttachOutput       = "KUBEBUILDER_ATTACH_CONTROL_PLANE_OUTPUT"
-	// envTiming chooses the server's storage timing (timing.Parse: "etcd",
-	// "shake", "shake:SEED") for a suite that cannot change its code.
-	envTiming = "KUBEEMBED_TIMING"
 
 	defaultStartTimeout = 20 * time.Second
 )
@@ -226,10 +223,10 @@ func (te *Environment) startServer(crds []*apiextensionsv1.CustomResourceDefinit
 			return err
 		}
 	}
-	fromEnv := !opts.Timing.Enabled() && os.Getenv(envTiming) != ""
-	if fromEnv {
-		if opts.Timing, err = timing.Parse(os.Getenv(envTiming)); err != nil {
-			return fmt.Errorf("%s: %w", envTiming, err)
+	fromEnv := false
+	if !opts.Timing.Enabled() {
+		if opts.Timing, fromEnv, err = timing.FromEnv(); err != nil {
+			return err
 		}
 	}
 	srv, err := apiserver.New(opts)
@@ -238,7 +235,7 @@ func (te *Environment) startServer(crds []*apiextensionsv1.CustomResourceDefinit
 	}
 	if fromEnv && srv.Timing().Enabled() {
 		// The suite's output is where CI shows how to replay a failure.
-		fmt.Fprintf(os.Stderr, "kubeembed envtest: storage timing %v; replay with %s=%v\n", srv.Timing(), envTiming, srv.Timing())
+		fmt.Fprintf(os.Stderr, "kubeembed envtest: storage timing %v; replay with %s=%v\n", srv.Timing(), timing.Env, srv.Timing())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,6 +113,24 @@ func (d Distribution) validate(name string) error {
 		}
 	}
 	return nil
+}
+
+// Env is the environment variable kubeembed's test helpers (apiservertest
+// and the envtest drop-in) read a profile from when their options give
+// none: a whole suite runs under "shake" without a change to its code.
+const Env = "KUBEEMBED_TIMING"
+
+// FromEnv is the profile Env gives (Parse), and whether it gives one.
+func FromEnv() (Profile, bool, error) {
+	v := os.Getenv(Env)
+	if v == "" {
+		return Profile{}, false, nil
+	}
+	p, err := Parse(v)
+	if err != nil {
+		return Profile{}, false, fmt.Errorf("%s: %w", Env, err)
+	}
+	return p, true, nil
 }
 
 // Parse reads a profile as a flag or environment variable gives it: "off"

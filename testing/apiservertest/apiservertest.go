@@ -23,6 +23,7 @@ import (
 
 	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/faults"
+	"github.com/kubeembed/apiserver/timing"
 )
 
 // TB is the part of testing.TB that Start uses; Ginkgo's GinkgoT() has it.
@@ -73,10 +74,21 @@ const StartTimeout = time.Minute
 // Start creates and starts a server, registers its Close with t.Cleanup and
 // fails the test if it cannot start. The server logs to t at Warn level and
 // above until it is closed (LogLevelEnv changes the level): a test that
-// does nothing wrong sees nothing from it.
+// does nothing wrong sees nothing from it. Without an Options.Timing,
+// timing.Env (KUBEEMBED_TIMING=shake, say) chooses one, and the test's log
+// tells how to replay it.
 func Start(t TB, opts ...Option) *apiserver.Server {
 	t.Helper()
 	o, reuse := options(nil, opts)
+	if !o.Timing.Enabled() {
+		// timing.Env runs a suite under a storage timing (a server of its
+		// own: a pooled server keeps none).
+		var err error
+		if o.Timing, _, err = timing.FromEnv(); err != nil {
+			t.Fatalf("apiservertest: %v", err)
+			return nil
+		}
+	}
 	if o.Logger == nil && (reuse || os.Getenv(ReuseEnv) == "1") {
 		if key, ok := poolKey(o); ok {
 			return startPooled(t, key, o)

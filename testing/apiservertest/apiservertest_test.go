@@ -23,6 +23,7 @@ import (
 
 	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/timing"
 )
 
 func TestOptionsCompose(t *testing.T) {
@@ -230,4 +231,33 @@ func TestLogLevelEnv(t *testing.T) {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	assert.Contains(t, strings.Join(tb.logs, "\n"), "kube-apiserver ready")
+}
+
+// timing.Env gives a server whose options have no timing one, and the
+// test's log says how to replay it; a bad value fails the test. Not
+// parallel: it sets an environment variable of the process.
+func TestTimingEnv(t *testing.T) {
+	t.Setenv(timing.Env, "shake:7")
+	tb := &fakeTB{ctx: t.Context()}
+	srv := Start(tb)
+	require.Empty(t, tb.fatal)
+	assert.Equal(t, int64(7), srv.Timing().Seed)
+	assert.True(t, srv.Timing().Enabled())
+	tb.runCleanups()
+	tb.mu.Lock()
+	assert.Contains(t, strings.Join(tb.logs, "\n"), "replay with Options.Timing.Seed = 7")
+	tb.mu.Unlock()
+
+	// Options that give a timing keep theirs.
+	tb = &fakeTB{ctx: t.Context()}
+	srv = Start(tb, WithOptions(apiserver.Options{Timing: timing.Shake(9)}))
+	require.Empty(t, tb.fatal)
+	assert.Equal(t, int64(9), srv.Timing().Seed)
+	tb.runCleanups()
+
+	t.Setenv(timing.Env, "slow")
+	tb = &fakeTB{ctx: t.Context()}
+	assert.Nil(t, Start(tb))
+	assert.Contains(t, tb.fatal, `KUBEEMBED_TIMING: timing: unknown profile "slow"`)
+	tb.runCleanups()
 }
