@@ -66,7 +66,8 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 		return nil
 	}
 	k.record(pod, n, work)
-	if err := k.patchStatus(ctx, k.statusBase(pod), work.status); err != nil {
+	base := k.statusBase(pod)
+	if err := k.patchStatus(ctx, base, keepOthers(base, work.status)); err != nil {
 		return fmt.Errorf("report status of pod %s: %w", key, err)
 	}
 	if work.remove {

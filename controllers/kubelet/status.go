@@ -249,6 +249,29 @@ func conditions(pod *corev1.Pod, r *podRuntime, s corev1.PodStatus, now time.Tim
 	return append(out, mine...)
 }
 
+// keepOthers adds to status the conditions the kubelet does not own that
+// base has and status lacks, before the kubelet's, as the status manager
+// keeps those of the pod it read (mergePodStatus). status was computed
+// from the informer's pod; base, the pod the patch is diffed against, can
+// be newer (the server's answer to the kubelet's last patch), and a
+// condition another writer added in between (the taint manager's
+// DisruptionTarget) would otherwise be patched away: CI saw a pod deleted
+// by the taint manager without it.
+func keepOthers(base *corev1.Pod, status corev1.PodStatus) corev1.PodStatus {
+	var missing []corev1.PodCondition
+	for _, c := range base.Status.Conditions {
+		if !slices.Contains(kubeletConditions, c.Type) &&
+			!slices.ContainsFunc(status.Conditions, func(have corev1.PodCondition) bool { return have.Type == c.Type }) {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) == 0 {
+		return status
+	}
+	status.Conditions = append(missing, status.Conditions...)
+	return status
+}
+
 func sandboxCondition(r *podRuntime, phase corev1.PodPhase) corev1.PodCondition {
 	switch {
 	case !r.sandbox:
