@@ -145,6 +145,13 @@ func All() []Name {
 		PersistentVolumeBinder, VolumeProvisioner, PVCProtection, PVProtection, CSRSigning, CSRApproving, CSRCleaner}
 }
 
+// ControllerManager says whether n is one of kube-controller-manager's
+// controllers: every one but the simulated kubelet, scheduler and volume
+// provisioner, which stand for a cluster's other processes.
+func (n Name) ControllerManager() bool {
+	return n != Kubelet && n != Scheduler && n != VolumeProvisioner
+}
+
 // Enabled reads list as kube-controller-manager reads --controllers: "*"
 // turns on every controller, "name" one, "-name" turns one off (the first
 // of the two in list decides). It returns

@@ -99,6 +99,11 @@ type Config struct {
 	// not run, and every dial then fails (refused, or the name does not
 	// resolve), as on a cluster whose kubelets cannot be reached.
 	ClusterDialer func(ctx context.Context, network, address string) (net.Conn, error)
+	// Components are the cluster's components whose health
+	// componentstatuses reports, by kube-apiserver's names for them
+	// ("scheduler", "controller-manager", "etcd-0"): a check returns nil
+	// when the component is healthy, else why it is not.
+	Components map[string]func(context.Context) error
 }
 
 // TokenIssuer issues a server's service account tokens.

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/registry/generic"
@@ -75,6 +76,14 @@ type ResourceConfig struct {
 // prefix cheaply: the server's apiserver_resource_objects metric.
 type Counter interface {
 	Count(ctx context.Context, keyPrefix string) (int64, error)
+}
+
+// Etcd is implemented by backends that store in an etcd cluster
+// (storage/etcd): kube-apiserver reports its storage's health among the
+// cluster's components (componentstatuses "etcd-0"), and a server does the
+// same for such a backend only.
+type Etcd interface {
+	Client() *clientv3.Client
 }
 
 // Snapshotter is implemented by backends that can take a snapshot of every

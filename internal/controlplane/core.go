@@ -63,7 +63,8 @@ func newCoreConfig(sh *shared, crds cache.SharedIndexInformer) (*coreConfig, err
 	build := providers.Config{RESTOptionsGetter: getter, Scheme: sh.scheme,
 		Authenticator: sh.tokens, Authorizer: sh.authz, RuleResolver: sh.rules, ServingAddress: sh.address,
 		Informers: sh.informers.kube, PriorityAndFairness: sh.flowControl != nil, ServiceAccountTokens: sh.Keys.Issuer,
-		DefaultServiceAccounts: sh.defaultServiceAccounts(), ClusterDialer: set.clusterDialer()}
+		DefaultServiceAccounts: sh.defaultServiceAccounts(), ClusterDialer: set.clusterDialer(),
+		Components: components(sh.Controllers, sh.Storage, sh.stored.Check)}
 	c := &coreConfig{
 		generic: sh.genericConfig(codecs, getter, resources), providers: sh.Providers,
 		build: build, codecs: codecs,

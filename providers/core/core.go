@@ -4,7 +4,9 @@
 // services (with status; cluster IPs and node ports allocated), endpoints,
 // nodes (with status), persistentvolumes and persistentvolumeclaims (with
 // status), podtemplates, limitranges, resourcequotas (with status),
-// replicationcontrollers (with status and scale) and the legacy bindings.
+// replicationcontrollers (with status and scale), the legacy bindings,
+// componentstatuses, and the proxy subresources of pods, nodes and
+// services.
 package core
 
 import (
@@ -37,13 +39,17 @@ var group = registry.Group{
 	Served: []registry.Served{namespaces, configMaps, secrets, serviceAccounts,
 		eventstore.Kind(corev1.SchemeGroupVersion, eventstore.ValidateCore),
 		pods, services, persistentVolumeClaims, nodes, endpoints, podTemplates, limitRanges,
-		persistentVolumes, replicationControllers, resourceQuotas},
+		persistentVolumes, replicationControllers, resourceQuotas, componentStatuses},
 	Hooks: hooks,
 	Link: func(cfg providers.Config, s map[string]rest.Storage) error {
-		if !cfg.DefaultServiceAccounts {
-			return nil
+		serviceProxy, err := newServiceProxy(cfg, s["services"].(rest.Getter), s["pods"].(rest.Getter))
+		if err != nil {
+			return err
 		}
-		defaultServiceAccounts(s["namespaces"].(*namespaceREST).Store.Store, s["serviceaccounts"].(*registry.Store).Store)
+		s["services/proxy"] = serviceProxy
+		if cfg.DefaultServiceAccounts {
+			defaultServiceAccounts(s["namespaces"].(*namespaceREST).Store.Store, s["serviceaccounts"].(*registry.Store).Store)
+		}
 		return nil
 	},
 }

@@ -57,6 +57,7 @@ var nodes = registry.Kind[*corev1.Node]{
 		return fields.Set{"spec.unschedulable": boolString(n.Spec.Unschedulable)}
 	},
 	FieldNames: []string{"spec.unschedulable"},
+	Customize:  addNodeProxy,
 }
 
 func nodeStatus(n *corev1.Node) string {

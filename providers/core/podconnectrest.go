@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
-	"k8s.io/apimachinery/pkg/util/proxy"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	genericrest "k8s.io/apiserver/pkg/registry/generic/rest"
@@ -211,9 +210,7 @@ type proxyREST struct{ *podConnect }
 func (*proxyREST) New() runtime.Object                               { return &corev1.PodProxyOptions{} }
 func (*proxyREST) Destroy()                                          {}
 func (*proxyREST) NewConnectOptions() (runtime.Object, bool, string) { return nil, true, "path" }
-func (*proxyREST) ConnectMethods() []string {
-	return []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"}
-}
+func (*proxyREST) ConnectMethods() []string                          { return proxyMethods }
 
 // Connect implements rest.Connecter.
 func (r *proxyREST) Connect(ctx context.Context, id string, _ runtime.Object, responder rest.Responder) (http.Handler, error) {
@@ -221,8 +218,7 @@ func (r *proxyREST) Connect(ctx context.Context, id string, _ runtime.Object, re
 	if err != nil {
 		return nil, err
 	}
-	loc.Path = utilnet.JoinPreservingTrailingSlash(loc.Path, subpath(ctx))
-	return proxy.NewUpgradeAwareHandler(loc, r.transport, true, false, proxy.NewErrorResponder(responder)), nil
+	return proxyTo(ctx, loc, r.transport, responder), nil
 }
 
 // resourceLocation is pod.ResourceLocation: the pod's IP, at the port

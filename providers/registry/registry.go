@@ -277,8 +277,9 @@ func CreatedAtColumn() Column {
 	}
 }
 
-// table returns a rest.TableConvertor that prints objects with columns.
-func table(columns ...Column) rest.TableConvertor {
+// Table returns a rest.TableConvertor that prints objects with columns,
+// for REST storage that is not a Kind's (componentstatuses).
+func Table(columns ...Column) rest.TableConvertor {
 	return tableConvertor{columns: columns}
 }
 

@@ -125,6 +125,7 @@ type Backend struct {
 
 var _ kestorage.Backend = (*Backend)(nil)
 var _ kestorage.Counter = (*Backend)(nil)
+var _ kestorage.Etcd = (*Backend)(nil)
 
 // New connects to the cluster and checks that the prefix holds nothing but
 // what a Kubernetes API server writes. It fails, writing nothing, when the
