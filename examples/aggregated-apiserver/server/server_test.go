@@ -50,6 +50,8 @@ func aggregate(t *testing.T) (*apiserver.Server, string) {
 	apiservertest.RouteService(t, srv, "fruits-system", "fruits", fruits.Port())
 	agg, err := aggregatorclient.NewForConfig(srv.RESTConfig())
 	require.NoError(t, err)
+	dyn, err := dynamic.NewForConfig(srv.RESTConfig())
+	require.NoError(t, err)
 	_, err = agg.ApiregistrationV1().APIServices().Create(t.Context(), &apiregistrationv1.APIService{
 		ObjectMeta: metav1.ObjectMeta{Name: "v1.fruits.example.kubeembed.dev"},
 		Spec: apiregistrationv1.APIServiceSpec{Group: fruitsGVR.Group, Version: "v1",
@@ -62,13 +64,22 @@ func aggregate(t *testing.T) (*apiserver.Server, string) {
 		if err != nil {
 			return false, err
 		}
+		available := false
 		for _, c := range s.Status.Conditions {
 			if c.Type == apiregistrationv1.Available {
-				return c.Status == apiregistrationv1.ConditionTrue, nil
+				available = c.Status == apiregistrationv1.ConditionTrue
 			}
 		}
-		return false, nil
-	}), "APIService Available")
+		if !available {
+			return false, nil
+		}
+		// The aggregator's proxy learns of the availability from its own
+		// informer, a moment after the status says so (kube-aggregator's
+		// registration controller): until then it answers 503, as
+		// kube-apiserver's does. CI met that moment once.
+		_, err = dyn.Resource(fruitsGVR).Namespace("default").List(ctx, metav1.ListOptions{})
+		return !apierrors.IsServiceUnavailable(err), nil
+	}), "APIService Available and proxied to")
 	return srv, kubeconfig
 }
 
