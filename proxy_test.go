@@ -15,7 +15,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeembed/apiserver"
@@ -52,14 +51,7 @@ func TestServiceProxy(t *testing.T) {
 	srv := apiservertest.Start(t)
 	c := clientset(t, srv)
 	ctx := t.Context()
-	_, err := c.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
-			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = c.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Labels: map[string]string{"app": "web"}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "nginx", Image: "nginx:1.27",
-			Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	createWeb(t, c, "web-0")
 	srv.Kubelet().HandleProxy("default", "web-0", 8080, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "%s %s from %s", r.Method, r.URL.Path, r.Header.Get("X-Forwarded-Uri"))
 	}))
@@ -71,6 +63,7 @@ func TestServiceProxy(t *testing.T) {
 	// The server reads EndpointSlices from its informer, as kube-apiserver
 	// does: a few milliseconds behind the watch above.
 	var got []byte
+	var err error
 	require.EventuallyWithT(t, func(t *assert.CollectT) {
 		got, err = services.ProxyGet("", "web", "http", "hello", nil).DoRaw(ctx)
 		assert.NoError(t, err)

@@ -23,6 +23,23 @@ import (
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
 
+// createWeb creates the Service "web" of default (port "http", 80, to the
+// pods' port "http") and, selected by it, pods of those names whose
+// container declares "http" at 8080.
+func createWeb(t *testing.T, c kubernetes.Interface, pods ...string) {
+	t.Helper()
+	_, err := c.CoreV1().Services("default").Create(t.Context(), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	for _, name := range pods {
+		_, err := c.CoreV1().Pods("default").Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "web"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "nginx", Image: "nginx:1.27",
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+}
+
 // In the cluster profile pods run: bare pods are scheduled to the server's
 // node, started by its simulated kubelet and Ready; a Service's
 // EndpointSlice lists them, not ready ones as not ready, and drops those
@@ -32,16 +49,7 @@ func TestPodsRunAndServicesGetEndpoints(t *testing.T) {
 	srv := apiservertest.Start(t)
 	c := clientset(t, srv)
 	ctx := t.Context()
-	_, err := c.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
-			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	for _, name := range []string{"web-0", "web-1", "web-2"} {
-		_, err := c.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "web"}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "nginx", Image: "nginx:1.27",
-				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}}}, metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
+	createWeb(t, c, "web-0", "web-1", "web-2")
 	apiservertest.WaitIdle(t, srv)
 	ips := map[string]string{}
 	for _, name := range []string{"web-0", "web-1", "web-2"} {
