@@ -22,6 +22,7 @@ import (
 	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
+	"github.com/kubeembed/apiserver/timing"
 )
 
 // owned is a ConfigMap owned by owner.
@@ -117,6 +118,36 @@ func TestGarbageCollectorOrphan(t *testing.T) {
 	dep, err := cms.Get(t.Context(), "dep", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, dep.OwnerReferences)
+}
+
+// Orphaning keeps a dependent written just before its owner's deletion even
+// when the collector's informer of the dependent's resource is behind the
+// owner's (shaken timing delays each watch's events at random): the
+// collector waits for its graph to see it instead of orphaning nothing and
+// collecting it once the owner is gone (parity's
+// gc-orphan-finalizer-set-by-hand met this).
+func TestGarbageCollectorOrphansWhatItHasNotSeenYet(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{Timing: timing.Shake(0)}))
+	c := clientset(t, srv)
+	const n = 10
+	for i := range n {
+		owner := createCM(t, c, "default", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprint("owner-", i), Finalizers: []string{metav1.FinalizerOrphanDependents}}})
+		dep := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("dep-", i), OwnerReferences: []metav1.OwnerReference{
+			{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID}}}}
+		_, err := c.CoreV1().Secrets("default").Create(t.Context(), dep, metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.NoError(t, c.CoreV1().ConfigMaps("default").Delete(t.Context(), owner.Name, metav1.DeleteOptions{}))
+	}
+	apiservertest.WaitIdle(t, srv)
+	for i := range n {
+		dep, err := c.CoreV1().Secrets("default").Get(t.Context(), fmt.Sprint("dep-", i), metav1.GetOptions{})
+		require.NoError(t, err, "the dependent is orphaned, not collected")
+		assert.Empty(t, dep.OwnerReferences)
+		_, err = c.CoreV1().ConfigMaps("default").Get(t.Context(), fmt.Sprint("owner-", i), metav1.GetOptions{})
+		requireGone(t, err, "the owner")
+	}
 }
 
 // A dependent whose owner never existed, or has another UID, is deleted; a

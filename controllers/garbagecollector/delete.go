@@ -196,7 +196,15 @@ func (gc *GarbageCollector) deletingDependents(ctx context.Context, s snapshot, 
 
 // attemptToOrphan removes the references to an owner being deleted with
 // the orphan finalizer from its dependents, then the finalizer.
+//
+// The dependents are the graph's: as for a foreground deletion, the graph
+// must first have seen every object written before the owner's deletion, or
+// a dependent created just before (its informer behind the owner's) would
+// keep its reference, and be collected once the owner is gone.
 func (gc *GarbageCollector) attemptToOrphan(ctx context.Context, key string) error {
+	if err := gc.caughtUpWithOrphaning(ctx, types.UID(key)); err != nil {
+		return err
+	}
 	g := gc.graph
 	g.mu.Lock()
 	n, ok := g.nodes[types.UID(key)]
@@ -222,6 +230,29 @@ func (gc *GarbageCollector) attemptToOrphan(ctx context.Context, key string) err
 		return fmt.Errorf("failed to orphan dependents of owner %s, got errors: %w", owner, errors.Join(errs...))
 	}
 	return gc.removeFinalizer(ctx, owner, metav1.FinalizerOrphanDependents)
+}
+
+// caughtUpWithOrphaning returns nil once the graph has seen every write up
+// to the revision that started the orphaning of uid (retried as a failure
+// until then, so that WaitIdle waits for it).
+func (gc *GarbageCollector) caughtUpWithOrphaning(ctx context.Context, uid types.UID) error {
+	gc.graph.mu.Lock()
+	n, ok := gc.graph.nodes[uid]
+	gc.graph.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	owner, err := gc.get(ctx, n.identity)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := gc.Observer.CaughtUpTo(gc.cfg.Revisions.Snapshot(), writes.Revision(owner)); err != nil {
+		return fmt.Errorf("the graph is behind the owner's orphaning: %w", err)
+	}
+	return nil
 }
 
 // mappingLater turns a failure to map a kind to a resource (an owner of a
