@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -176,4 +177,57 @@ func TestResourceQuotaScopes(t *testing.T) {
 	require.True(t, apierrors.IsForbidden(err), "got %v", err)
 	assert.Equal(t, `pods "second" is forbidden: exceeded quota: besteffort, requested: pods=1, used: pods=1, limited: pods=1`, err.Error())
 	assertUsed(t, map[corev1.ResourceName]string{"pods": "1"}, quotaStatus(t, srv, c, "default", "besteffort").Used)
+}
+
+func deviceClaim(name string, requests ...resourcev1.DeviceRequest) *resourcev1.ResourceClaim {
+	return &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: requests}}}
+}
+
+func gpus(name string, count int64) resourcev1.DeviceRequest {
+	return resourcev1.DeviceRequest{Name: name, Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.example.com", Count: count}}
+}
+
+// DRA resource claims are charged per device class, as devices and as the
+// class's extended resources, a prioritized list for the most it may take;
+// what exceeds is refused with kube-apiserver's 403 and a deleted claim
+// gives its devices back.
+func TestResourceQuotaDRAClaims(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	extended := "example.com/gpu"
+	_, err := c.ResourceV1().DeviceClasses().Create(t.Context(), &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu.example.com"},
+		Spec: resourcev1.DeviceClassSpec{ExtendedResourceName: &extended}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	createQuota(t, c, "default", &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "dra"}, Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
+		"count/resourceclaims.resource.k8s.io":                        resource.MustParse("5"),
+		"gpu.example.com.deviceclass.resource.k8s.io/devices":         resource.MustParse("4"),
+		"requests.deviceclass.resource.kubernetes.io/gpu.example.com": resource.MustParse("4"),
+		"requests.example.com/gpu":                                    resource.MustParse("4"),
+	}}})
+	quotaStatus(t, srv, c, "default", "dra")
+	claims := c.ResourceV1().ResourceClaims("default")
+	_, err = claims.Create(t.Context(), deviceClaim("one", gpus("gpu", 1)), metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = claims.Create(t.Context(), deviceClaim("either", resourcev1.DeviceRequest{Name: "gpu", FirstAvailable: []resourcev1.DeviceSubRequest{
+		{Name: "two", DeviceClassName: "gpu.example.com", Count: 2}, {Name: "one", DeviceClassName: "gpu.example.com", Count: 1}}}), metav1.CreateOptions{})
+	require.NoError(t, err)
+	used := map[corev1.ResourceName]string{"count/resourceclaims.resource.k8s.io": "2", "gpu.example.com.deviceclass.resource.k8s.io/devices": "3",
+		"requests.deviceclass.resource.kubernetes.io/gpu.example.com": "3", "requests.example.com/gpu": "3"}
+	assertUsed(t, used, quotaStatus(t, srv, c, "default", "dra").Used)
+
+	_, err = claims.Create(t.Context(), deviceClaim("two", gpus("gpu", 2)), metav1.CreateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "got %v", err)
+	assert.Equal(t, `resourceclaims.resource.k8s.io "two" is forbidden: exceeded quota: dra, requested: `+
+		`gpu.example.com.deviceclass.resource.k8s.io/devices=2,requests.deviceclass.resource.kubernetes.io/gpu.example.com=2,requests.example.com/gpu=2, `+
+		`used: gpu.example.com.deviceclass.resource.k8s.io/devices=3,requests.deviceclass.resource.kubernetes.io/gpu.example.com=3,requests.example.com/gpu=3, `+
+		`limited: gpu.example.com.deviceclass.resource.k8s.io/devices=4,requests.deviceclass.resource.kubernetes.io/gpu.example.com=4,requests.example.com/gpu=4`, err.Error())
+
+	require.NoError(t, claims.Delete(t.Context(), "either", metav1.DeleteOptions{}))
+	used = map[corev1.ResourceName]string{"count/resourceclaims.resource.k8s.io": "1", "gpu.example.com.deviceclass.resource.k8s.io/devices": "1",
+		"requests.deviceclass.resource.kubernetes.io/gpu.example.com": "1", "requests.example.com/gpu": "1"}
+	assertUsed(t, used, quotaStatus(t, srv, c, "default", "dra").Used)
+	_, err = claims.Create(t.Context(), deviceClaim("two", gpus("gpu", 2)), metav1.CreateOptions{})
+	require.NoError(t, err)
 }

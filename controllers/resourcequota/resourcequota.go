@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	quota "k8s.io/apiserver/pkg/quota/v1"
 	"k8s.io/apiserver/pkg/quota/v1/generic"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -75,7 +77,11 @@ func New(cfg controllers.Config) (*Controller, error) {
 		revisions: cfg.Revisions,
 	}
 	c.Name, c.Observer, c.Queues = string(controllers.ResourceQuota), controller.NewObserver(cfg.Revisions), []*controller.Queue{c.primary, c.priority}
-	c.registry = generic.NewRegistry(kubequota.Configuration(c.lister, clock.RealClock{}).Evaluators())
+	dra := kubequota.DRA{
+		Classes: cfg.Informers.Resource().V1().DeviceClasses().Lister(),
+		Pods:    cfg.Informers.Core().V1().Pods().Lister(), Claims: cfg.Informers.Resource().V1().ResourceClaims().Lister(),
+	}
+	c.registry = generic.NewRegistry(kubequota.Configuration(c.lister, clock.RealClock{}, dra).Evaluators())
 	quotas := cfg.Informers.Core().V1().ResourceQuotas()
 	c.listers[corev1.Resource("resourcequotas")] = cache.NewGenericLister(quotas.Informer().GetIndexer(), corev1.Resource("resourcequotas"))
 	if err := c.Observer.Watch(corev1.Resource("resourcequotas"), quotas.Informer(), cache.ResourceEventHandlerFuncs{
@@ -91,21 +97,32 @@ func New(cfg controllers.Config) (*Controller, error) {
 	}); err != nil {
 		return nil, err
 	}
-	// The resources with evaluators of their own are watched whole (their
-	// updates can change usage) from the start; the rest are counted from
-	// the monitors' metadata as they come.
-	for _, gr := range []schema.GroupResource{corev1.Resource("pods"), corev1.Resource("services"), corev1.Resource("persistentvolumeclaims")} {
-		informer, err := cfg.Informers.ForResource(corev1.SchemeGroupVersion.WithResource(gr.Resource))
-		if err != nil {
-			return nil, err
-		}
-		c.listers[gr] = informer.Lister()
-		if err := c.Observer.Watch(gr, informer.Informer(), c.replenisher(gr)); err != nil {
-			return nil, err
-		}
+	if err := c.watchEvaluated(cfg.Informers); err != nil {
+		return nil, err
 	}
 	cfg.Monitors.Subscribe(c.resourcesChanged)
 	return c, nil
+}
+
+// watchEvaluated watches the resources with evaluators of their own whole
+// (their updates can change usage) from the start; the rest are counted
+// from the monitors' metadata as they come.
+func (c *Controller) watchEvaluated(inf informers.SharedInformerFactory) error {
+	for _, gvr := range []schema.GroupVersionResource{corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithResource("services"),
+		corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"), resourcev1.SchemeGroupVersion.WithResource("resourceclaims")} {
+		informer, err := inf.ForResource(gvr)
+		if err != nil {
+			return err
+		}
+		gr := gvr.GroupResource()
+		c.listers[gr] = informer.Lister()
+		if err := c.Observer.Watch(gr, informer.Informer(), c.replenisher(gr)); err != nil {
+			return err
+		}
+	}
+	// Which extended resources a claim uses comes from the device classes:
+	// a sync waits for their lister as for the counted resources'.
+	return c.Observer.Watch(resourcev1.Resource("deviceclasses"), inf.Resource().V1().DeviceClasses().Informer(), cache.ResourceEventHandlerFuncs{})
 }
 
 // Run syncs quotas until ctx ends, once every counted resource is listed.

@@ -70,7 +70,11 @@ func newAdmission(loopback *rest.Config, inf *informerSet, authz authorizer.Auth
 	if err != nil {
 		return nil, nil, err
 	}
-	inits = append(inits, quotaInitializer{kubequota.Configuration(nil, clock.RealClock{})})
+	dra := kubequota.DRA{
+		Classes: inf.kube.Resource().V1().DeviceClasses().Lister(),
+		Pods:    inf.kube.Core().V1().Pods().Lister(), Claims: inf.kube.Resource().V1().ResourceClaims().Lister(),
+	}
+	inits = append(inits, quotaInitializer{kubequota.Configuration(nil, clock.RealClock{}, dra)})
 	for _, p := range []admission.Interface{nsLifecycle, mutatingHooks, validatingHooks, quotas} {
 		if err := initialize(inits, p); err != nil {
 			return nil, nil, fmt.Errorf("admission plugin %T: %w", p, err)
@@ -86,6 +90,9 @@ func newAdmission(loopback *rest.Config, inf *informerSet, authz authorizer.Auth
 		v1.ValidatingAdmissionPolicies().Informer().HasSynced, v1.MutatingAdmissionPolicies().Informer().HasSynced,
 		inf.kube.Core().V1().Namespaces().Informer().HasSynced, inf.kube.Core().V1().ResourceQuotas().Informer().HasSynced,
 		inf.kube.Core().V1().Nodes().Informer().HasSynced,
+		// Quota's resource claim evaluator.
+		inf.kube.Resource().V1().DeviceClasses().Informer().HasSynced, inf.kube.Core().V1().Pods().Informer().HasSynced,
+		inf.kube.Resource().V1().ResourceClaims().Informer().HasSynced,
 	}
 	return admission.NewChainHandler(nsLifecycle, kubeadmission.NewLimitRanger(client), kubeadmission.NewPods(client, serviceAccount),
 		kubeadmission.NewDefaultStorageClass(client), kubeadmission.NewPodTopologyLabels(inf.kube.Core().V1().Nodes().Lister()),

@@ -1,6 +1,7 @@
 // Package quota holds the quota evaluators of the core resources (pods,
-// services, persistent volume claims, and the object counts with legacy
-// names), as kube-apiserver and kube-controller-manager configure them.
+// services, persistent volume claims, DRA resource claims, and the object
+// counts with legacy names), as kube-apiserver and kube-controller-manager
+// configure them.
 // The ResourceQuota admission plugin and the resource quota controller
 // both take their configuration from here; k8s.io/apiserver publishes the
 // generic evaluators and the plugin, not these.
@@ -12,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -49,12 +51,14 @@ func Ignored() map[schema.GroupResource]struct{} {
 
 // Configuration returns the quota configuration whose evaluators list
 // objects with listers (nil for admission, which never lists: it charges
-// each request against the quota's recorded usage).
-func Configuration(listers quota.ListerForResourceFunc, clk clock.PassiveClock) quota.Configuration {
+// each request against the quota's recorded usage); the resource claim
+// evaluator reads device classes, pods and claims from dra.
+func Configuration(listers quota.ListerForResourceFunc, clk clock.PassiveClock, dra DRA) quota.Configuration {
 	evaluators := []quota.Evaluator{
 		&pods{list: generic.ListResourceUsingListerFunc(listers, corev1.SchemeGroupVersion.WithResource("pods")), clock: clk},
 		&services{list: generic.ListResourceUsingListerFunc(listers, corev1.SchemeGroupVersion.WithResource("services"))},
 		&claims{list: generic.ListResourceUsingListerFunc(listers, corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"))},
+		&resourceClaims{list: generic.ListResourceUsingListerFunc(listers, resourcev1.SchemeGroupVersion.WithResource("resourceclaims")), dra: dra, clock: clk},
 	}
 	for gr, name := range legacyCounts {
 		evaluators = append(evaluators, generic.NewObjectCountEvaluator(gr,
