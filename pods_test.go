@@ -42,10 +42,22 @@ func TestPods(t *testing.T) {
 	p.Spec.Containers[0].Image = "registry.example/app:v2"
 	p, err = pods.Update(ctx, p, metav1.UpdateOptions{})
 	require.NoError(t, err)
+	// An update that leaves out what admission set at create (priority,
+	// preemption policy, default tolerations) has it set again, as
+	// kube-apiserver's Priority and DefaultTolerationSeconds plugins do.
+	p.Spec.Priority, p.Spec.PreemptionPolicy, p.Spec.Tolerations = nil, nil, nil
+	p.Spec.Containers[0].Image = "registry.example/app:v3"
+	p, err = pods.Update(ctx, p, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, p.Spec.Priority)
+	assert.Equal(t, int32(0), *p.Spec.Priority)
+	assert.Len(t, p.Spec.Tolerations, 2)
 	p.Spec.Containers[0].Name = "renamed"
 	_, err = pods.Update(ctx, p, metav1.UpdateOptions{})
 	require.True(t, apierrors.IsInvalid(err), "%v", err)
+	// The message ends with the diff of the spec, as kube-apiserver's.
 	assert.Contains(t, err.Error(), "pod updates may not change fields other than")
+	assert.Contains(t, err.Error(), "-   \"Name\": \"app\",\n+   \"Name\": \"renamed\",")
 
 	// The kubelet's view arrives through /status.
 	p, err = pods.Get(ctx, "scheduled", metav1.GetOptions{})

@@ -49,7 +49,7 @@ var _ admission.MutationInterface = (*Pods)(nil)
 // classes. Without serviceAccount the ServiceAccount plugin's part is off,
 // as kube-apiserver's --disable-admission-plugins=ServiceAccount.
 func NewPods(client kubernetes.Interface, serviceAccount bool) *Pods {
-	return &Pods{Handler: admission.NewHandler(admission.Create), client: client, serviceAccount: serviceAccount}
+	return &Pods{Handler: admission.NewHandler(admission.Create, admission.Update), client: client, serviceAccount: serviceAccount}
 }
 
 // The service account token volume, as the ServiceAccount plugin adds it.
@@ -63,12 +63,15 @@ const (
 
 // Admit implements admission.MutationInterface.
 func (p *Pods) Admit(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
-	if a.GetResource().GroupResource() != corev1.Resource("pods") || a.GetSubresource() != "" || a.GetOperation() != admission.Create {
+	if a.GetResource().GroupResource() != corev1.Resource("pods") || a.GetSubresource() != "" {
 		return nil
 	}
 	pod, ok := a.GetObject().(*corev1.Pod)
 	if !ok {
 		return apierrors.NewBadRequest("resource was marked with kind Pod but was unable to be converted")
+	}
+	if a.GetOperation() == admission.Update {
+		return admitUpdate(a, pod)
 	}
 	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
 		return nil
@@ -80,6 +83,26 @@ func (p *Pods) Admit(ctx context.Context, a admission.Attributes, _ admission.Ob
 	}
 	if err := p.priority(ctx, a, pod); err != nil {
 		return err
+	}
+	defaultTolerations(pod)
+	return nil
+}
+
+// admitUpdate does what the Priority and DefaultTolerationSeconds plugins
+// do to an update of a pod: the priority and preemption policy set at
+// create are kept when the update leaves them out, and the default
+// tolerations are added again. (Validation then refuses what an update may
+// not change, and its message's diff shows none of these.)
+func admitUpdate(a admission.Attributes, pod *corev1.Pod) error {
+	old, ok := a.GetOldObject().(*corev1.Pod)
+	if !ok {
+		return apierrors.NewBadRequest("resource was marked with kind Pod but was unable to be converted")
+	}
+	if pod.Spec.Priority == nil {
+		pod.Spec.Priority = old.Spec.Priority
+	}
+	if pod.Spec.PreemptionPolicy == nil {
+		pod.Spec.PreemptionPolicy = old.Spec.PreemptionPolicy
 	}
 	defaultTolerations(pod)
 	return nil

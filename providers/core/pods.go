@@ -19,6 +19,7 @@ import (
 	"github.com/kubeembed/apiserver/internal/podqos"
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/internal/podspec"
+	"github.com/kubeembed/apiserver/providers/internal/validation"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -170,7 +171,8 @@ func validatePodSpecUpdate(spec, old *corev1.PodSpec) field.ErrorList {
 	}
 	return append(errs, field.Forbidden(field.NewPath("spec"), "pod updates may not change fields other than "+
 		"`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "+
-		"(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"))
+		"(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)\n"+
+		validation.Diff(*b, *a)))
 }
 
 // onlyDeletedSchedulingGates refuses gates an update adds: they may only
