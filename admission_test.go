@@ -5,6 +5,7 @@ import (
 	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,9 +15,12 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
 
@@ -123,4 +127,115 @@ func TestValidatingAdmissionPolicy(t *testing.T) {
 	_, err = c.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "ok"},
 		Data: map[string]string{"a": "1"}}, metav1.CreateOptions{})
 	assert.NoError(t, err)
+}
+
+// The validatingadmissionpolicy-status controller type-checks a policy's
+// expressions against the kinds it matches and applies what it found to the
+// status, as kube-controller-manager's: one warning per expression that does
+// not compile, the generation observed, and again when the spec changes.
+func TestValidatingAdmissionPolicyStatus(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	policies := clientset(t, srv).AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	policy, err := policies.Create(t.Context(), typedPolicy("deployments", "apps", "deployments",
+		"object.spec.replicas >= 0", "object.spec.replicas > 'a'", "object.spec.nosuchfield == 1"), metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	got := observed(t, srv, policy.Name)
+	require.NotNil(t, got.Status.TypeChecking)
+	require.Len(t, got.Status.TypeChecking.ExpressionWarnings, 2, "%+v", got.Status.TypeChecking)
+	w := got.Status.TypeChecking.ExpressionWarnings
+	assert.Equal(t, "spec.validations[1].expression", w[0].FieldRef)
+	assert.Contains(t, w[0].Warning, "apps/v1, Kind=Deployment: ERROR: <input>:1:22: found no matching overload for '_>_' applied to '(int, string)'")
+	assert.Equal(t, "spec.validations[2].expression", w[1].FieldRef)
+	assert.Contains(t, w[1].Warning, "apps/v1, Kind=Deployment: ERROR: <input>:1:12: undefined field 'nosuchfield'")
+	assert.True(t, slices.ContainsFunc(got.ManagedFields, func(m metav1.ManagedFieldsEntry) bool {
+		return m.Manager == "validatingadmissionpolicy-status" && m.Operation == metav1.ManagedFieldsOperationApply && m.Subresource == "status"
+	}), "the status is applied by validatingadmissionpolicy-status: %+v", got.ManagedFields)
+
+	// A new generation is checked again: fixed, no warning is left.
+	got.Spec.Validations = got.Spec.Validations[:1]
+	_, err = policies.Update(t.Context(), got, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	got = observed(t, srv, policy.Name)
+	assert.Equal(t, int64(2), got.Status.ObservedGeneration)
+	// Applied empty, typeChecking is dropped, as on kube-apiserver.
+	assert.Nil(t, got.Status.TypeChecking)
+}
+
+// A policy on a custom resource is checked against its CRD's schema, which
+// the controller reads from the server's OpenAPI.
+func TestValidatingAdmissionPolicyStatusOfCustomResource(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	installGizmos(t, srv)
+	policies := clientset(t, srv).AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	policy, err := policies.Create(t.Context(), typedPolicy("gizmos", "example.com", "gizmos",
+		"object.spec.size > 1", "object.spec.size > 'a'"), metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	got := observed(t, srv, policy.Name)
+	require.NotNil(t, got.Status.TypeChecking)
+	require.Len(t, got.Status.TypeChecking.ExpressionWarnings, 1, "%+v", got.Status.TypeChecking)
+	w := got.Status.TypeChecking.ExpressionWarnings[0]
+	assert.Equal(t, "spec.validations[1].expression", w.FieldRef)
+	assert.Contains(t, w.Warning, "example.com/v1, Kind=Gizmo: ERROR: <input>:1:18: found no matching overload for '_>_' applied to '(int, string)'")
+}
+
+// typedPolicy is a policy on the v1 resource of group with one validation
+// per expression.
+func typedPolicy(name, group, resource string, expressions ...string) *admissionregistrationv1.ValidatingAdmissionPolicy {
+	p := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"v1"}, Resources: []string{resource}}}}}},
+		},
+	}
+	for _, e := range expressions {
+		p.Spec.Validations = append(p.Spec.Validations, admissionregistrationv1.Validation{Expression: e})
+	}
+	return p
+}
+
+// observed returns the policy once the controllers are idle, failing unless
+// its status has observed its generation.
+func observed(t *testing.T, srv *apiserver.Server, name string) *admissionregistrationv1.ValidatingAdmissionPolicy {
+	t.Helper()
+	apiservertest.WaitIdle(t, srv)
+	p, err := clientset(t, srv).AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, p.Generation, p.Status.ObservedGeneration, "the status observes the policy's generation")
+	return p
+}
+
+// installGizmos creates the CRD of example.com/v1 gizmos (spec.size, an
+// integer) and waits until its schema is in the server's OpenAPI v3.
+func installGizmos(t *testing.T, srv *apiserver.Server) {
+	t.Helper()
+	c, err := apiextensionsclient.NewForConfig(srv.RESTConfig())
+	require.NoError(t, err)
+	_, err = c.ApiextensionsV1().CustomResourceDefinitions().Create(t.Context(), &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "gizmos.example.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "example.com", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "gizmos", Singular: "gizmo", Kind: "Gizmo", ListKind: "GizmoList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}},
+					}}}}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	d := clientset(t, srv).Discovery()
+	require.Eventually(t, func() bool {
+		paths, err := d.OpenAPIV3().Paths()
+		if _, ok := paths["apis/example.com/v1"]; !ok || err != nil {
+			return false
+		}
+		_, err = d.ServerResourcesForGroupVersion("example.com/v1")
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond, "the CRD is served, with its schema in /openapi/v3")
 }

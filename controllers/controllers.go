@@ -136,13 +136,19 @@ const (
 	CSRApproving Name = "csrapproving"
 	// CSRCleaner deletes old CertificateSigningRequests.
 	CSRCleaner Name = "csrcleaner"
+	// ValidatingAdmissionPolicyStatus type-checks the expressions of
+	// ValidatingAdmissionPolicies against the kinds they match and writes
+	// the warnings and the observed generation to their status. Its
+	// --controllers name is the canonical one: it has no short alias.
+	ValidatingAdmissionPolicyStatus Name = "validatingadmissionpolicy-status-controller"
 )
 
 // All are every controller, in the order they start.
 func All() []Name {
 	return []Name{ServiceAccount, GarbageCollector, Namespace, RootCACertPublisher, ServiceAccountToken, ResourceQuota, ClusterRoleAggregation,
 		Kubelet, Scheduler, NodeLifecycle, TaintEviction, PodGC, Deployment, ReplicaSet, ReplicationController, StatefulSet, DaemonSet, Job, CronJob, TTLAfterFinished, HorizontalPodAutoscaling, Disruption, Endpoint, EndpointSlice, EndpointSliceMirroring,
-		PersistentVolumeBinder, VolumeProvisioner, PVCProtection, PVProtection, CSRSigning, CSRApproving, CSRCleaner}
+		PersistentVolumeBinder, VolumeProvisioner, PVCProtection, PVProtection, CSRSigning, CSRApproving, CSRCleaner,
+		ValidatingAdmissionPolicyStatus}
 }
 
 // ControllerManager says whether n is one of kube-controller-manager's

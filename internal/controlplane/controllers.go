@@ -53,6 +53,7 @@ import (
 	"github.com/kubeembed/apiserver/controllers/statefulset"
 	"github.com/kubeembed/apiserver/controllers/tainteviction"
 	"github.com/kubeembed/apiserver/controllers/ttlafterfinished"
+	"github.com/kubeembed/apiserver/controllers/validatingadmissionpolicystatus"
 	"github.com/kubeembed/apiserver/internal/controller"
 	"github.com/kubeembed/apiserver/internal/version"
 	"github.com/kubeembed/apiserver/internal/writes"
@@ -61,37 +62,38 @@ import (
 // newController builds each controller that has a loop (ServiceAccount's
 // work is done by the core group's storage: providers.Config).
 var newController = map[controllers.Name]func(controllers.Config) (controllers.Controller, error){
-	controllers.GarbageCollector:         loop(garbagecollector.New),
-	controllers.Namespace:                loop(namespace.New),
-	controllers.RootCACertPublisher:      loop(rootcacert.New),
-	controllers.ServiceAccountToken:      loop(serviceaccounttoken.New),
-	controllers.ResourceQuota:            loop(resourcequota.New),
-	controllers.ClusterRoleAggregation:   loop(clusterroleaggregation.New),
-	controllers.Kubelet:                  loop(kubelet.New),
-	controllers.Scheduler:                loop(scheduler.New),
-	controllers.NodeLifecycle:            loop(nodelifecycle.New),
-	controllers.TaintEviction:            loop(tainteviction.New),
-	controllers.PodGC:                    loop(podgc.New),
-	controllers.Deployment:               loop(deployment.New),
-	controllers.ReplicaSet:               loop(replicaset.NewReplicaSets),
-	controllers.ReplicationController:    loop(replicaset.NewReplicationControllers),
-	controllers.StatefulSet:              loop(statefulset.New),
-	controllers.DaemonSet:                loop(daemonset.New),
-	controllers.Job:                      loop(job.New),
-	controllers.CronJob:                  loop(cronjob.New),
-	controllers.TTLAfterFinished:         loop(ttlafterfinished.New),
-	controllers.HorizontalPodAutoscaling: loop(podautoscaler.New),
-	controllers.Disruption:               loop(disruption.New),
-	controllers.Endpoint:                 loop(endpoint.New),
-	controllers.EndpointSlice:            loop(endpointslice.New),
-	controllers.EndpointSliceMirroring:   loop(endpointslicemirroring.New),
-	controllers.PersistentVolumeBinder:   loop(persistentvolume.New),
-	controllers.VolumeProvisioner:        loop(provisioner.New),
-	controllers.PVCProtection:            loop(pvcprotection.New),
-	controllers.PVProtection:             loop(pvprotection.New),
-	controllers.CSRSigning:               loop(csrsigning.New),
-	controllers.CSRApproving:             loop(csrapproving.New),
-	controllers.CSRCleaner:               loop(csrcleaner.New),
+	controllers.GarbageCollector:                loop(garbagecollector.New),
+	controllers.Namespace:                       loop(namespace.New),
+	controllers.RootCACertPublisher:             loop(rootcacert.New),
+	controllers.ServiceAccountToken:             loop(serviceaccounttoken.New),
+	controllers.ResourceQuota:                   loop(resourcequota.New),
+	controllers.ClusterRoleAggregation:          loop(clusterroleaggregation.New),
+	controllers.Kubelet:                         loop(kubelet.New),
+	controllers.Scheduler:                       loop(scheduler.New),
+	controllers.NodeLifecycle:                   loop(nodelifecycle.New),
+	controllers.TaintEviction:                   loop(tainteviction.New),
+	controllers.PodGC:                           loop(podgc.New),
+	controllers.Deployment:                      loop(deployment.New),
+	controllers.ReplicaSet:                      loop(replicaset.NewReplicaSets),
+	controllers.ReplicationController:           loop(replicaset.NewReplicationControllers),
+	controllers.StatefulSet:                     loop(statefulset.New),
+	controllers.DaemonSet:                       loop(daemonset.New),
+	controllers.Job:                             loop(job.New),
+	controllers.CronJob:                         loop(cronjob.New),
+	controllers.TTLAfterFinished:                loop(ttlafterfinished.New),
+	controllers.HorizontalPodAutoscaling:        loop(podautoscaler.New),
+	controllers.Disruption:                      loop(disruption.New),
+	controllers.Endpoint:                        loop(endpoint.New),
+	controllers.EndpointSlice:                   loop(endpointslice.New),
+	controllers.EndpointSliceMirroring:          loop(endpointslicemirroring.New),
+	controllers.PersistentVolumeBinder:          loop(persistentvolume.New),
+	controllers.VolumeProvisioner:               loop(provisioner.New),
+	controllers.PVCProtection:                   loop(pvcprotection.New),
+	controllers.PVProtection:                    loop(pvprotection.New),
+	controllers.CSRSigning:                      loop(csrsigning.New),
+	controllers.CSRApproving:                    loop(csrapproving.New),
+	controllers.CSRCleaner:                      loop(csrcleaner.New),
+	controllers.ValidatingAdmissionPolicyStatus: loop(validatingadmissionpolicystatus.New),
 }
 
 // loop adapts a controller package's New to newController's type.

@@ -171,7 +171,7 @@ func writeReferenceFiles(dir, token string) (f referenceFiles, err error) {
 
 // Controllers are kube-controller-manager's controllers kubeembed runs, as
 // the reference runs them.
-const Controllers = "garbagecollector,namespace,serviceaccount,serviceaccount-token,root-ca-cert-publisher,resourcequota,clusterrole-aggregation"
+const Controllers = "garbagecollector,namespace,serviceaccount,serviceaccount-token,root-ca-cert-publisher,resourcequota,clusterrole-aggregation,validatingadmissionpolicy-status-controller"
 
 // ClusterControllers are those kube-controller-manager runs beside them
 // for pods that run: nodes, pods, endpoints, volumes, and the workload
