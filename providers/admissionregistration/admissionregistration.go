@@ -124,7 +124,7 @@ func validateWebhook(p *field.Path, w webhook, seen map[string]bool) field.Error
 	if timeout != nil && (*timeout < 1 || *timeout > 30) {
 		errs = append(errs, field.Invalid(p.Child("timeoutSeconds"), *timeout, "the timeout value must be between 1 and 30 seconds"))
 	}
-	return errs
+	return append(errs, validateMatchConditions(w.conditions, false, p.Child("matchConditions"))...)
 }
 
 func count[T any](name, desc string, f func(T) int) registry.Column {
@@ -137,7 +137,7 @@ var validatingWebhooks = webhookConfigurations("validatingwebhookconfigurations"
 	func(c *admissionv1.ValidatingWebhookConfiguration) []webhook {
 		out := make([]webhook, len(c.Webhooks))
 		for i, w := range c.Webhooks {
-			out[i] = webhook{w.Name, w.ClientConfig, w.SideEffects, w.AdmissionReviewVersions, w.TimeoutSeconds}
+			out[i] = webhook{w.Name, w.ClientConfig, w.SideEffects, w.AdmissionReviewVersions, w.TimeoutSeconds, w.MatchConditions}
 		}
 		return out
 	},
@@ -154,7 +154,7 @@ var mutatingWebhooks = webhookConfigurations("mutatingwebhookconfigurations",
 	func(c *admissionv1.MutatingWebhookConfiguration) []webhook {
 		out := make([]webhook, len(c.Webhooks))
 		for i, w := range c.Webhooks {
-			out[i] = webhook{w.Name, w.ClientConfig, w.SideEffects, w.AdmissionReviewVersions, w.TimeoutSeconds}
+			out[i] = webhook{w.Name, w.ClientConfig, w.SideEffects, w.AdmissionReviewVersions, w.TimeoutSeconds, w.MatchConditions}
 		}
 		return out
 	},
@@ -170,11 +170,12 @@ var mutatingWebhooks = webhookConfigurations("mutatingwebhookconfigurations",
 
 // webhook is what the validating and mutating webhook types share.
 type webhook struct {
-	name     string
-	client   admissionv1.WebhookClientConfig
-	effects  *admissionv1.SideEffectClass
-	versions []string
-	timeout  *int32
+	name       string
+	client     admissionv1.WebhookClientConfig
+	effects    *admissionv1.SideEffectClass
+	versions   []string
+	timeout    *int32
+	conditions []admissionv1.MatchCondition
 }
 
 // webhookConfigurations declares a webhook configuration kind, C, whose
@@ -235,18 +236,13 @@ var validatingPolicies = registry.Kind[*admissionv1.ValidatingAdmissionPolicy]{
 	NewList: func() runtime.Object { return &admissionv1.ValidatingAdmissionPolicyList{} },
 	Validate: func(p *admissionv1.ValidatingAdmissionPolicy) field.ErrorList {
 		errs := validateFailurePolicy(p.Spec.FailurePolicy)
-		if len(p.Spec.Validations) == 0 && len(p.Spec.AuditAnnotations) == 0 {
-			errs = append(errs, field.Required(field.NewPath("spec", "validations"), "validations or auditAnnotations must contain at least one item"))
-		}
-		for i, v := range p.Spec.Validations {
-			if strings.TrimSpace(v.Expression) == "" {
-				errs = append(errs, field.Required(field.NewPath("spec", "validations").Index(i).Child("expression"), "expression is not specified"))
-			}
-		}
-		if p.Spec.MatchConstraints == nil || len(p.Spec.MatchConstraints.ResourceRules) == 0 {
+		switch {
+		case p.Spec.MatchConstraints == nil:
+			errs = append(errs, field.Required(field.NewPath("spec", "matchConstraints"), ""))
+		case len(p.Spec.MatchConstraints.ResourceRules) == 0:
 			errs = append(errs, field.Required(field.NewPath("spec", "matchConstraints", "resourceRules"), ""))
 		}
-		return errs
+		return append(errs, validatePolicyCEL(p)...)
 	},
 	Columns: []registry.Column{
 		count("Validations", "Validations indicates the number of validation rules defined in this configuration",

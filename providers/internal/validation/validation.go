@@ -4,6 +4,7 @@ package validation
 
 import (
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -26,3 +27,13 @@ type Count struct {
 
 // N names a count.
 func N(name string, value int32) Count { return Count{Name: name, Value: value} }
+
+// QualifiedName is kube-apiserver's ValidateQualifiedName: one error per
+// way value is not a qualified name (prefix/name).
+func QualifiedName(value string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range utilvalidation.IsQualifiedName(value) {
+		errs = append(errs, field.Invalid(p, value, msg))
+	}
+	return errs
+}
