@@ -358,15 +358,24 @@ func (n *Normaliser) str(s string) string {
 		return s
 	}
 	s = n.names(s)
-	if len(n.rvs) > 0 {
-		s = digitsRE.ReplaceAllStringFunc(s, func(d string) string {
-			if p, ok := n.rvs[d]; ok && len(d) > 1 {
-				return p
-			}
-			return d
-		})
+	if len(n.rvs) == 0 {
+		return s
 	}
-	return s
+	// A number right after a colon is a port (host:443), not a version.
+	var b strings.Builder
+	last := 0
+	for _, m := range digitsRE.FindAllStringIndex(s, -1) {
+		d := s[m[0]:m[1]]
+		p, ok := n.rvs[d]
+		if !ok || len(d) < 2 || m[0] > 0 && s[m[0]-1] == ':' {
+			continue
+		}
+		b.WriteString(s[last:m[0]])
+		b.WriteString(p)
+		last = m[1]
+	}
+	b.WriteString(s[last:])
+	return b.String()
 }
 
 // names replaces uids, generated names and the server's address.

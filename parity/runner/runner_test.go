@@ -52,6 +52,16 @@ func TestNormaliseMakesEquivalentResponsesEqual(t *testing.T) {
 	assert.Contains(t, a[2].Body.(map[string]any)["message"], "rv <rv-2>")
 }
 
+// A number after a colon in a message is a port, not a resource version
+// that happens to have its value.
+func TestNormaliseKeepsPortsThatLookLikeVersions(t *testing.T) {
+	got := NormaliseAll(cidr(t), []Response{
+		{Code: 200, Body: jsonValue(t, `{"metadata":{"name":"a","resourceVersion":"443"}}`)},
+		{Code: 500, Body: jsonValue(t, `{"kind":"Status","message":"Post \"https://empty.ns.svc:443/validate\": rv 443"}`)},
+	})
+	assert.Equal(t, `Post "https://empty.ns.svc:443/validate": rv <rv-1>`, got[1].Body.(map[string]any)["message"])
+}
+
 // Normalisation must not hide real differences.
 func TestNormaliseKeepsDifferences(t *testing.T) {
 	for name, pair := range map[string][2]string{
