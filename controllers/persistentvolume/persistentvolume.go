@@ -130,19 +130,7 @@ func (c *Controller) watch(volumes, claims, classes cache.SharedIndexInformer) e
 		}
 		return cache.ResourceEventHandlerFuncs{AddFunc: add, UpdateFunc: func(_, o any) { add(o) }, DeleteFunc: add}
 	}
-	// Upstream binds a claim that was synced before its volume reached the
-	// informer at the next resync, up to 15 s later; an unbound volume
-	// queues the waiting claims of its class at once here, so that WaitIdle
-	// never returns between the two.
-	queueVolume := queue(c.volumeQueue)
-	onVolume := func(obj any) {
-		queueVolume.AddFunc(obj)
-		if pv, ok := obj.(*corev1.PersistentVolume); ok && pv.Spec.ClaimRef == nil {
-			c.queueClaimsOfClass(storagehelpers.GetPersistentVolumeClass(pv))
-		}
-	}
-	volumeHandler := cache.ResourceEventHandlerFuncs{AddFunc: onVolume, UpdateFunc: func(_, o any) { onVolume(o) }, DeleteFunc: queueVolume.DeleteFunc}
-	if err := c.Observer.Watch(corev1.Resource("persistentvolumes"), volumes, volumeHandler); err != nil {
+	if err := c.Observer.Watch(corev1.Resource("persistentvolumes"), volumes, queue(c.volumeQueue)); err != nil {
 		return fmt.Errorf("watch volumes: %w", err)
 	}
 	if err := c.Observer.Watch(corev1.Resource("persistentvolumeclaims"), claims, queue(c.claimQueue)); err != nil {
@@ -239,6 +227,14 @@ func (c *Controller) syncVolumeByKey(ctx context.Context, key string) error {
 		isNew, err := storeUpdate(ctx, c.volumes, pv)
 		if err != nil || !isNew {
 			return err
+		}
+		// Upstream binds a claim that was synced before its volume reached
+		// the controller's cache at the next resync, up to 15 s later; an
+		// unbound volume queues the waiting claims of its class once it is
+		// in the cache (not before: the claim worker runs beside this one),
+		// so that WaitIdle never returns between the two.
+		if pv.Spec.ClaimRef == nil {
+			c.queueClaimsOfClass(storagehelpers.GetPersistentVolumeClass(pv))
 		}
 		return c.syncVolume(ctx, pv)
 	}

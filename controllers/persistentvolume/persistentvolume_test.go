@@ -1,6 +1,7 @@
 package persistentvolume_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -199,6 +200,29 @@ func TestStaticVolumesAreBoundByMatching(t *testing.T) {
 	assert.Equal(t, corev1.VolumeAvailable, getVolume(t, c, "large").Status.Phase)
 	e := waitEvent(t, c, "default", "huge", "FailedBinding")
 	assert.Equal(t, "no persistent volumes available for this claim and no storage class is set", e.Message)
+}
+
+// A claim created right after its volume is bound however the two
+// workers meet them: the claim worker may sync the claim before the volume
+// worker has put the volume in the controller's cache, and the volume must
+// then bring the claim back (CI once saw the claim left Pending after
+// WaitIdle, with its volume Available).
+func TestClaimCreatedJustAfterItsVolumeIsBound(t *testing.T) {
+	t.Parallel()
+	srv, c := start(t)
+	const pairs = 30
+	for i := range pairs {
+		class := fmt.Sprintf("pair-%d", i) // one volume fits one claim
+		_, err := c.CoreV1().PersistentVolumes().Create(t.Context(), hostPathVolume(class, "1Gi", class, corev1.ReadWriteOnce), metav1.CreateOptions{})
+		require.NoError(t, err)
+		createClaim(t, c, claim(class, "1Gi", ptr.To(class)))
+	}
+	apiservertest.WaitIdle(t, srv)
+	for i := range pairs {
+		name := fmt.Sprintf("pair-%d", i)
+		assert.Equal(t, corev1.ClaimBound, getClaim(t, c, name).Status.Phase, name)
+		assert.Equal(t, corev1.VolumeBound, getVolume(t, c, name).Status.Phase, name)
+	}
 }
 
 func TestClaimWithNoClassGetsTheDefault(t *testing.T) {
