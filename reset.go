@@ -18,9 +18,11 @@ import (
 // new server of the same Options would: what apiservertest does between
 // the tests that share a server. In order, it
 //   - cuts off the clients made before: in-process ones fail from now on
-//     as after Close (inproc: transport closed), network connections are
-//     closed, which ends their watches (credentials stay valid: a network
-//     client can connect again);
+//     as after Close (inproc: transport closed); over the network, the
+//     requests in flight end (a watch ends as when kube-apiserver ends it)
+//     and idle connections stay open, as network clients of the same TLS
+//     configuration share them through client-go's transport cache
+//     (credentials stay valid: a network client can go on);
 //   - drops the fault rules (Faults) and forgets the simulated kubelet's
 //     test-made state (nodes added go, initial nodes removed, stopped or
 //     made not Ready are back and Ready; container rules, logs and
@@ -34,9 +36,6 @@ import (
 //
 // What a client can still tell from a new server: resourceVersions only
 // grow (as after any restore), /metrics counts every request since Start,
-// a network client that kept an idle connection from before may have its
-// next request on it fail once ("connection reset by peer" or EOF, as
-// after a restart of kube-apiserver; client-go tries a GET again then),
 // the server's clock (Options.Clock) is where it was, and the admission
 // policy plugins stay built once a policy existed. On an error (a closed
 // server, a backend that cannot restore, a wait that ctx ends) the server
@@ -79,7 +78,7 @@ func (s *Server) cutClients() {
 	fresh := &inproc.Transport{}
 	fresh.SetHandler(s.cp.Handler())
 	s.clients.Swap(fresh).Cut()
-	s.listener.CutConns()
+	s.listener.EndRequests()
 }
 
 // maxRestoreRounds bounds restoreSettled.

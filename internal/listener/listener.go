@@ -5,6 +5,7 @@
 package listener
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"sync"
@@ -28,20 +29,20 @@ type Tracking struct {
 // requestSet counts requests; guarded by Tracking.mu.
 type requestSet struct {
 	idle    chan struct{} // closed when none is in flight; replaced when one starts
-	running map[*http.Request]struct{}
+	running map[*http.Request]context.CancelFunc
 }
 
 func newRequestSet() requestSet {
 	idle := make(chan struct{})
 	close(idle)
-	return requestSet{idle: idle, running: map[*http.Request]struct{}{}}
+	return requestSet{idle: idle, running: map[*http.Request]context.CancelFunc{}}
 }
 
-func (f *requestSet) add(r *http.Request) {
+func (f *requestSet) add(r *http.Request, cancel context.CancelFunc) {
 	if len(f.running) == 0 {
 		f.idle = make(chan struct{})
 	}
-	f.running[r] = struct{}{}
+	f.running[r] = cancel
 }
 
 func (f *requestSet) done(r *http.Request) {
@@ -100,7 +101,7 @@ func (l *Tracking) CloseConns() {
 }
 
 // CutConns closes every open connection; connections accepted from now on
-// are served (Server.Reset).
+// are served.
 func (l *Tracking) CutConns() {
 	l.mu.Lock()
 	conns := make([]net.Conn, 0, len(l.conns))
@@ -113,6 +114,46 @@ func (l *Tracking) CutConns() {
 	}
 }
 
+// EndRequests ends the network's requests in flight, watches included,
+// and leaves idle connections open (Server.Reset). Each request's context
+// is cancelled, so that its handler returns and an HTTP/2 stream ends as a
+// watch's end does, on a connection the client keeps using; the HTTP/1
+// connections of requests in flight are closed (an exec's or a
+// port-forward's upgraded stream outlives its context), which no client
+// reuses as they are busy. Closing idle connections instead would make a
+// later client that shares their transport (client-go caches transports
+// by TLS configuration) fail its next request on one the server closed
+// (unexpected EOF). In-process requests, the server's own controllers'
+// among them, are left alone.
+func (l *Tracking) EndRequests() {
+	l.mu.Lock()
+	conns := map[string]net.Conn{}
+	for c := range l.conns {
+		conns[c.RemoteAddr().String()] = c
+	}
+	var cancels []context.CancelFunc
+	var busy []net.Conn
+	for _, f := range []*requestSet{&l.requests, &l.watches} {
+		for r, cancel := range f.running {
+			c, network := conns[r.RemoteAddr]
+			if !network {
+				continue // in process: the server's own, or cut by its transport
+			}
+			cancels = append(cancels, cancel)
+			if r.ProtoMajor == 1 {
+				busy = append(busy, c)
+			}
+		}
+	}
+	l.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel()
+	}
+	for _, c := range busy {
+		_ = c.Close()
+	}
+}
+
 // Track counts the requests h serves, watches apart.
 func (l *Tracking) Track(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -120,15 +161,17 @@ func (l *Tracking) Track(h http.Handler) http.Handler {
 		if isWatch(r) {
 			f = &l.watches
 		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
 		l.mu.Lock()
-		f.add(r)
+		f.add(r, cancel)
 		l.mu.Unlock()
 		defer func() {
 			l.mu.Lock()
 			f.done(r)
 			l.mu.Unlock()
 		}()
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
