@@ -71,10 +71,15 @@ func WithCRDPaths(paths ...string) Option {
 // StartTimeout bounds how long Start waits for the server to be ready.
 const StartTimeout = time.Minute
 
-// Start creates and starts a server, registers its Close with t.Cleanup and
-// fails the test if it cannot start. The server logs to t at Warn level and
-// above until it is closed (LogLevelEnv changes the level): a test that
-// does nothing wrong sees nothing from it. Without an Options.Timing,
+// Start hands the test a ready server and fails the test if it cannot
+// start one. By default (WithReuse) the server is one an earlier test of
+// the process with the same Options handed back, reset to how it was once
+// started, or a new one; either is handed back at the test's end for the
+// next (closed instead if the test failed or closed it). WithNewServer,
+// or ReuseEnv=0, starts a new server whose Close t.Cleanup runs. The
+// server logs to t at Warn level and above until the test ends
+// (LogLevelEnv changes the level): a test that does nothing wrong sees
+// nothing from it. Without an Options.Timing,
 // timing.Env (KUBEEMBED_TIMING=shake, say) chooses one, and the test's log
 // tells how to replay it.
 func Start(t TB, opts ...Option) *apiserver.Server {
@@ -89,7 +94,7 @@ func Start(t TB, opts ...Option) *apiserver.Server {
 			return nil
 		}
 	}
-	if o.Logger == nil && (reuse || os.Getenv(ReuseEnv) == "1") {
+	if o.Logger == nil && reuses(reuse) {
 		if key, ok := poolKey(o); ok {
 			return startPooled(t, key, o)
 		}
@@ -130,13 +135,16 @@ func Start(t TB, opts ...Option) *apiserver.Server {
 }
 
 // options are the server's options: the logger log, then opts in order;
-// reuse when one of them is WithReuse.
-func options(log *zap.Logger, opts []Option) (o apiserver.Options, reuse bool) {
+// reuse is the choice of WithReuse or WithNewServer among them, if any.
+func options(log *zap.Logger, opts []Option) (o apiserver.Options, reuse *bool) {
 	o = apiserver.Options{Logger: log}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	_, reuse = reuseServers.LoadAndDelete(&o)
+	if v, ok := reuseServers.LoadAndDelete(&o); ok {
+		b := v.(bool)
+		reuse = &b
+	}
 	return o, reuse
 }
 

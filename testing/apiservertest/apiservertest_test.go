@@ -136,10 +136,12 @@ func TestStartFailsTheTestOnBadOptions(t *testing.T) {
 	tb.runCleanups()
 }
 
+// A new server (WithNewServer) closes with its test; a reused one is
+// handed back (pool_test.go).
 func TestStartServesUntilCleanup(t *testing.T) {
 	t.Parallel()
 	tb := &fakeTB{ctx: t.Context()}
-	srv := Start(tb)
+	srv := Start(tb, WithNewServer())
 	require.Empty(t, tb.fatal)
 	require.NotNil(t, srv)
 	addr := strings.TrimPrefix(srv.URL(), "https://")

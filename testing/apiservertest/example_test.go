@@ -20,8 +20,9 @@ import (
 )
 
 // ExampleStart lists the namespaces every server starts with. In a test, pass
-// the *testing.T (or Ginkgo's GinkgoT()): the server is closed when the test
-// ends. Here a minimal TB stands in for it.
+// the *testing.T (or Ginkgo's GinkgoT()): the server is handed back for the
+// next test (or closed) when the test ends. Here a minimal TB stands in for
+// it.
 func ExampleStart() {
 	t := &exampleT{}
 	defer t.cleanup()

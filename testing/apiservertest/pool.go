@@ -23,9 +23,9 @@ import (
 	"github.com/kubeembed/apiserver/storage"
 )
 
-// ReuseEnv names the environment variable that makes every Start of the
-// process reuse servers (KUBEEMBED_TEST_REUSE=1), as WithReuse does for
-// one test.
+// ReuseEnv names the environment variable that chooses for every Start
+// of the process: KUBEEMBED_TEST_REUSE=0 starts a new server for each test
+// (as WithNewServer does for one), 1 or unset reuses servers.
 const ReuseEnv = "KUBEEMBED_TEST_REUSE"
 
 // poolIdleTimeout is how long a server waits in the pool for a test before
@@ -35,22 +35,39 @@ const poolIdleTimeout = time.Second
 // resetTimeout bounds the reset of a server handed back.
 const resetTimeout = 30 * time.Second
 
-// WithReuse makes Start hand the test a server an earlier test of the
+// WithReuse makes Start reuse a server even when ReuseEnv is 0: what Start
+// does by default. Start hands the test a server an earlier test of the
 // process handed back, reset to how it was once started (Server.Reset:
 // no object, CRD, webhook, fault rule, recorded request, RBAC binding or
-// simulated node of the earlier test remains), or start one that it hands
+// simulated node of the earlier test remains), or starts one that it hands
 // back at the test's end. Reuse is for servers of the same Options with
 // the in-memory storage and none of: their own Storage, Port, CertDir,
-// Providers, Clock, audit or Timing (those start a server of their own).
-// What a test can still tell from a new server is in Server.Reset. Not the
-// default yet: the repository's whole suite has not yet run with reuse
-// under -race and in CI.
+// Providers, Clock, Logger, audit or Timing (those start a server of
+// their own). What a test can still tell from a new server is in
+// Server.Reset; WithNewServer is for a test that must not see it.
 func WithReuse() Option {
 	return func(o *apiserver.Options) { reuseServers.Store(o, true) }
 }
 
-// reuseServers marks the options WithReuse was applied to, as an Option
-// can only change Options.
+// WithNewServer makes Start start a new server for the test, closed at its
+// end, however ReuseEnv is set: for a test that reads what a reused server
+// still shows of earlier tests (/metrics counts since its start,
+// resourceVersions that only grow).
+func WithNewServer() Option {
+	return func(o *apiserver.Options) { reuseServers.Store(o, false) }
+}
+
+// reuses reports whether Start reuses servers for a test whose options
+// chose choice (nil: no choice, ReuseEnv or the default decides).
+func reuses(choice *bool) bool {
+	if choice != nil {
+		return *choice
+	}
+	return os.Getenv(ReuseEnv) != "0"
+}
+
+// reuseServers marks the options WithReuse (true) or WithNewServer (false)
+// was applied to, as an Option can only change Options.
 var reuseServers sync.Map
 
 // pooled is a started server, its snapshot after start, and the logger

@@ -2,6 +2,9 @@ package apiservertest
 
 import (
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptrace"
 	"os"
 	"testing"
 	"time"
@@ -17,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver"
@@ -235,6 +239,38 @@ func assertNodesAsStarted(t *testing.T, srv *apiserver.Server, c kubernetes.Inte
 	assert.Empty(t, string(logs), "no log of the last test")
 }
 
+// Network clients of one TLS configuration share their connections
+// (client-go caches transports): the next test's first request goes on the
+// connection the last test left idle, which the reset kept open. Closing
+// it made that request fail now and then ("unexpected EOF") when the
+// client had not yet seen the close.
+func TestReusedServerKeepsIdleConnections(t *testing.T) {
+	t.Parallel()
+	opt := uniqueOptions(t)
+	get := func(srv *apiserver.Server) (reused bool) {
+		hc, err := rest.HTTPClientFor(srv.RESTConfig())
+		require.NoError(t, err)
+		trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused }}
+		req, err := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), trace), http.MethodGet, srv.URL()+"/version", nil)
+		require.NoError(t, err)
+		resp, err := hc.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		require.NoError(t, resp.Body.Close())
+		return reused
+	}
+	first := &fakeTB{ctx: t.Context()}
+	srv := Start(first, opt)
+	get(srv)
+	first.runCleanups()
+
+	second := &fakeTB{ctx: t.Context()}
+	again := Start(second, opt)
+	defer second.runCleanups()
+	require.True(t, srv == again, "the server was handed back and reused; the first test logged %q", first.logs)
+	assert.True(t, get(again), "the next test's request goes on the connection the last test left idle")
+}
+
 // A server whose test failed, or that its test closed, is not handed to
 // the next test; options that differ never share a server.
 func TestServersNotReused(t *testing.T) {
@@ -261,14 +297,14 @@ func TestServersNotReused(t *testing.T) {
 	another.runCleanups()
 }
 
-// BenchmarkStartReused is the per-test cost of a server with WithReuse
+// BenchmarkStartReused is the per-test cost of a server of Start's default
 // (take from the pool, then Reset at the test's end, after a test that
-// wrote one ConfigMap) against Start of a new server.
+// wrote one ConfigMap) against a new server (WithNewServer).
 func BenchmarkStartReused(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		opts []Option
-	}{{"reused", []Option{WithReuse()}}, {"new", nil}} {
+	}{{"reused", nil}, {"new", []Option{WithNewServer()}}} {
 		b.Run(bc.name, func(b *testing.B) {
 			for b.Loop() {
 				tb := &fakeTB{ctx: b.Context()}
