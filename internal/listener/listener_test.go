@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"testing"
 	"time"
 
@@ -87,6 +88,48 @@ func TestCloseConnsEndsConnectionsAndRefusesNewOnes(t *testing.T) {
 	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	_, err = fresh.Get(url + "/api/v1/pods")
 	assert.Error(t, err, "a connection accepted while closing is closed at once")
+}
+
+// EndRequests ends the request in flight (its context, and its HTTP/1
+// connection, busy) and keeps an idle connection: its client's next
+// request goes on it.
+func TestEndRequestsKeepsIdleConnections(t *testing.T) {
+	t.Parallel()
+	entered := make(chan struct{}, 1)
+	tl, url := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("watch") == "" {
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		entered <- struct{}{}
+		<-r.Context().Done()
+	}))
+	transport := &http.Transport{}
+	defer transport.CloseIdleConnections()
+	client := &http.Client{Transport: transport}
+	get := func() (reused bool) {
+		trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused }}
+		req, err := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), trace), http.MethodGet, url+"/version", nil)
+		require.NoError(t, err)
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		require.NoError(t, resp.Body.Close())
+		return reused
+	}
+	get() // one idle connection
+	watcher := &http.Transport{}
+	defer watcher.CloseIdleConnections()
+	watch, err := (&http.Client{Transport: watcher}).Get(url + "/api/v1/pods?watch=1")
+	require.NoError(t, err)
+	defer watch.Body.Close()
+	<-entered
+
+	tl.EndRequests()
+	_, _ = io.Copy(io.Discard, watch.Body) // ends
+	assert.True(t, tl.WaitWatches(5*time.Second), "the watch ended")
+	assert.True(t, get(), "the idle connection is still open and used")
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
