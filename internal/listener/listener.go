@@ -96,14 +96,6 @@ func (c *trackedConn) Close() error {
 func (l *Tracking) CloseConns() {
 	l.mu.Lock()
 	l.closing = true
-	l.mu.Unlock()
-	l.CutConns()
-}
-
-// CutConns closes every open connection; connections accepted from now on
-// are served.
-func (l *Tracking) CutConns() {
-	l.mu.Lock()
 	conns := make([]net.Conn, 0, len(l.conns))
 	for c := range l.conns {
 		conns = append(conns, c)

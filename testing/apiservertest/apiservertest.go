@@ -1,5 +1,6 @@
-// Package apiservertest starts an in-process Kubernetes API server for one
-// test: ready when Start returns, closed when the test ends.
+// Package apiservertest gives a test an in-process Kubernetes API server:
+// ready when Start returns, and when the test ends reset for the next test
+// of the same Options (or closed; see Start).
 //
 //	func TestReconcile(t *testing.T) {
 //		srv := apiservertest.Start(t)
