@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -510,4 +511,28 @@ func TestInProcessAbandonedRequestsLeaveNothing(t *testing.T) {
 	require.NoError(t, goleak.Find(running), "goroutines left by abandoned requests")
 	require.NoError(t, srv.Close())
 	goleak.VerifyNone(t, before)
+}
+
+// A request still running at its timeout gets kube-apiserver's 504 (its
+// timeout filter's Status, without kind) in process as over the network;
+// one that a fault drops is an error without a status both ways.
+func TestInProcessTimeoutAndAbortAsNetwork(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	apiservertest.InjectFault(t, srv, faults.Rule{Match: faults.Match{Verb: "get", Name: "slow"}, Action: faults.Delay(time.Minute)})
+	apiservertest.InjectFault(t, srv, faults.Rule{Match: faults.Match{Verb: "get", Name: "dropped"}, Action: faults.DropConnection()})
+	for _, w := range bothWays(t, srv, srv.RESTConfig()) {
+		body, err := w.c.CoreV1().RESTClient().Get().Namespace("default").Resource("configmaps").Name("slow").
+			Param("timeout", "200ms").DoRaw(t.Context())
+		require.True(t, apierrors.IsTimeout(err), "%s: %v", w.name, err)
+		var status map[string]any
+		require.NoError(t, json.Unmarshal(body, &status), w.name)
+		assert.Equal(t, map[string]any{"metadata": map[string]any{}, "status": "Failure", "code": float64(504), "reason": "Timeout",
+			"message": "Timeout: request did not complete within the allotted timeout", "details": map[string]any{}}, status, w.name)
+
+		_, err = w.c.CoreV1().ConfigMaps("default").Get(t.Context(), "dropped", metav1.GetOptions{})
+		require.Error(t, err, w.name)
+		_, isStatus := err.(apierrors.APIStatus)
+		assert.False(t, isStatus, "%s: no answer, not a status: %v", w.name, err)
+	}
 }

@@ -43,7 +43,7 @@ func newAggregatorConfig(sh *shared) *aggregatorapiserver.Config {
 		return sh.metrics.instrument(faults.Handler(h, sh.Faults, sh.Recorder))
 	}
 	gc.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
-		return sh.Track(genericapiserver.DefaultBuildHandlerChain(inner(h), c))
+		return sh.Track(handlerChain(inner(h), c, sh.muxComplete))
 	}
 	return &aggregatorapiserver.Config{
 		GenericConfig: gc,

@@ -131,6 +131,9 @@ type shared struct {
 	// discovery is the aggregated discovery (/apis) of all tiers: each adds
 	// its groups, the aggregator serves them, as in kube-apiserver.
 	discovery discoveryaggregated.ResourceManager
+	// muxComplete is closed once every tier's routes and discovery are
+	// in place (signalMuxComplete).
+	muxComplete chan struct{}
 }
 
 // access is who a request is and what it may do: authentication and
@@ -147,7 +150,7 @@ type access struct {
 // loopback, informers, storage as the tiers see it, controllers,
 // authentication and authorization, admission, OpenAPI.
 func newShared(c Config) (_ *shared, err error) {
-	sh := &shared{Config: c, writes: &writes.Log{}, version: effectiveVersion(),
+	sh := &shared{Config: c, writes: &writes.Log{}, version: effectiveVersion(), muxComplete: make(chan struct{}),
 		external: strings.TrimPrefix(c.URL, "https://"), address: servingAddress(c.Listener)}
 	defer func() {
 		if err != nil {

@@ -46,6 +46,9 @@ type ControlPlane struct {
 	// restorers repair what providers keep beside storage after a
 	// restore.
 	restorers []func(context.Context) error
+	// muxComplete is the handler chain's MuxAndDiscoveryComplete signal,
+	// closed once the chain runs and every tier has signalled.
+	muxComplete chan struct{}
 }
 
 // New builds the three delegating tiers back to front, as kube-apiserver's
@@ -85,7 +88,7 @@ func New(c Config) (_ *ControlPlane, err error) {
 		informers: sh.informers.with(ext.Informers, agg.APIRegistrationInformers),
 		synced:    append(sh.synced, crds.Informer().HasSynced, apiServices.HasSynced),
 		loopback:  sh.transport, controllers: core.controllers, writes: sh.writes,
-		crds: crds.Lister(), restorers: core.restorers,
+		crds: crds.Lister(), restorers: core.restorers, muxComplete: sh.muxComplete,
 	}, nil
 }
 
@@ -101,7 +104,19 @@ func (cp *ControlPlane) Prepare() (Runner, error) {
 		return nil, err
 	}
 	cp.publishOpenAPI()
-	return p, nil
+	return runner{p, cp}, nil
+}
+
+// runner runs the prepared chain and signals MuxAndDiscoveryComplete to
+// its handler chain as kube-apiserver's run does.
+type runner struct {
+	Runner
+	cp *ControlPlane
+}
+
+func (r runner) Run(ctx context.Context) error {
+	go signalMuxComplete(r.cp.aggregator.GenericAPIServer, r.cp.muxComplete, ctx.Done())
+	return r.Runner.Run(ctx)
 }
 
 // StartInformers starts every shared informer and waits until those

@@ -58,6 +58,11 @@ type Transport struct {
 // ErrClosed is returned for requests made after Close.
 var ErrClosed = errors.New("inproc: transport closed")
 
+// ErrAborted is the error of a request whose handler aborted it (panicked
+// with http.ErrAbortHandler), from RoundTrip or the body's reads: where an
+// HTTP/2 client reads its stream reset, and with the same words.
+var ErrAborted = errors.New("inproc: stream error: INTERNAL_ERROR; received from peer (the server aborted the request)")
+
 func (t *Transport) init() {
 	t.once.Do(func() {
 		t.ready = make(chan struct{})
@@ -148,6 +153,10 @@ func (t *Transport) roundTrip(req *http.Request, state *tls.ConnectionState) (*h
 	go x.serve(h)
 	select {
 	case <-x.w.ready:
+		if x.aborted.Load() {
+			x.leave()
+			return nil, ErrAborted
+		}
 		if err := x.handOut(); err != nil {
 			return nil, err
 		}
@@ -210,6 +219,7 @@ type exchange struct {
 	// the body); cancel ends the handler's context.
 	leave, cancel context.CancelFunc
 	stopCut       func() bool // the exchange no longer ends at Cut
+	aborted       atomic.Bool // the handler panicked with http.ErrAbortHandler
 
 	mu              sync.Mutex
 	gone, handedOut bool // the caller gave up; it has the body
@@ -248,7 +258,13 @@ func (x *exchange) serve(h http.Handler) {
 	defer x.cancel()
 	defer x.stopCut()
 	defer func() {
-		if p := recover(); p != nil && p != http.ErrAbortHandler {
+		switch p := recover(); {
+		case p == http.ErrAbortHandler: // as a reset HTTP/2 stream
+			x.aborted.Store(true)
+			x.w.writeHeader(http.StatusInternalServerError)
+			_ = x.pw.CloseWithError(ErrAborted)
+			return
+		case p != nil:
 			x.w.writeHeader(http.StatusInternalServerError)
 			_ = x.pw.CloseWithError(fmt.Errorf("inproc: handler panic: %v", p))
 			return

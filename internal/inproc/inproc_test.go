@@ -268,3 +268,25 @@ func TestDrainRefusesRetries(t *testing.T) {
 		t.Fatal("the handler of a refused answer is still writing")
 	}
 }
+
+// A handler that aborts (panics with http.ErrAbortHandler, as a reset
+// HTTP/2 stream) fails the request before its answer and the body's read
+// after it, never an empty 200.
+func TestHandlerAbort(t *testing.T) {
+	t.Parallel()
+	tr := &Transport{}
+	tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/after" {
+			_, _ = w.Write([]byte("partial"))
+			w.(http.Flusher).Flush()
+		}
+		panic(http.ErrAbortHandler)
+	}))
+	_, err := (&http.Client{Transport: tr}).Get("https://server.invalid/before")
+	require.ErrorIs(t, err, ErrAborted)
+	resp, err := (&http.Client{Transport: tr}).Get("https://server.invalid/after")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	assert.ErrorIs(t, err, ErrAborted)
+	assert.Equal(t, "partial", string(body))
+}
