@@ -81,6 +81,9 @@ func New(c Config) (_ *ControlPlane, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("aggregator tier: %w", err)
 	}
+	for _, s := range []*genericapiserver.GenericAPIServer{agg.GenericAPIServer, core.GenericAPIServer, ext.GenericAPIServer} {
+		s.Handler.GoRestfulContainer.Router(&routeCache{})
+	}
 	sh.transport.SetHandler(agg.GenericAPIServer.Handler)
 	apiServices := agg.APIRegistrationInformers.Apiregistration().V1().APIServices().Informer()
 	return &ControlPlane{
