@@ -53,6 +53,9 @@ type Transport struct {
 
 	mu       sync.Mutex
 	detached map[*exchange]struct{} // running on while their callers are gone
+
+	// idle takes the next handler to run from RoundTrip to an idle worker.
+	idle chan func()
 }
 
 // ErrClosed is returned for requests made after Close.
@@ -65,6 +68,7 @@ var ErrAborted = errors.New("inproc: stream error: INTERNAL_ERROR; received from
 
 func (t *Transport) init() {
 	t.once.Do(func() {
+		t.idle = make(chan func())
 		t.ready = make(chan struct{})
 		t.closed, t.close = context.WithCancel(context.Background())
 		t.cut, t.cutAll = context.WithCancel(context.Background())
@@ -150,7 +154,7 @@ func (t *Transport) roundTrip(req *http.Request, state *tls.ConnectionState) (*h
 		return nil, err
 	}
 	x := t.newExchange(req, state)
-	go x.serve(h)
+	t.run(func() { x.serve(h) })
 	select {
 	case <-x.w.ready:
 		if x.aborted.Load() {
@@ -187,6 +191,37 @@ func (t *Transport) roundTrip(req *http.Request, state *tls.ConnectionState) (*h
 		ContentLength: -1,
 		Request:       req,
 	}, nil
+}
+
+// run runs serve on an idle worker, or on a new one. A worker runs one
+// handler after another, its stack grown by the first: each request on a
+// goroutine of its own grew (copied) a new stack through the whole handler
+// chain, ~7% of a GET's time (BENCHMARKS.md). A worker idle for
+// workerIdle, or when the transport closes, ends.
+func (t *Transport) run(serve func()) {
+	select {
+	case t.idle <- serve:
+	default:
+		go t.worker(serve)
+	}
+}
+
+const workerIdle = time.Second
+
+func (t *Transport) worker(serve func()) {
+	timer := time.NewTimer(workerIdle)
+	defer timer.Stop()
+	for {
+		serve()
+		timer.Reset(workerIdle)
+		select {
+		case serve = <-t.idle:
+		case <-timer.C:
+			return
+		case <-t.closed.Done():
+			return
+		}
+	}
 }
 
 // handlerFor returns the handler, waiting for SetHandler if need be.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
 
 func TestStreamsAndCancelsOnClose(t *testing.T) {
@@ -289,4 +291,23 @@ func TestHandlerAbort(t *testing.T) {
 	body, err := io.ReadAll(resp.Body)
 	assert.ErrorIs(t, err, ErrAborted)
 	assert.Equal(t, "partial", string(body))
+}
+
+// Requests run on workers that serve one after another and end at Close.
+// Not parallel: goleak sees every goroutine of the process, and the
+// parallel tests wait while this one runs.
+func TestWorkersEndAtClose(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	tr := &Transport{}
+	tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(r.URL.Path)) }))
+	client := &http.Client{Transport: tr}
+	for i := range 50 {
+		resp, err := client.Get(fmt.Sprintf("https://server.invalid/%d", i))
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		assert.Equal(t, fmt.Sprintf("/%d", i), string(body))
+	}
+	tr.Close()
 }
