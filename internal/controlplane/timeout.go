@@ -7,11 +7,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/endpoints/responsewriter"
@@ -48,17 +50,31 @@ func withTimeout(h http.Handler, longRunning request.LongRunningRequestCheck) ht
 		}
 		tw := &timeoutWriter{w: w, header: w.Header().Clone(), done: make(chan struct{})}
 		stop := context.AfterFunc(r.Context(), tw.timeout)
+		defer func() {
+			if !stop() { // timed out: recovered here, as upstream's filter does
+				tw.afterTimeout(recover())
+			} // else a panic goes on up the chain, to WithPanicRecovery's 500
+		}()
 		h.ServeHTTP(responsewriter.WrapForHTTP1Or2(tw), r)
-		if stop() {
-			return
-		}
-		<-tw.done
-		if tw.answered {
-			// Answered before the timeout: the client must not take
-			// what it has for the whole answer.
-			panic(http.ErrAbortHandler)
-		}
 	})
+}
+
+// afterTimeout ends a request whose context ended while its handler ran
+// (panicked is what the handler's panic was, if it panicked). Stopping the
+// timeout before a panic goes on matters: the filters that the panic
+// unwinds end the request's context (WithRequestDeadline's cancel), which
+// must not turn the chain's 500 into a 504. After the timeout the client
+// has its answer, and a panic is only logged, as upstream's filter does.
+func (tw *timeoutWriter) afterTimeout(panicked any) {
+	<-tw.done
+	if panicked != nil && panicked != http.ErrAbortHandler {
+		utilruntime.HandleError(fmt.Errorf("the handler panicked after its request timed out: %v", panicked))
+	}
+	if tw.answered {
+		// Answered before the timeout: the client must not take
+		// what it has for the whole answer.
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // timeoutWriter passes the handler's answer on until the request times
