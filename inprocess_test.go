@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/kubernetes"
@@ -537,5 +538,30 @@ func TestInProcessTimeoutAndAbortAsNetwork(t *testing.T) {
 		require.Error(t, err, w.name)
 		_, isStatus := err.(apierrors.APIStatus)
 		assert.False(t, isStatus, "%s: no answer, not a status: %v", w.name, err)
+	}
+}
+
+// A request whose handler panics (kube-apiserver's own panic: server-side
+// apply's converter on an IntOrString of no known type, which only a
+// protobuf body can carry) is a reset stream without headers in process as
+// over the network (the panic filter's 500 is not flushed before its panic
+// goes on); never the timeout's 504, which the request's context, ended as
+// the panic unwinds the filters, once set off.
+func TestInProcessPanicAsNetwork(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "odd-port"}, Spec: corev1.ServiceSpec{
+		Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.IntOrString{Type: 7}}}}}
+	for _, w := range bothWays(t, srv, srv.RESTConfig()) {
+		if w.ct != runtime.ContentTypeProtobuf {
+			continue // JSON cannot carry the odd IntOrString
+		}
+		for range 3 {
+			_, err := w.c.CoreV1().Services("default").Create(t.Context(), svc, metav1.CreateOptions{})
+			require.Error(t, err, w.name)
+			_, isStatus := err.(apierrors.APIStatus)
+			assert.False(t, isStatus, "%s: a reset stream, not a status: %v", w.name, err)
+			assert.Contains(t, err.Error(), "INTERNAL_ERROR; received from peer", w.name)
+		}
 	}
 }

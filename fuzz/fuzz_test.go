@@ -18,6 +18,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -35,6 +36,7 @@ import (
 
 	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/internal/inproc"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
 
@@ -107,7 +109,7 @@ type answer struct {
 	what    string // method and path, for messages
 	code    int
 	body    []byte
-	bodyErr error // the body ended with it: the handler panicked
+	bodyErr error // the stream was reset (the handler panicked) with it
 }
 
 // do sends one request; a transport error, including no answer within
@@ -139,6 +141,10 @@ func (fx *fixture) send(method, path, contentType string, body []byte, hdr []str
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := fx.client.Do(req)
+	if errors.Is(err, inproc.ErrAborted) { // the handler panicked before it answered
+		a.bodyErr = err
+		return a, nil
+	}
 	if err != nil {
 		return a, fmt.Errorf("%s: no answer within %v: %w", a.what, requestTimeout, err)
 	}

@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,9 +62,11 @@ type Transport struct {
 // ErrClosed is returned for requests made after Close.
 var ErrClosed = errors.New("inproc: transport closed")
 
-// ErrAborted is the error of a request whose handler aborted it (panicked
-// with http.ErrAbortHandler), from RoundTrip or the body's reads: where an
-// HTTP/2 client reads its stream reset, and with the same words.
+// ErrAborted is the error of a request whose handler aborted it (panicked,
+// with http.ErrAbortHandler or with anything else, as k8s.io/apiserver's
+// panic filter does again after its 500), from RoundTrip or the body's
+// reads: where an HTTP/2 client reads its stream reset, and with the same
+// words.
 var ErrAborted = errors.New("inproc: stream error: INTERNAL_ERROR; received from peer (the server aborted the request)")
 
 func (t *Transport) init() {
@@ -159,7 +162,7 @@ func (t *Transport) roundTrip(req *http.Request, state *tls.ConnectionState) (*h
 	case <-x.w.ready:
 		if x.aborted.Load() {
 			x.leave()
-			return nil, ErrAborted
+			return nil, x.abortErr
 		}
 		if err := x.handOut(); err != nil {
 			return nil, err
@@ -254,7 +257,8 @@ type exchange struct {
 	// the body); cancel ends the handler's context.
 	leave, cancel context.CancelFunc
 	stopCut       func() bool // the exchange no longer ends at Cut
-	aborted       atomic.Bool // the handler panicked with http.ErrAbortHandler
+	aborted       atomic.Bool // the handler panicked; abortErr says how
+	abortErr      error
 
 	mu              sync.Mutex
 	gone, handedOut bool // the caller gave up; it has the body
@@ -276,14 +280,18 @@ func (t *Transport) newExchange(req *http.Request, state *tls.ConnectionState) *
 		x.r.Body = http.NoBody
 	}
 	x.pr, x.pw = io.Pipe()
-	x.w = &responseWriter{header: http.Header{}, body: bufio.NewWriterSize(x.pw, bufferSize), ready: make(chan struct{}), done: gone.Done()}
+	x.w = &responseWriter{header: http.Header{}, ready: make(chan struct{}), done: gone.Done()}
+	x.w.body = bufio.NewWriterSize(headFirst{x.w, x.pw}, bufferSize)
 	context.AfterFunc(gone, func() { x.callerGone(context.Cause(gone)) })
 	x.stopCut = context.AfterFunc(t.cut, func() { x.end(io.ErrUnexpectedEOF) })
 	return x
 }
 
-// serve runs the handler; its status is 200 if it wrote none, 500 if it
-// panicked.
+// serve runs the handler; its status is 200 if it wrote none. A handler
+// that panics (k8s.io/apiserver's panic filter answers 500, then panics
+// again, as upstream's servers do) ends the request as net/http's HTTP/2
+// server ends the stream: reset, the headers not sent if the handler had
+// not flushed them, what the caller reads of the body cut off.
 func (x *exchange) serve(h http.Handler) {
 	defer func() {
 		x.t.mu.Lock()
@@ -293,22 +301,31 @@ func (x *exchange) serve(h http.Handler) {
 	defer x.cancel()
 	defer x.stopCut()
 	defer func() {
-		switch p := recover(); {
-		case p == http.ErrAbortHandler: // as a reset HTTP/2 stream
-			x.aborted.Store(true)
+		if p := recover(); p != nil {
+			x.abortErr = abortError(p)
+			x.aborted.Store(true) // before ready: RoundTrip answers abortErr
 			x.w.writeHeader(http.StatusInternalServerError)
-			_ = x.pw.CloseWithError(ErrAborted)
-			return
-		case p != nil:
-			x.w.writeHeader(http.StatusInternalServerError)
-			_ = x.pw.CloseWithError(fmt.Errorf("inproc: handler panic: %v", p))
+			x.w.sendHeader()
+			_ = x.pw.CloseWithError(x.abortErr)
 			return
 		}
 		x.w.writeHeader(http.StatusOK)
 		_ = x.w.body.Flush()
+		x.w.sendHeader()
 		_ = x.pw.Close()
 	}()
 	h.ServeHTTP(x.w, x.r)
+}
+
+// abortError is ErrAborted for the handler's panic p; a panic other than
+// http.ErrAbortHandler is named (its first line: the API server's finisher
+// adds a stack), which a network client cannot know, to tell a test why.
+func abortError(p any) error {
+	if p == http.ErrAbortHandler {
+		return ErrAborted
+	}
+	reason, _, _ := strings.Cut(fmt.Sprint(p), "\n")
+	return fmt.Errorf("%w: the handler panicked: %s", ErrAborted, reason)
 }
 
 // callerGone ends the handler's context and fails the caller's reads with
@@ -384,17 +401,19 @@ func (b *body) Close() error {
 // 50). 4 KiB as net/http's: the server's informers hold a watch each.
 const bufferSize = 4 << 10
 
-// responseWriter hands the status and headers to RoundTrip on the first
-// write, then streams the body through a buffer and a pipe.
+// responseWriter hands the status and headers to RoundTrip when the body
+// first leaves its buffer (a flush, a full buffer, the handler's end), as
+// HTTP/2's server sends its HEADERS frame, then streams the body through a
+// buffer and a pipe.
 type responseWriter struct {
 	header http.Header
 	body   *bufio.Writer
 
-	once  sync.Once
-	ready chan struct{}
-	code  int
-	sent  http.Header
-	done  <-chan struct{}
+	once, sendOnce sync.Once
+	ready          chan struct{}
+	code           int
+	sent           http.Header
+	done           <-chan struct{}
 }
 
 func (w *responseWriter) Header() http.Header { return w.header }
@@ -408,8 +427,21 @@ func (w *responseWriter) writeHeader(code int) {
 		if _, ok := w.sent["Date"]; !ok { // as net/http's servers add it
 			w.sent.Set("Date", time.Now().UTC().Format(http.TimeFormat))
 		}
-		close(w.ready)
 	})
+}
+
+// sendHeader hands the status and headers written to RoundTrip.
+func (w *responseWriter) sendHeader() { w.sendOnce.Do(func() { close(w.ready) }) }
+
+// headFirst is the body's way to the caller: the headers go first.
+type headFirst struct {
+	w  *responseWriter
+	pw *io.PipeWriter
+}
+
+func (h headFirst) Write(p []byte) (int, error) {
+	h.w.sendHeader()
+	return h.pw.Write(p)
 }
 
 func (w *responseWriter) Write(p []byte) (int, error) {
@@ -437,6 +469,7 @@ func (w *responseWriter) gone() bool {
 func (w *responseWriter) Flush() {
 	w.writeHeader(http.StatusOK)
 	_ = w.body.Flush()
+	w.sendHeader()
 }
 
 // CloseNotify implements http.CloseNotifier, which the API server's response
