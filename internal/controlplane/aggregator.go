@@ -32,6 +32,10 @@ func newAggregatorConfig(sh *shared) *aggregatorapiserver.Config {
 	gc := sh.genericConfig(codecs, getter, aggregatorapiserver.DefaultAPIResourceConfigSource())
 	// The aggregator serves /openapi/v3 merged from every tier itself.
 	gc.SkipOpenAPIInstallation = true
+	// The index at / (and /index.html) lists every tier's paths, as
+	// kube-apiserver's does; the tiers behind never see / (the index
+	// there, on the last tier, would answer every unknown path with it).
+	gc.EnableIndex = true
 	// Only the aggregator's handler chain sees requests: it audits them.
 	gc.AuditBackend, gc.AuditPolicyRuleEvaluator = sh.Audit.Backend, sh.Audit.Evaluator
 	// Of /healthz and /livez only: a tier takes its delegate's health
