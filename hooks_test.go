@@ -1,6 +1,7 @@
 package apiserver_test
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -106,6 +107,37 @@ func TestHealthChecksByName(t *testing.T) {
 	assert.Contains(t, body, "[+]etcd excluded: ok\n")
 	code, _ = get(t, cfg, "/readyz/no-such-check")
 	assert.Equal(t, http.StatusNotFound, code)
+}
+
+// Every check a verbose health listing names has its own path, listed at
+// the root and answering ok, as kube-apiserver serves them, on a server
+// whose core tier shares an earlier server's OpenAPI (every server but the
+// process's first: its tier does not install the paths that the
+// aggregator serves in front of it).
+func TestEveryHealthCheckHasItsPath(t *testing.T) {
+	t.Parallel()
+	cfg := apiservertest.Start(t, apiservertest.WithNewServer()).RESTConfig()
+	_, root := get(t, cfg, "/")
+	var listed struct{ Paths []string }
+	require.NoError(t, json.Unmarshal([]byte(root), &listed), "%.300s", root)
+	for _, path := range []string{"/healthz", "/livez", "/readyz"} {
+		code, body := get(t, cfg, path+"?verbose")
+		require.Equal(t, http.StatusOK, code, body)
+		checks := 0
+		for _, line := range strings.Split(body, "\n") {
+			name, ok := strings.CutPrefix(line, "[+]")
+			if !ok {
+				continue
+			}
+			checks++
+			name = strings.TrimSuffix(name, " ok")
+			assert.Contains(t, listed.Paths, path+"/"+name)
+			code, body := get(t, cfg, path+"/"+name)
+			assert.Equal(t, http.StatusOK, code, path+"/"+name)
+			assert.Equal(t, "ok", body, path+"/"+name)
+		}
+		assert.Greater(t, checks, 40, path)
+	}
 }
 
 // The objects the hooks create exist when Start returns, as on a cluster.

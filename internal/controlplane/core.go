@@ -119,7 +119,7 @@ func (c completedCoreConfig) New(delegate genericapiserver.DelegationTarget) (*c
 		return nil, err
 	}
 	if c.openAPI != nil {
-		t.delegate = newSharedOpenAPIDelegate(server, c.openAPI)
+		t.delegate = newSharedOpenAPIDelegate(server, delegate.PrepareRun, c.openAPI)
 	} else {
 		t.publishOpenAPI = func() { openapi.V3Services.Publish(c.openAPIKey, server.OpenAPIV3VersionedService) }
 	}

@@ -24,24 +24,46 @@ func notFoundDelegate() genericapiserver.DelegationTarget {
 // The aggregator fetches and hashes the delegates' OpenAPI documents while
 // it prepares to run; serving a built service skips building and
 // marshalling every group version's spec again.
-type sharedOpenAPIDelegate struct {
-	*genericapiserver.GenericAPIServer
-	handler http.Handler
+//
+// Preparing to run, such a tier has nothing left to install but its health
+// checks' paths (/healthz, /livez, /readyz and one per check, ~180), which
+// no request can reach: the aggregator in front serves those paths, with
+// every check of the tiers behind it. Each registration records a stack
+// trace (k8s.io/apiserver's PathRecorderMux), 5% of a server's start. So
+// the delegate's PrepareRun is the next tier's (apiextensions, whose own
+// OpenAPI routes the aggregator does fetch), the step the core tier's own
+// PrepareRun takes first. PrepareRun's result is of a type that cannot be
+// named here, hence R, which newSharedOpenAPIDelegate infers.
+type sharedOpenAPIDelegate[R any] struct {
+	preparedBy[R] // PrepareRun: depth 1, ahead of the tier's
+	tierMethods   // every other method: depth 2
+	handler       http.Handler
 }
 
-func newSharedOpenAPIDelegate(tier *genericapiserver.GenericAPIServer, svc *handler3.OpenAPIService) *sharedOpenAPIDelegate {
+// preparedBy's PrepareRun is prepare.
+type preparedBy[R any] struct{ prepare func() R }
+
+func (p preparedBy[R]) PrepareRun() R { return p.prepare() }
+
+// tierMethods puts the tier's methods one level below preparedBy's.
+type tierMethods struct {
+	*genericapiserver.GenericAPIServer
+}
+
+func newSharedOpenAPIDelegate[R any](tier *genericapiserver.GenericAPIServer, next func() R, svc *handler3.OpenAPIService) *sharedOpenAPIDelegate[R] {
 	h := tier.UnprotectedHandler()
-	return &sharedOpenAPIDelegate{GenericAPIServer: tier, handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.URL.Path == "/openapi/v3" || r.URL.Path == "/openapi/v3/":
-			svc.HandleDiscovery(w, r)
-		case strings.HasPrefix(r.URL.Path, "/openapi/v3/"):
-			svc.HandleGroupVersion(w, r)
-		default:
-			h.ServeHTTP(w, r)
-		}
-	})}
+	return &sharedOpenAPIDelegate[R]{preparedBy: preparedBy[R]{next}, tierMethods: tierMethods{tier},
+		handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case r.URL.Path == "/openapi/v3" || r.URL.Path == "/openapi/v3/":
+				svc.HandleDiscovery(w, r)
+			case strings.HasPrefix(r.URL.Path, "/openapi/v3/"):
+				svc.HandleGroupVersion(w, r)
+			default:
+				h.ServeHTTP(w, r)
+			}
+		})}
 }
 
 // UnprotectedHandler implements genericapiserver.DelegationTarget.
-func (d *sharedOpenAPIDelegate) UnprotectedHandler() http.Handler { return d.handler }
+func (d *sharedOpenAPIDelegate[R]) UnprotectedHandler() http.Handler { return d.handler }
