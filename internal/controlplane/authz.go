@@ -116,12 +116,11 @@ func (f freshRBAC) Authorize(ctx context.Context, a authorizer.Attributes) (auth
 	wait, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
 	for _, settled := range f.stages {
-		if settled(written) == nil {
-			continue
-		}
-		// Past the deadline, the informers may still have moved on:
-		// asking again costs nothing.
+		// Past the deadline, the informers may still have moved on.
 		_ = controller.Wait(wait, func() error { return settled(written) })
+		// Asked again even if the stage had settled already: it may have
+		// settled after the first answer (the informers delivered the
+		// binding between the two).
 		if d, reason, err = f.Authorizer.Authorize(ctx, a); d == authorizer.DecisionAllow {
 			break
 		}

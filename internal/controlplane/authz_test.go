@@ -101,6 +101,24 @@ func TestFreshRBACAsksAgainPastTheDeadline(t *testing.T) {
 	assert.Equal(t, authorizer.DecisionAllow, d, reason)
 }
 
+// The informers can catch up between the first answer and the check of
+// whether they have: the stage is settled when checked, and the request is
+// asked again all the same (CI denied a node's CSR create so, once in ~300
+// runs under load, right after its binding was written).
+func TestFreshRBACAsksAgainWhenCaughtUpMeanwhile(t *testing.T) {
+	t.Parallel()
+	l := newLagging(t)
+	informers := func(map[schema.GroupResource]uint64) error {
+		l.arrive(t) // delivered just before the check
+		return nil
+	}
+	settled := func(map[schema.GroupResource]uint64) error { return nil }
+	f := freshRBAC{Authorizer: l.authz, writes: &writes.Log{}, stages: []stage{informers, settled}}
+	d, reason, err := f.Authorize(t.Context(), anonymousVersion)
+	assert.NoError(t, err)
+	assert.Equal(t, authorizer.DecisionAllow, d, reason)
+}
+
 // A request RBAC denies once everything has settled is denied, with no
 // wait.
 func TestFreshRBACDeniesWhenSettled(t *testing.T) {
