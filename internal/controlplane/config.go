@@ -183,7 +183,7 @@ func newShared(c Config) (_ *shared, err error) {
 	}
 	// One OpenAPI configuration for the three tiers, as kube-apiserver
 	// shares it: building its definitions is 8.7 MB of allocation.
-	sh.openAPI = genericapiserver.DefaultOpenAPIV3Config(withProviderDefinitions(c.Providers, c.OpenAPIKey),
+	sh.openAPI = genericapiserver.DefaultOpenAPIV3Config(withProviderDefinitions(c.Providers),
 		openapinamer.NewDefinitionNamer(sh.scheme, apiextensionsapiserver.Scheme, aggregatorscheme.Scheme))
 	sh.openAPI.Info.Title = "Kubernetes"
 	sh.discovery = newDiscoveryManager()

@@ -62,32 +62,23 @@ func coreScheme(all []providers.Provider) (*runtime.Scheme, error) {
 }
 
 // withProviderDefinitions adds the OpenAPI definitions of the providers that
-// have some to the built-in ones. Those of an earlier server of the process
-// with the same providers (key, see OpenAPIKey) are shared: they are
-// read-only to their users (the OpenAPI builders copy what they change),
-// and building them for each server was 3.4 MB of its live heap
-// (DefaultOpenAPIV3Config builds them eagerly). A callback's references
-// depend on which document asks (v2's #/definitions/, v3's
-// #/components/schemas/), so the reference it makes for one name is part of
-// the key.
-func withProviderDefinitions(ps []providers.Provider, key string) openapicommon.GetOpenAPIDefinitions {
+// have some to the built-in ones.
+func withProviderDefinitions(ps []providers.Provider) openapicommon.GetOpenAPIDefinitions {
 	var extra []providers.OpenAPIProvider
 	for _, p := range ps {
 		if o, ok := p.(providers.OpenAPIProvider); ok {
 			extra = append(extra, o)
 		}
 	}
+	if len(extra) == 0 {
+		return openapi.AllDefinitions
+	}
 	return func(ref openapicommon.ReferenceCallback) map[string]openapicommon.OpenAPIDefinition {
-		probe := ref("k8s.io/apimachinery/pkg/apis/meta/v1.ObjectMeta")
-		key := key + "|" + probe.String()
-		if defs := openapi.Definitions.Load(key); defs != nil {
-			return *defs
-		}
 		defs := openapi.AllDefinitions(ref)
 		for _, o := range extra {
 			maps.Copy(defs, o.OpenAPIDefinitions(ref))
 		}
-		return *openapi.Definitions.Publish(key, &defs)
+		return defs
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 // and the established CRDs, built when first asked for
 // (internal/openapi.V2).
 func openAPIV2(sh *shared, tiers []*genericapiserver.GenericAPIServer, crds apiextensionslisters.CustomResourceDefinitionLister) http.Handler {
-	config := genericapiserver.DefaultOpenAPIConfig(withProviderDefinitions(sh.Providers, sh.OpenAPIKey),
+	config := genericapiserver.DefaultOpenAPIConfig(withProviderDefinitions(sh.Providers),
 		openapinamer.NewDefinitionNamer(sh.scheme, apiextensionsapiserver.Scheme, aggregatorscheme.Scheme))
 	config.Info.Title, config.Info.Version = "Kubernetes", "v"+version.Kubernetes()
 	routes := func() []*restful.WebService {

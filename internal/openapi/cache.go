@@ -3,7 +3,6 @@ package openapi
 import (
 	"sync"
 
-	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/handler3"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 )
@@ -44,11 +43,6 @@ func (s *Shared[T]) Publish(key string, v *T) *T {
 	s.m[key] = v
 	return v
 }
-
-// Definitions are the OpenAPI definitions of the types the servers serve,
-// by providers and the references they make (see
-// controlplane.withProviderDefinitions).
-var Definitions = &Shared[map[string]common.OpenAPIDefinition]{}
 
 // V3Services are the core tiers' OpenAPI v3 services, by providers.
 var V3Services = &Shared[handler3.OpenAPIService]{}
