@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -231,13 +232,17 @@ func (s *Server) waitReady(ctx context.Context) error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/readyz?verbose", nil)
 		resp, err := client.Do(req)
 		if err == nil {
-			body := make([]byte, 4096)
-			n, _ := resp.Body.Read(body)
+			// The whole answer is read: a body closed early resets the
+			// stream while the handler may still be writing (a verbose
+			// listing of failing checks is over HTTP/2's 4 KiB first
+			// chunk), and the server logs the request as aborted
+			// (reliability's soak, which wants no log, saw it).
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
-			last = failedChecks(string(body[:n]))
+			last = failedChecks(string(body))
 		} else {
 			last = err.Error()
 		}
