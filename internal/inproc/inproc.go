@@ -303,9 +303,14 @@ func (x *exchange) serve(h http.Handler) {
 	defer func() {
 		if p := recover(); p != nil {
 			x.abortErr = abortError(p)
-			x.aborted.Store(true) // before ready: RoundTrip answers abortErr
 			x.w.writeHeader(http.StatusInternalServerError)
-			x.w.sendHeader()
+			// Aborted only if the panic is what hands out the headers:
+			// a handler that flushed them first was answered, and its
+			// caller reads abortErr from the body instead.
+			x.w.sendOnce.Do(func() {
+				x.aborted.Store(true) // before ready: RoundTrip answers abortErr
+				close(x.w.ready)
+			})
 			_ = x.pw.CloseWithError(x.abortErr)
 			return
 		}
@@ -418,7 +423,18 @@ type responseWriter struct {
 
 func (w *responseWriter) Header() http.Header { return w.header }
 
-func (w *responseWriter) WriteHeader(code int) { w.writeHeader(code) }
+// WriteHeader records the status, as HTTP/2's server does: an invalid code
+// panics (the request is reset), an informational one (1xx) is not the
+// final status and the loopback has no way to send it ahead.
+func (w *responseWriter) WriteHeader(code int) {
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
+	if code < 200 {
+		return
+	}
+	w.writeHeader(code)
+}
 
 func (w *responseWriter) writeHeader(code int) {
 	w.once.Do(func() {

@@ -293,6 +293,55 @@ func TestHandlerAbort(t *testing.T) {
 	}
 }
 
+// A handler that flushed its headers, with no body yet, then panicked was
+// answered: its caller gets the response and reads the reset from the body,
+// every time (RoundTrip could see the panic's mark before the headers).
+func TestFlushedThenAborted(t *testing.T) {
+	t.Parallel()
+	tr := &Transport{}
+	defer tr.Close()
+	tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusAccepted)
+		w.(http.Flusher).Flush()
+		panic("boom")
+	}))
+	client := &http.Client{Transport: tr}
+	for range 500 {
+		resp, err := client.Get("https://server.invalid/")
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusAccepted, resp.StatusCode)
+		_, err = io.ReadAll(resp.Body)
+		require.ErrorIs(t, err, ErrAborted)
+		require.NoError(t, resp.Body.Close())
+	}
+}
+
+// An informational status (103 Early Hints, as a proxied backend may send)
+// is not the answer's status, as over HTTP/2; an invalid one resets the
+// request, as net/http's servers panic on it.
+func TestInformationalStatus(t *testing.T) {
+	t.Parallel()
+	tr := &Transport{}
+	defer tr.Close()
+	tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/invalid" {
+			w.WriteHeader(42)
+		}
+		w.WriteHeader(http.StatusEarlyHints)
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte("made"))
+	}))
+	client := &http.Client{Transport: tr}
+	resp, err := client.Get("https://server.invalid/")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusCreated, resp.StatusCode)
+	assert.Equal(t, "made", string(body))
+	_, err = client.Get("https://server.invalid/invalid")
+	assert.ErrorIs(t, err, ErrAborted)
+}
+
 // Requests run on workers that serve one after another and end at Close.
 // Not parallel: goleak sees every goroutine of the process, and the
 // parallel tests wait while this one runs.
