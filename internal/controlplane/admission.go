@@ -137,12 +137,15 @@ func policyPlugins(inits admission.PluginInitializers, inf *informerSet) (mutati
 			return err != nil || n > 0
 		})
 	}
+	// Listers taken once: each Lister() call builds an informer value (and
+	// the example object it is keyed by), ~2 KiB for every write.
+	mutatingList, validatingList := v1.MutatingAdmissionPolicies().Lister(), v1.ValidatingAdmissionPolicies().Lister()
 	mutating = lazily(func() (admission.Interface, error) { return mutatingpolicy.NewPlugin(nil) }, func() (int, error) {
-		l, err := v1.MutatingAdmissionPolicies().Lister().List(labels.Everything())
+		l, err := mutatingList.List(labels.Everything())
 		return len(l), err
 	})
 	validating = lazily(func() (admission.Interface, error) { return validatingpolicy.NewPlugin(nil) }, func() (int, error) {
-		l, err := v1.ValidatingAdmissionPolicies().Lister().List(labels.Everything())
+		l, err := validatingList.List(labels.Everything())
 		return len(l), err
 	})
 	return mutating, validating

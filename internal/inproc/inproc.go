@@ -25,7 +25,6 @@
 package inproc
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -281,7 +280,7 @@ func (t *Transport) newExchange(req *http.Request, state *tls.ConnectionState) *
 	}
 	x.pr, x.pw = io.Pipe()
 	x.w = &responseWriter{header: http.Header{}, ready: make(chan struct{}), done: gone.Done()}
-	x.w.body = bufio.NewWriterSize(headFirst{x.w, x.pw}, bufferSize)
+	x.w.body = &bodyBuffer{dst: headFirst{x.w, x.pw}}
 	context.AfterFunc(gone, func() { x.callerGone(context.Cause(gone)) })
 	x.stopCut = context.AfterFunc(t.cut, func() { x.end(io.ErrUnexpectedEOF) })
 	return x
@@ -406,13 +405,46 @@ func (b *body) Close() error {
 // 50). 4 KiB as net/http's: the server's informers hold a watch each.
 const bufferSize = 4 << 10
 
+// bodyBuffer keeps what the handler writes until bufferSize bytes are
+// waiting, a flush or the handler's end, as bufio.Writer would, but grows
+// to what is written: most answers are a few hundred bytes, and bufio's
+// 4 KiB up front was the loopback's largest allocation of a request.
+type bodyBuffer struct {
+	buf []byte
+	dst io.Writer
+}
+
+func (b *bodyBuffer) Write(p []byte) (int, error) {
+	if len(b.buf)+len(p) > bufferSize {
+		if err := b.Flush(); err != nil {
+			return 0, err
+		}
+		if len(p) >= bufferSize {
+			return b.dst.Write(p)
+		}
+	}
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+// Flush writes what is kept; dst (a pipe) has taken all of it when Write
+// returns, so the buffer is reused.
+func (b *bodyBuffer) Flush() error {
+	if len(b.buf) == 0 {
+		return nil
+	}
+	_, err := b.dst.Write(b.buf)
+	b.buf = b.buf[:0]
+	return err
+}
+
 // responseWriter hands the status and headers to RoundTrip when the body
 // first leaves its buffer (a flush, a full buffer, the handler's end), as
 // HTTP/2's server sends its HEADERS frame, then streams the body through a
 // buffer and a pipe.
 type responseWriter struct {
 	header http.Header
-	body   *bufio.Writer
+	body   *bodyBuffer
 
 	once, sendOnce sync.Once
 	ready          chan struct{}
