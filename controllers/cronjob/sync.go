@@ -33,7 +33,7 @@ func (c *Controller) sync(ctx context.Context, k string) error {
 	// Job replaced a moment ago is "a job the controller did not create or
 	// forgot" (CI saw that UnexpectedJob once). Retried as after a failure,
 	// so WaitIdle waits.
-	if err := c.Observer.CaughtUpTo(c.revisions.Snapshot(), writes.Revision(cached)); err != nil {
+	if err := c.Observer.ListersCaughtUpTo(c.revisions.Snapshot(), writes.Revision(cached)); err != nil {
 		return fmt.Errorf("jobs behind cronjob %s: %w", k, err)
 	}
 	jobs, err := c.jobsOf(cached)

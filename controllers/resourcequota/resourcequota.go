@@ -200,7 +200,7 @@ func (c *Controller) sync(ctx context.Context, k string) error {
 	// kube-root-ca.crt) are missed, and nothing recounts them (admission
 	// charges only what comes after). Retried as after a failure, so
 	// WaitIdle waits (seen on etcd, whose informers lag more than memory's).
-	if err := c.Observer.CaughtUpTo(c.revisions.Snapshot(), writes.Revision(q)); err != nil {
+	if err := c.Observer.ListersCaughtUpTo(c.revisions.Snapshot(), writes.Revision(q)); err != nil {
 		return fmt.Errorf("listers behind quota %s: %w", k, err)
 	}
 	c.mu.RLock() // the registry and listers stay as they are during the sync

@@ -30,8 +30,12 @@ type watched struct {
 	// informer starts (as the server does), so once the handler has
 	// synced it has seen every write up to since. An informer that tells
 	// its first list's revision (Monitors') covers up to that.
-	since    uint64
-	observed uint64
+	since uint64
+	// observed is the latest revision the handler has handled; stored
+	// the latest it has been handed, which the informer's store (its
+	// listers) holds by then: the store is updated before the handlers
+	// are called.
+	observed, stored uint64
 	// view is the digest of the objects the handler holds, as the
 	// events it handled leave them (see listed).
 	view uint64
@@ -61,22 +65,29 @@ func (o *Observer) Watch(gr schema.GroupResource, informer cache.SharedIndexInfo
 	o.mu.Unlock()
 	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
+			o.handing(w, writes.Revision(obj))
 			h.OnAdd(obj, initial)
 			o.saw(w, obj, digestOf(obj))
 		},
 		UpdateFunc: func(old, obj any) {
+			o.handing(w, writes.Revision(obj))
 			h.OnUpdate(old, obj)
 			o.saw(w, obj, digestOf(old)^digestOf(obj))
 		},
 		DeleteFunc: func(obj any) {
-			h.OnDelete(obj)
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			rv := writes.Revision(obj)
+			d, relist := obj.(cache.DeletedFinalStateUnknown)
+			if relist {
 				// A relist found it gone, at the relist's revision.
-				obj = d.Obj
 				if l, ok := informer.(listed); ok {
-					_, last := l.Listed()
-					o.sawRevision(w, last, 0)
+					_, rv = l.Listed()
 				}
+			}
+			o.handing(w, rv)
+			h.OnDelete(obj)
+			if relist {
+				obj = d.Obj
+				o.sawRevision(w, rv, 0)
 			}
 			o.saw(w, obj, digestOf(obj))
 		},
@@ -113,6 +124,13 @@ func (o *Observer) Watching(gr schema.GroupResource) bool {
 // saw notes that the handler has handled obj, changing its view by change.
 func (o *Observer) saw(w *watched, obj any, change uint64) {
 	o.sawRevision(w, writes.Revision(obj), change)
+}
+
+// handing notes that the handler is being handed revision rv.
+func (o *Observer) handing(w *watched, rv uint64) {
+	o.mu.Lock()
+	w.stored = max(w.stored, rv)
+	o.mu.Unlock()
 }
 
 func (o *Observer) sawRevision(w *watched, rv, change uint64) {
@@ -178,18 +196,38 @@ func (o *Observer) Synced() bool {
 
 // CaughtUpTo returns nil once the handlers have seen every write made up
 // to revision rv to the resources they watch (as far as written, the last
-// write to each, tells), or an error naming a resource they have not.
+// write to each, tells), or an error naming a resource they have not: what
+// a controller that builds its own view in its handlers (the garbage
+// collector's graph) asks before it trusts that view.
 func (o *Observer) CaughtUpTo(written map[schema.GroupResource]uint64, rv uint64) error {
-	capped := make(map[schema.GroupResource]uint64, len(written))
+	return o.caughtUp(capped(written, rv), func(w *watched) uint64 { return w.observed })
+}
+
+// ListersCaughtUpTo returns nil once the informers' stores hold every write
+// made up to revision rv to the resources watched, as CaughtUpTo does for
+// the handlers: what a controller that reads listers asks. It does not wait
+// for the handlers to return: a sync that a handler's event started may
+// run before that handler returns, and asking it for its own trigger would
+// fail and back off, again after each of its own writes.
+func (o *Observer) ListersCaughtUpTo(written map[schema.GroupResource]uint64, rv uint64) error {
+	return o.caughtUp(capped(written, rv), func(w *watched) uint64 { return w.stored })
+}
+
+func capped(written map[schema.GroupResource]uint64, rv uint64) map[schema.GroupResource]uint64 {
+	out := make(map[schema.GroupResource]uint64, len(written))
 	for gr, last := range written {
-		capped[gr] = min(last, rv)
+		out[gr] = min(last, rv)
 	}
-	return o.CaughtUp(capped)
+	return out
 }
 
 // CaughtUp returns nil once the handlers have seen every write in written
 // to the resources they watch, or an error naming a resource they have not.
 func (o *Observer) CaughtUp(written map[schema.GroupResource]uint64) error {
+	return o.caughtUp(written, func(w *watched) uint64 { return w.observed })
+}
+
+func (o *Observer) caughtUp(written map[schema.GroupResource]uint64, seen func(*watched) uint64) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for gr, w := range o.watched {
@@ -201,8 +239,8 @@ func (o *Observer) CaughtUp(written map[schema.GroupResource]uint64) error {
 			first, _ := l.Listed()
 			since = max(since, first) // synced: the initial list is handled
 		}
-		if rv := written[gr]; rv > w.observed && rv > since && !relisted(w, rv) {
-			return fmt.Errorf("%v: seen resourceVersion %d of %d (informer at %s)", gr, w.observed, rv, w.informer.LastSyncResourceVersion())
+		if rv := written[gr]; rv > seen(w) && rv > since && !relisted(w, rv) {
+			return fmt.Errorf("%v: seen resourceVersion %d of %d (informer at %s)", gr, seen(w), rv, w.informer.LastSyncResourceVersion())
 		}
 	}
 	return nil
