@@ -86,7 +86,7 @@ func New(opts Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s := &Server{opts: c, log: c.log, runDone: make(chan struct{}), faults: &faults.Injector{}, recorder: &faults.Recorder{}}
-	s.clients.Store(&inproc.Transport{})
+	s.clients.Store(controlplane.NewTransport())
 	defer func() {
 		if err != nil {
 			s.abort()

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/kubeembed/apiserver/internal/controlplane"
-	"github.com/kubeembed/apiserver/internal/inproc"
 	"github.com/kubeembed/apiserver/storage"
 )
 
@@ -75,7 +74,7 @@ func (s *Server) Reset(ctx context.Context, snap storage.Snapshot) error {
 // cutClients ends the requests and watches of every client made so far;
 // clients made from now on are served by a new transport.
 func (s *Server) cutClients() {
-	fresh := &inproc.Transport{}
+	fresh := controlplane.NewTransport()
 	fresh.SetHandler(s.cp.Handler())
 	s.clients.Swap(fresh).Cut()
 	s.listener.EndRequests()

@@ -18,7 +18,6 @@ import (
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apimachinery/pkg/util/sets"
 	apimachineryversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/audit"
@@ -29,7 +28,6 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
-	genericfilters "k8s.io/apiserver/pkg/server/filters"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 	"k8s.io/client-go/rest"
@@ -306,7 +304,7 @@ func servingInfo(ln net.Listener, keys Keys, host string) (*genericapiserver.Sec
 // call its handler chain in process (internal/inproc, whose handler is set
 // once the chain is built), with a token only the server knows.
 func loopbackConfig(serverURL string) (*rest.Config, *inproc.Transport) {
-	t := &inproc.Transport{}
+	t := NewTransport()
 	return &rest.Config{
 		Host:        serverURL,
 		BearerToken: NewToken(),
@@ -377,10 +375,6 @@ func (sh *shared) genericConfig(codecs serializer.CodecFactory, getter generic.R
 	c.ShutdownWatchTerminationGracePeriod = 0
 	c.AggregatedDiscoveryGroupManager = sh.discovery
 	c.OpenAPIV3Config = sh.openAPI
-	// As kube-apiserver: streams (logs -f, exec, attach, port-forward,
-	// proxies) are long-running, not cut at the request timeout or held
-	// as a priority and fairness seat.
-	c.LongRunningFunc = genericfilters.BasicLongRunningRequestCheck(
-		sets.NewString("watch", "proxy"), sets.NewString("attach", "exec", "proxy", "log", "portforward"))
+	c.LongRunningFunc = longRunning
 	return c
 }

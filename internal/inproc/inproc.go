@@ -25,6 +25,7 @@
 package inproc
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -41,6 +42,7 @@ import (
 // value is ready to use.
 type Transport struct {
 	handler atomic.Pointer[http.Handler]
+	inline  atomic.Pointer[func(*http.Request) bool]
 
 	once     sync.Once
 	ready    chan struct{}   // closed by SetHandler
@@ -84,6 +86,19 @@ func (t *Transport) SetHandler(h http.Handler) {
 	t.init()
 	t.handler.Store(&h)
 	t.setOnce.Do(func() { close(t.ready) })
+}
+
+// SetInline has the requests for which short reports true served on their
+// caller's goroutine, their answer kept whole for the caller (see
+// roundTripInline): short must report only requests whose handlers answer
+// without waiting for the caller (not a watch, a proxy, logs, exec, ...).
+// A request whose body could be written by its caller after RoundTrip
+// returns (one without GetBody) always runs on a worker.
+func (t *Transport) SetInline(short func(*http.Request) bool) { t.inline.Store(&short) }
+
+func (t *Transport) inlined(req *http.Request) bool {
+	short := t.inline.Load()
+	return short != nil && (req.Body == nil || req.Body == http.NoBody || req.GetBody != nil) && (*short)(req)
 }
 
 // Drain makes requests other than watches run to their end when their
@@ -155,6 +170,9 @@ func (t *Transport) roundTrip(req *http.Request, state *tls.ConnectionState) (*h
 	if err != nil {
 		return nil, err
 	}
+	if t.inlined(req) {
+		return t.roundTripInline(req, state, h)
+	}
 	x := t.newExchange(req, state)
 	t.run(func() { x.serve(h) })
 	select {
@@ -183,16 +201,61 @@ func (t *Transport) roundTrip(req *http.Request, state *tls.ConnectionState) (*h
 		x.leave()
 		return nil, io.ErrUnexpectedEOF
 	}
+	return x.response(&body{PipeReader: x.pr, leave: x.leave}), nil
+}
+
+// response is the handler's answer, its body read from b.
+func (x *exchange) response(b io.ReadCloser) *http.Response {
 	return &http.Response{
 		Status:        fmt.Sprintf("%d %s", x.w.code, http.StatusText(x.w.code)),
 		StatusCode:    x.w.code,
 		Proto:         "HTTP/2.0",
 		ProtoMajor:    2,
 		Header:        x.w.sent,
-		Body:          &body{PipeReader: x.pr, leave: x.leave},
+		Body:          b,
 		ContentLength: -1,
-		Request:       req,
-	}, nil
+		Request:       x.req,
+	}
+}
+
+// roundTripInline serves req on the caller's goroutine, the answer kept
+// whole: a request's two handoffs between goroutines (to a worker, then its
+// body through a pipe) were ~10% of a create's time in process. What the
+// caller can observe is as on a worker: its giving up (its context, the
+// transport's Cut) ends the handler's context and is its error, a panic is
+// ErrAborted, before the answer or from its body after a flush.
+func (t *Transport) roundTripInline(req *http.Request, state *tls.ConnectionState, h http.Handler) (*http.Response, error) {
+	if err := req.Context().Err(); err != nil {
+		return nil, err
+	}
+	x := t.newExchange(req, state)
+	answer := &bytes.Buffer{}
+	x.w.body = inlineBody{answer}
+	x.serve(h)
+	if x.aborted.Load() {
+		x.leave()
+		return nil, x.abortErr
+	}
+	if err := x.ended(); err != nil {
+		x.leave()
+		return nil, err
+	}
+	if err := req.Context().Err(); err != nil { // before callerGone may run
+		x.leave()
+		return nil, err
+	}
+	if err := x.handOut(); err != nil {
+		return nil, err
+	}
+	if t.draining.Load() && x.w.sent.Get("Retry-After") != "" {
+		x.leave()
+		return nil, ErrClosed // as on a worker
+	}
+	var r io.Reader = answer
+	if x.abortErr != nil { // after a flush: the body ends in the reset
+		r = io.MultiReader(answer, errReader{x.abortErr})
+	}
+	return x.response(&keptBody{r: r, leave: x.leave}), nil
 }
 
 // run runs serve on an idle worker, or on a new one. A worker runs one
@@ -260,7 +323,8 @@ type exchange struct {
 	abortErr      error
 
 	mu              sync.Mutex
-	gone, handedOut bool // the caller gave up; it has the body
+	gone, handedOut bool  // the caller gave up; it has the body
+	endErr          error // what end ended the exchange with
 }
 
 func (t *Transport) newExchange(req *http.Request, state *tls.ConnectionState) *exchange {
@@ -371,8 +435,16 @@ func (t *Transport) detach(x *exchange) bool {
 func (x *exchange) end(err error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.endErr = err
 	_ = x.pw.CloseWithError(err)
 	x.cancel()
+}
+
+// ended is end's error, if the exchange was ended.
+func (x *exchange) ended() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.endErr
 }
 
 // handOut gives the caller the body, unless it gave up meanwhile.
@@ -390,6 +462,32 @@ type body struct {
 	*io.PipeReader
 	leave context.CancelFunc
 }
+
+// keptBody is an answer served inline, whole: as an HTTP/2 response whose
+// stream has ended, it is read to its end even after the caller's context
+// ends (the data arrived before); not after Close.
+type keptBody struct {
+	r      io.Reader
+	leave  context.CancelFunc
+	closed atomic.Bool
+}
+
+func (b *keptBody) Read(p []byte) (int, error) {
+	if b.closed.Load() {
+		return 0, io.ErrClosedPipe
+	}
+	return b.r.Read(p)
+}
+
+func (b *keptBody) Close() error {
+	b.closed.Store(true)
+	b.leave()
+	return nil
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 func (b *body) Close() error {
 	b.leave()
@@ -438,13 +536,21 @@ func (b *bodyBuffer) Flush() error {
 	return err
 }
 
+// inlineBody keeps a whole answer served inline.
+type inlineBody struct{ *bytes.Buffer }
+
+func (inlineBody) Flush() error { return nil }
+
 // responseWriter hands the status and headers to RoundTrip when the body
 // first leaves its buffer (a flush, a full buffer, the handler's end), as
 // HTTP/2's server sends its HEADERS frame, then streams the body through a
 // buffer and a pipe.
 type responseWriter struct {
 	header http.Header
-	body   *bodyBuffer
+	body   interface {
+		io.Writer
+		Flush() error
+	}
 
 	once, sendOnce sync.Once
 	ready          chan struct{}

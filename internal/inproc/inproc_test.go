@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,20 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
+
+// modes are the two ways a transport serves a request: on a worker, its
+// answer streamed, or inline on its caller's goroutine (here every request
+// but a watch), its answer kept whole.
+func modes() map[string]func() *Transport {
+	return map[string]func() *Transport{
+		"worker": func() *Transport { return &Transport{} },
+		"inline": func() *Transport {
+			tr := &Transport{}
+			tr.SetInline(func(r *http.Request) bool { return r.URL.Query().Get("watch") != "true" })
+			return tr
+		},
+	}
+}
 
 func TestStreamsAndCancelsOnClose(t *testing.T) {
 	handlerDone := make(chan error, 1)
@@ -170,61 +185,69 @@ func TestGiveUpWhileReading(t *testing.T) {
 // requests fail.
 func TestCut(t *testing.T) {
 	t.Parallel()
-	tr := &Transport{}
-	ended, entered := make(chan error, 2), make(chan struct{}, 2)
-	tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("watch") == "true" {
-			w.WriteHeader(http.StatusOK)
-			w.(http.Flusher).Flush()
-		}
-		entered <- struct{}{}
-		<-r.Context().Done()
-		ended <- r.Context().Err()
-	}))
-	client := &http.Client{Transport: tr}
-	resp, err := client.Get("https://server.invalid/api/v1/configmaps?watch=true")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	waiting := make(chan error, 1)
-	go func() {
-		_, err := client.Get("https://server.invalid/api/v1/configmaps")
-		waiting <- err
-	}()
-	<-entered
-	<-entered
+	for mode, newTransport := range modes() {
+		t.Run(mode, func(t *testing.T) {
+			tr := newTransport()
+			ended, entered := make(chan error, 2), make(chan struct{}, 2)
+			tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Query().Get("watch") == "true" {
+					w.WriteHeader(http.StatusOK)
+					w.(http.Flusher).Flush()
+				}
+				entered <- struct{}{}
+				<-r.Context().Done()
+				ended <- r.Context().Err()
+			}))
+			client := &http.Client{Transport: tr}
+			resp, err := client.Get("https://server.invalid/api/v1/configmaps?watch=true")
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			waiting := make(chan error, 1)
+			go func() {
+				_, err := client.Get("https://server.invalid/api/v1/configmaps")
+				waiting <- err
+			}()
+			<-entered
+			<-entered
 
-	tr.Cut()
-	_, err = io.ReadAll(resp.Body)
-	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
-	require.ErrorIs(t, <-waiting, io.ErrUnexpectedEOF)
-	for range 2 {
-		require.ErrorIs(t, <-ended, context.Canceled)
+			tr.Cut()
+			_, err = io.ReadAll(resp.Body)
+			require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+			require.ErrorIs(t, <-waiting, io.ErrUnexpectedEOF)
+			for range 2 {
+				require.ErrorIs(t, <-ended, context.Canceled)
+			}
+			_, err = client.Get("https://server.invalid/")
+			require.ErrorIs(t, err, ErrClosed)
+		})
 	}
-	_, err = client.Get("https://server.invalid/")
-	require.ErrorIs(t, err, ErrClosed)
 }
 
 // WithTLS serves through its transport with the TLS state on the request.
 func TestWithTLS(t *testing.T) {
 	t.Parallel()
-	tr := &Transport{}
-	tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS != nil {
-			_, _ = io.WriteString(w, r.TLS.NegotiatedProtocol)
-		}
-	}))
-	rt := tr.WithTLS(&tls.ConnectionState{HandshakeComplete: true, NegotiatedProtocol: "h2"})
-	assert.True(t, tr.Owns(rt))
-	assert.True(t, tr.Owns(tr))
-	assert.False(t, tr.Owns(&Transport{}))
-	assert.False(t, tr.Owns(nil))
-	for rt, want := range map[http.RoundTripper]string{rt: "h2", tr: ""} {
-		resp, err := (&http.Client{Transport: rt}).Get("https://server.invalid/")
-		require.NoError(t, err)
-		data, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		assert.Equal(t, want, string(data))
-		require.NoError(t, resp.Body.Close())
+	for mode, newTransport := range modes() {
+		t.Run(mode, func(t *testing.T) {
+			tr := newTransport()
+			tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.TLS != nil {
+					_, _ = io.WriteString(w, r.TLS.NegotiatedProtocol)
+				}
+			}))
+			rt := tr.WithTLS(&tls.ConnectionState{HandshakeComplete: true, NegotiatedProtocol: "h2"})
+			assert.True(t, tr.Owns(rt))
+			assert.True(t, tr.Owns(tr))
+			assert.False(t, tr.Owns(&Transport{}))
+			assert.False(t, tr.Owns(nil))
+			for rt, want := range map[http.RoundTripper]string{rt: "h2", tr: ""} {
+				resp, err := (&http.Client{Transport: rt}).Get("https://server.invalid/")
+				require.NoError(t, err)
+				data, err := io.ReadAll(resp.Body)
+				require.NoError(t, err)
+				assert.Equal(t, want, string(data))
+				require.NoError(t, resp.Body.Close())
+			}
+		})
 	}
 }
 
@@ -233,31 +256,35 @@ func TestWithTLS(t *testing.T) {
 // with ErrClosed, or client-go would retry for up to 10 s while the server
 // closes.
 func TestDrainRefusesRetries(t *testing.T) {
-	tr := &Transport{}
-	served := make(chan struct{}, 2)
-	tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		defer func() { served <- struct{}{} }()
-		w.Header().Set("Retry-After", "1")
-		w.WriteHeader(http.StatusTooManyRequests)
-		w.(http.Flusher).Flush()
-		// More than the buffer: with nobody reading, these writes must
-		// fail, not block the handler (a goroutine left behind at Close).
-		_, _ = w.Write(make([]byte, 3*bufferSize))
-	}))
-	client := &http.Client{Transport: tr}
-	resp, err := client.Get("https://server.invalid/")
-	require.NoError(t, err, "not draining: the answer is the client's")
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
-	<-served
-	tr.Drain()
-	_, err = client.Get("https://server.invalid/")
-	require.ErrorIs(t, err, ErrClosed)
-	select {
-	case <-served:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the handler of a refused answer is still writing")
+	for mode, newTransport := range modes() {
+		t.Run(mode, func(t *testing.T) {
+			tr := newTransport()
+			served := make(chan struct{}, 2)
+			tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				defer func() { served <- struct{}{} }()
+				w.Header().Set("Retry-After", "1")
+				w.WriteHeader(http.StatusTooManyRequests)
+				w.(http.Flusher).Flush()
+				// More than the buffer: with nobody reading, these writes must
+				// fail, not block the handler (a goroutine left behind at Close).
+				_, _ = w.Write(make([]byte, 3*bufferSize))
+			}))
+			client := &http.Client{Transport: tr}
+			resp, err := client.Get("https://server.invalid/")
+			require.NoError(t, err, "not draining: the answer is the client's")
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+			<-served
+			tr.Drain()
+			_, err = client.Get("https://server.invalid/")
+			require.ErrorIs(t, err, ErrClosed)
+			select {
+			case <-served:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the handler of a refused answer is still writing")
+			}
+		})
 	}
 }
 
@@ -270,8 +297,15 @@ func TestDrainRefusesRetries(t *testing.T) {
 // panic filter's 500, is not sent); after one, its read of the body fails.
 func TestHandlerAbort(t *testing.T) {
 	t.Parallel()
-	for _, p := range []any{http.ErrAbortHandler, "boom"} {
-		tr := &Transport{}
+	for mode, newTransport := range modes() {
+		for _, p := range []any{http.ErrAbortHandler, "boom"} {
+			testHandlerAbort(t, mode, newTransport(), p)
+		}
+	}
+}
+
+func testHandlerAbort(t *testing.T, mode string, tr *Transport, p any) {
+	{
 		tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write([]byte("partial"))
 			if r.URL.Path == "/after" {
@@ -280,15 +314,15 @@ func TestHandlerAbort(t *testing.T) {
 			panic(p)
 		}))
 		_, err := (&http.Client{Transport: tr}).Get("https://server.invalid/before")
-		require.ErrorIs(t, err, ErrAborted, p)
+		require.ErrorIs(t, err, ErrAborted, mode, p)
 		if p == "boom" {
-			assert.ErrorContains(t, err, "the handler panicked: boom")
+			assert.ErrorContains(t, err, "the handler panicked: boom", mode)
 		}
 		resp, err := (&http.Client{Transport: tr}).Get("https://server.invalid/after")
-		require.NoError(t, err, p)
+		require.NoError(t, err, mode, p)
 		body, err := io.ReadAll(resp.Body)
-		assert.ErrorIs(t, err, ErrAborted, p)
-		assert.Equal(t, "partial", string(body), p)
+		assert.ErrorIs(t, err, ErrAborted, mode, p)
+		assert.Equal(t, "partial", string(body), mode, p)
 		tr.Close()
 	}
 }
@@ -298,21 +332,25 @@ func TestHandlerAbort(t *testing.T) {
 // every time (RoundTrip could see the panic's mark before the headers).
 func TestFlushedThenAborted(t *testing.T) {
 	t.Parallel()
-	tr := &Transport{}
-	defer tr.Close()
-	tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusAccepted)
-		w.(http.Flusher).Flush()
-		panic("boom")
-	}))
-	client := &http.Client{Transport: tr}
-	for range 500 {
-		resp, err := client.Get("https://server.invalid/")
-		require.NoError(t, err)
-		assert.Equal(t, http.StatusAccepted, resp.StatusCode)
-		_, err = io.ReadAll(resp.Body)
-		require.ErrorIs(t, err, ErrAborted)
-		require.NoError(t, resp.Body.Close())
+	for mode, newTransport := range modes() {
+		t.Run(mode, func(t *testing.T) {
+			tr := newTransport()
+			defer tr.Close()
+			tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusAccepted)
+				w.(http.Flusher).Flush()
+				panic("boom")
+			}))
+			client := &http.Client{Transport: tr}
+			for range 500 {
+				resp, err := client.Get("https://server.invalid/")
+				require.NoError(t, err)
+				assert.Equal(t, http.StatusAccepted, resp.StatusCode)
+				_, err = io.ReadAll(resp.Body)
+				require.ErrorIs(t, err, ErrAborted)
+				require.NoError(t, resp.Body.Close())
+			}
+		})
 	}
 }
 
@@ -321,25 +359,29 @@ func TestFlushedThenAborted(t *testing.T) {
 // request, as net/http's servers panic on it.
 func TestInformationalStatus(t *testing.T) {
 	t.Parallel()
-	tr := &Transport{}
-	defer tr.Close()
-	tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/invalid" {
-			w.WriteHeader(42)
-		}
-		w.WriteHeader(http.StatusEarlyHints)
-		w.WriteHeader(http.StatusCreated)
-		_, _ = w.Write([]byte("made"))
-	}))
-	client := &http.Client{Transport: tr}
-	resp, err := client.Get("https://server.invalid/")
-	require.NoError(t, err)
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	assert.Equal(t, http.StatusCreated, resp.StatusCode)
-	assert.Equal(t, "made", string(body))
-	_, err = client.Get("https://server.invalid/invalid")
-	assert.ErrorIs(t, err, ErrAborted)
+	for mode, newTransport := range modes() {
+		t.Run(mode, func(t *testing.T) {
+			tr := newTransport()
+			defer tr.Close()
+			tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/invalid" {
+					w.WriteHeader(42)
+				}
+				w.WriteHeader(http.StatusEarlyHints)
+				w.WriteHeader(http.StatusCreated)
+				_, _ = w.Write([]byte("made"))
+			}))
+			client := &http.Client{Transport: tr}
+			resp, err := client.Get("https://server.invalid/")
+			require.NoError(t, err)
+			body, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			assert.Equal(t, http.StatusCreated, resp.StatusCode)
+			assert.Equal(t, "made", string(body))
+			_, err = client.Get("https://server.invalid/invalid")
+			assert.ErrorIs(t, err, ErrAborted)
+		})
+	}
 }
 
 // Requests run on workers that serve one after another and end at Close.
@@ -359,4 +401,82 @@ func TestWorkersEndAtClose(t *testing.T) {
 		assert.Equal(t, fmt.Sprintf("/%d", i), string(body))
 	}
 	tr.Close()
+}
+
+// Served inline, a request whose caller gives up ends its handler's
+// context and fails with the caller's error, as on a worker; while the
+// transport drains, the handler runs to its end (the caller waits for it:
+// it runs on its goroutine), then the caller gets its error. An answer
+// kept whole is read whole after the caller's context ends, as an HTTP/2
+// stream that has ended.
+func TestInlineGiveUp(t *testing.T) {
+	t.Parallel()
+	tr := modes()["inline"]()
+	release, ended, entered := make(chan struct{}), make(chan error, 1), make(chan struct{}, 1)
+	tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/answer" {
+			_, _ = io.WriteString(w, "whole")
+			return
+		}
+		entered <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		ended <- r.Context().Err()
+	}))
+	for _, drain := range []bool{false, true} {
+		if drain {
+			tr.Drain()
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://server.invalid/wait", nil)
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() { _, err := tr.RoundTrip(req); done <- err }()
+		<-entered
+		cancel()
+		if drain {
+			close(release)
+			require.NoError(t, <-ended, "draining: the handler runs to its end")
+		} else {
+			require.ErrorIs(t, <-ended, context.Canceled)
+		}
+		require.ErrorIs(t, <-done, context.Canceled)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://server.invalid/answer", nil)
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	cancel()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, "whole", string(data))
+	require.NoError(t, resp.Body.Close())
+	_, err = resp.Body.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.ErrClosedPipe)
+}
+
+// Only a request whose body its caller cannot still be writing (none, or
+// one with GetBody: a body in memory, as client-go's) is served inline; a
+// streamed body, or a request short says is not, goes to a worker.
+func TestInlinedRequests(t *testing.T) {
+	t.Parallel()
+	tr := modes()["inline"]()
+	get, err := http.NewRequest(http.MethodGet, "https://server.invalid/", nil)
+	require.NoError(t, err)
+	post, err := http.NewRequest(http.MethodPost, "https://server.invalid/", strings.NewReader("{}"))
+	require.NoError(t, err)
+	pr, _ := io.Pipe()
+	streamed, err := http.NewRequest(http.MethodPost, "https://server.invalid/", pr)
+	require.NoError(t, err)
+	watch, err := http.NewRequest(http.MethodGet, "https://server.invalid/?watch=true", nil)
+	require.NoError(t, err)
+	assert.True(t, tr.inlined(get))
+	assert.True(t, tr.inlined(post))
+	assert.False(t, tr.inlined(streamed))
+	assert.False(t, tr.inlined(watch))
+	assert.False(t, (&Transport{}).inlined(get), "no SetInline: never")
 }
