@@ -37,9 +37,6 @@ import (
 // What a client can observe is the same, except:
 //   - the remote address the server sees (its audit events' source IP is
 //     127.0.0.1 both ways, but the port is 0);
-//   - answers carry no Content-Length header (HTTP/2 sets one for a short
-//     answer written at once; the in-process body streams, and client-go
-//     reads it whole either way);
 //   - requests that take the connection over (exec, attach, port-forward
 //     through SPDY or WebSocket) are not served in process: use RESTConfig;
 //   - a client certificate is read once, here, not at each connection (a

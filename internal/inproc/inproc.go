@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -204,6 +205,15 @@ func (t *Transport) roundTrip(req *http.Request, state *tls.ConnectionState) (*h
 	return x.response(&body{PipeReader: x.pr, leave: x.leave}), nil
 }
 
+// contentLength is the length h gives, or -1 (unknown), as net/http's
+// client reads it.
+func contentLength(h http.Header) int64 {
+	if n, err := strconv.ParseInt(h.Get("Content-Length"), 10, 64); err == nil && n >= 0 {
+		return n
+	}
+	return -1
+}
+
 // response is the handler's answer, its body read from b.
 func (x *exchange) response(b io.ReadCloser) *http.Response {
 	return &http.Response{
@@ -213,7 +223,7 @@ func (x *exchange) response(b io.ReadCloser) *http.Response {
 		ProtoMajor:    2,
 		Header:        x.w.sent,
 		Body:          b,
-		ContentLength: -1,
+		ContentLength: contentLength(x.w.sent),
 		Request:       x.req,
 	}
 }
@@ -378,6 +388,7 @@ func (x *exchange) serve(h http.Handler) {
 			return
 		}
 		x.w.writeHeader(http.StatusOK)
+		x.w.lengthIfWhole(x.r.Method)
 		_ = x.w.body.Flush()
 		x.w.sendHeader()
 		_ = x.pw.Close()
@@ -525,6 +536,8 @@ func (b *bodyBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+func (b *bodyBuffer) Buffered() int { return len(b.buf) }
+
 // Flush writes what is kept; dst (a pipe) has taken all of it when Write
 // returns, so the buffer is reused.
 func (b *bodyBuffer) Flush() error {
@@ -541,6 +554,8 @@ type inlineBody struct{ *bytes.Buffer }
 
 func (inlineBody) Flush() error { return nil }
 
+func (b inlineBody) Buffered() int { return b.Len() }
+
 // responseWriter hands the status and headers to RoundTrip when the body
 // first leaves its buffer (a flush, a full buffer, the handler's end), as
 // HTTP/2's server sends its HEADERS frame, then streams the body through a
@@ -550,9 +565,11 @@ type responseWriter struct {
 	body   interface {
 		io.Writer
 		Flush() error
+		Buffered() int // bytes written and not flushed
 	}
 
 	once, sendOnce sync.Once
+	headersSent    atomic.Bool
 	ready          chan struct{}
 	code           int
 	sent           http.Header
@@ -585,7 +602,30 @@ func (w *responseWriter) writeHeader(code int) {
 }
 
 // sendHeader hands the status and headers written to RoundTrip.
-func (w *responseWriter) sendHeader() { w.sendOnce.Do(func() { close(w.ready) }) }
+func (w *responseWriter) sendHeader() {
+	w.sendOnce.Do(func() {
+		w.headersSent.Store(true)
+		close(w.ready)
+	})
+}
+
+// lengthIfWhole sets Content-Length, at the handler's end, if the headers
+// have not gone yet (no flush, the body within the buffer), as HTTP/2's
+// server does when it sends its HEADERS frame after the handler returns.
+func (w *responseWriter) lengthIfWhole(method string) {
+	n := w.body.Buffered()
+	if w.headersSent.Load() || n > bufferSize || !bodyAllowed(w.code) || n == 0 && method == http.MethodHead {
+		return
+	}
+	if _, ok := w.sent["Content-Length"]; !ok {
+		w.sent.Set("Content-Length", strconv.Itoa(n))
+	}
+}
+
+// bodyAllowed reports whether an answer of status code may have a body.
+func bodyAllowed(code int) bool {
+	return code >= 200 && code != http.StatusNoContent && code != http.StatusNotModified
+}
 
 // headFirst is the body's way to the caller: the headers go first.
 type headFirst struct {

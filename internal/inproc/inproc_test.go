@@ -480,3 +480,40 @@ func TestInlinedRequests(t *testing.T) {
 	assert.False(t, tr.inlined(watch))
 	assert.False(t, (&Transport{}).inlined(get), "no SetInline: never")
 }
+
+// Content-Length is set as HTTP/2's server sets it: for an answer whose
+// headers go at the handler's end (not flushed, within the buffer), when
+// its status allows a body.
+func TestContentLength(t *testing.T) {
+	t.Parallel()
+	for mode, newTransport := range modes() {
+		tr := newTransport()
+		tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/empty":
+				w.WriteHeader(http.StatusNoContent)
+				return
+			case "/flushed":
+				w.(http.Flusher).Flush()
+			case "/long":
+				_, _ = w.Write(make([]byte, bufferSize+1))
+				return
+			}
+			_, _ = io.WriteString(w, "short")
+		}))
+		for path, want := range map[string]int64{"/short": 5, "/flushed": -1, "/long": -1, "/empty": -1} {
+			resp, err := (&http.Client{Transport: tr}).Get("https://server.invalid" + path)
+			require.NoError(t, err, mode, path)
+			_, err = io.Copy(io.Discard, resp.Body)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			assert.Equal(t, want, resp.ContentLength, mode, path)
+			if want >= 0 {
+				assert.Equal(t, fmt.Sprint(want), resp.Header.Get("Content-Length"), mode, path)
+			} else {
+				assert.Empty(t, resp.Header.Values("Content-Length"), mode, path)
+			}
+		}
+		tr.Close()
+	}
+}
