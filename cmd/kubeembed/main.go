@@ -149,7 +149,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}()
 	}
-	port, err := f.storage.port(f.port)
+	port, kept, err := f.storage.port(f.port, f.bind)
 	if err != nil {
 		return err
 	}
@@ -157,7 +157,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		DisablePriorityAndFairness: !f.apf, AuditLogPath: f.auditLog, AuditPolicyFile: f.auditPolicy,
 		Profile: apiserver.Profile(f.profile), Controllers: controllersFlag(fs, f.ctrls), Nodes: nodesFlag(f.nodes),
 		Storage: backend, CertDir: f.storage.certDir()})
-	if err != nil && port != f.port {
+	if err != nil && kept {
 		return fmt.Errorf("%w (the port of --data-dir's last server, kept in %s: give --port to choose another)", err, f.storage.portFile())
 	}
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -218,6 +219,15 @@ func TestCLIMetricsDataDir(t *testing.T) {
 	// No node: its kubelet's start-up events, refused while a server that
 	// has just started stops, hold the stop for 10 s each.
 	runUntilServing(t, "--data-dir", dir, "--metrics", "--nodes", "0", "--kubeconfig", kc)()
+	// The port kept for the next start is below the ephemeral range, where
+	// no outgoing connection of the machine can take it meanwhile.
+	kept, err := os.ReadFile(filepath.Join(dir, "port"))
+	require.NoError(t, err)
+	port, err := strconv.Atoi(strings.TrimSpace(string(kept)))
+	require.NoError(t, err)
+	if low := ephemeralLow(); low > 0 {
+		assert.Less(t, port, low, "the kept port")
+	}
 	runUntilServing(t, "--data-dir", dir, "--nodes", "0", "--kubeconfig", kc)
 	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
 	require.NoError(t, err)

@@ -77,23 +77,24 @@ func (f *storageFlags) portFile() string {
 }
 
 // port is the port to listen on: flag's if set, else the one kept in the
-// data directory, else 0 (a free one).
-func (f *storageFlags) port(flag int) (int, error) {
+// data directory (kept is true), else, with a data directory, a free one
+// that lasts (lastingPort), else 0 (a free one).
+func (f *storageFlags) port(flag int, bind string) (port int, kept bool, err error) {
 	if flag != 0 || f.portFile() == "" {
-		return flag, nil
+		return flag, false, nil
 	}
 	data, err := os.ReadFile(f.portFile())
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
+		return lastingPort(bind), false, nil
 	}
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	p, err := strconv.Atoi(strings.TrimSpace(string(data)))
 	if err != nil || p <= 0 || p > 65535 {
-		return 0, fmt.Errorf("%s: not a port: %q", f.portFile(), data)
+		return 0, false, fmt.Errorf("%s: not a port: %q", f.portFile(), data)
 	}
-	return p, nil
+	return p, true, nil
 }
 
 // keepPort writes the server's port to the data directory.
