@@ -83,7 +83,11 @@ func (o *Observer) Watch(gr schema.GroupResource, informer cache.SharedIndexInfo
 					_, rv = l.Listed()
 				}
 			}
-			o.handing(w, rv)
+			if !relist {
+				// A relist's revision is noted when its list returns,
+				// before the store has it: relisted decides instead.
+				o.handing(w, rv)
+			}
 			h.OnDelete(obj)
 			if relist {
 				obj = d.Obj

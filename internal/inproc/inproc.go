@@ -234,7 +234,7 @@ func (x *exchange) response(b io.ReadCloser) *http.Response {
 // caller can observe is as on a worker: its giving up (its context, the
 // transport's Cut) ends the handler's context and is its error, a panic is
 // ErrAborted, before the answer or from its body after a flush.
-func (t *Transport) roundTripInline(req *http.Request, state *tls.ConnectionState, h http.Handler) (*http.Response, error) {
+func (t *Transport) roundTripInline(req *http.Request, state *tls.ConnectionState, h http.Handler) (_ *http.Response, err error) {
 	if err := req.Context().Err(); err != nil {
 		return nil, err
 	}
@@ -242,23 +242,30 @@ func (t *Transport) roundTripInline(req *http.Request, state *tls.ConnectionStat
 	answer := &bytes.Buffer{}
 	x.w.body = inlineBody{answer}
 	x.serve(h)
-	if x.aborted.Load() {
-		x.leave()
-		return nil, x.abortErr
+	// The handler has ended: the caller's giving up from now on has
+	// nothing to end (nor, while draining, to keep running).
+	x.stopGone()
+	defer func() {
+		if err != nil {
+			x.leave()
+		}
+	}()
+	// The caller's own error first, as net/http's: the handler's context
+	// ended with it, and the chain's timeout aborts a handler that had
+	// answered when its context ends.
+	if err := req.Context().Err(); err != nil {
+		return nil, err
 	}
 	if err := x.ended(); err != nil {
-		x.leave()
 		return nil, err
 	}
-	if err := req.Context().Err(); err != nil { // before callerGone may run
-		x.leave()
-		return nil, err
+	if x.aborted.Load() {
+		return nil, x.abortErr
 	}
 	if err := x.handOut(); err != nil {
 		return nil, err
 	}
 	if t.draining.Load() && x.w.sent.Get("Retry-After") != "" {
-		x.leave()
 		return nil, ErrClosed // as on a worker
 	}
 	var r io.Reader = answer
@@ -329,6 +336,7 @@ type exchange struct {
 	// the body); cancel ends the handler's context.
 	leave, cancel context.CancelFunc
 	stopCut       func() bool // the exchange no longer ends at Cut
+	stopGone      func() bool // nor when its caller gives up
 	aborted       atomic.Bool // the handler panicked; abortErr says how
 	abortErr      error
 
@@ -355,7 +363,7 @@ func (t *Transport) newExchange(req *http.Request, state *tls.ConnectionState) *
 	x.pr, x.pw = io.Pipe()
 	x.w = &responseWriter{header: http.Header{}, ready: make(chan struct{}), done: gone.Done()}
 	x.w.body = &bodyBuffer{dst: headFirst{x.w, x.pw}}
-	context.AfterFunc(gone, func() { x.callerGone(context.Cause(gone)) })
+	x.stopGone = context.AfterFunc(gone, func() { x.callerGone(context.Cause(gone)) })
 	x.stopCut = context.AfterFunc(t.cut, func() { x.end(io.ErrUnexpectedEOF) })
 	return x
 }

@@ -517,3 +517,26 @@ func TestContentLength(t *testing.T) {
 		tr.Close()
 	}
 }
+
+// A caller that gives up gets its own error inline, as on a worker and from
+// net/http, even when the handler then aborts (the chain's timeout aborts
+// a handler whose context ends after it answered).
+func TestInlineGiveUpBeforeAbort(t *testing.T) {
+	t.Parallel()
+	tr := modes()["inline"]()
+	entered := make(chan struct{})
+	tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		close(entered)
+		<-r.Context().Done()
+		panic(http.ErrAbortHandler)
+	}))
+	ctx, cancel := context.WithCancel(t.Context())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://server.invalid/", nil)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { _, err := tr.RoundTrip(req); done <- err }()
+	<-entered
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+}
