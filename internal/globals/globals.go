@@ -60,7 +60,10 @@ func InitKlog() {
 }
 
 // withoutClosing drops the entries that report inproc.ErrClosed (klog's
-// printf-style errors carry it in their message only).
+// printf-style errors carry it in their message only; some libraries wrap
+// the error in one that does not unwrap: client-go's discovery logged
+// "Couldn't get current server API group list" so, its text only naming
+// it).
 type withoutClosing struct{ zapcore.Core }
 
 func (c withoutClosing) With(fields []zapcore.Field) zapcore.Core {
@@ -79,7 +82,7 @@ func (c withoutClosing) Write(e zapcore.Entry, fields []zapcore.Field) error {
 		return nil
 	}
 	for _, f := range fields {
-		if err, ok := f.Interface.(error); ok && errors.Is(err, inproc.ErrClosed) {
+		if err, ok := f.Interface.(error); ok && (errors.Is(err, inproc.ErrClosed) || strings.Contains(err.Error(), inproc.ErrClosed.Error())) {
 			return nil
 		}
 	}
