@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"net/http"
 
-	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	apiextensionslisters "k8s.io/apiextensions-apiserver/pkg/client/listers/apiextensions/v1"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -65,7 +64,7 @@ func New(c Config) (_ *ControlPlane, err error) {
 			sh.abort()
 		}
 	}()
-	ext, err := newExtensionsConfig(sh).Complete().New(notFoundDelegate(apiextensionsapiserver.Codecs))
+	ext, err := newExtensionsConfig(sh).Complete().New(genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		return nil, fmt.Errorf("apiextensions tier: %w", err)
 	}
