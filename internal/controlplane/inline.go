@@ -23,11 +23,23 @@ var requestInfos = &apirequest.RequestInfoFactory{APIPrefixes: sets.NewString("a
 // NewTransport returns an in-process transport that serves the requests
 // that are not long-running on their caller's goroutine
 // (inproc.Transport.SetInline): the server's own clients' and its users'.
+//
+// Inline serving is off for now: with it, CI's etcd stage (watch cache on,
+// the root package with cmd/kubeembed's tests beside it) saw servers whose
+// informers never synced at Start (2 of ~300 starts, reproduced once of
+// one locally; not with it off). Until that is understood, NewTransport
+// serves every request on a worker, as before; inline stays tested in
+// internal/inproc.
 func NewTransport() *inproc.Transport {
 	t := &inproc.Transport{}
-	t.SetInline(shortRequest)
+	if inlineEnabled {
+		t.SetInline(shortRequest)
+	}
 	return t
 }
+
+// inlineEnabled turns inline serving on (see NewTransport).
+const inlineEnabled = false
 
 // shortRequest reports whether the handler answers r without waiting on
 // its caller: not long-running, not an upgrade to a stream.
