@@ -233,7 +233,7 @@ type compactor interface {
 // StorageWithCacher does.
 func (b *Backend) cached(s storage.Interface, rc kestorage.ResourceConfig) (storage.Interface, error) {
 	cacher, err := cacherstorage.NewCacherFromConfig(cacherstorage.Config{
-		Storage: s, Versioner: storage.APIObjectVersioner{},
+		Storage: ownStream{s, rc.GroupResource.String()}, Versioner: storage.APIObjectVersioner{},
 		GroupResource: rc.GroupResource, ResourcePrefix: rc.ResourcePrefix,
 		KeyFunc: rc.KeyFunc, NewFunc: rc.NewFunc, NewListFunc: rc.NewListFunc,
 		GetAttrsFunc: rc.AttrFunc, IndexerFuncs: rc.IndexerFuncs, Indexers: rc.Indexers,
