@@ -147,6 +147,7 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 		_ = client.Close()
 		return nil, err
 	}
+	settleProgressNotify(ctx, client.Client)
 	// With no interval the compactor compacts nothing but still follows
 	// the compactions of other servers, for CompactRevision.
 	b := &Backend{opts: opts, root: strings.TrimSuffix(opts.Prefix, "/"), client: client,
