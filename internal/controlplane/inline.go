@@ -23,13 +23,7 @@ var requestInfos = &apirequest.RequestInfoFactory{APIPrefixes: sets.NewString("a
 // NewTransport returns an in-process transport that serves the requests
 // that are not long-running on their caller's goroutine
 // (inproc.Transport.SetInline): the server's own clients' and its users'.
-//
-// Inline serving is off for now: with it, CI's etcd stage (watch cache on,
-// the root package with cmd/kubeembed's tests beside it) saw servers whose
-// informers never synced at Start (2 of ~300 starts, reproduced once of
-// one locally; not with it off). Until that is understood, NewTransport
-// serves every request on a worker, as before; inline stays tested in
-// internal/inproc.
+// Streams and watches run on workers.
 func NewTransport() *inproc.Transport {
 	t := &inproc.Transport{}
 	if inlineEnabled {
@@ -38,8 +32,11 @@ func NewTransport() *inproc.Transport {
 	return t
 }
 
-// inlineEnabled turns inline serving on (see NewTransport).
-const inlineEnabled = false
+// inlineEnabled turns inline serving on (see NewTransport). It was off
+// for a while (2026-12-04) as the suspect of a Start hang in CI's etcd
+// stage; the hang was etcd's progress notifications on a shared watch
+// stream (storage/etcd's ownStream), which inline's speed only exposed.
+const inlineEnabled = true
 
 // shortRequest reports whether the handler answers r without waiting on
 // its caller: not long-running, not an upgrade to a stream.

@@ -231,7 +231,7 @@ type compactor interface {
 }
 
 // cached puts k8s.io/apiserver's cacher in front of s, as kube-apiserver's
-// StorageWithCacher does.
+// StorageWithCacher does, its etcd watch on a stream of its own (ownStream).
 func (b *Backend) cached(s storage.Interface, rc kestorage.ResourceConfig) (storage.Interface, error) {
 	cacher, err := cacherstorage.NewCacherFromConfig(cacherstorage.Config{
 		Storage: ownStream{s, rc.GroupResource.String()}, Versioner: storage.APIObjectVersioner{},
