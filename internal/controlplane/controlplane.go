@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net/http"
 
+	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	apiextensionslisters "k8s.io/apiextensions-apiserver/pkg/client/listers/apiextensions/v1"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -64,7 +65,7 @@ func New(c Config) (_ *ControlPlane, err error) {
 			sh.abort()
 		}
 	}()
-	ext, err := newExtensionsConfig(sh).Complete().New(genericapiserver.NewEmptyDelegate())
+	ext, err := newExtensionsConfig(sh).Complete().New(notFoundDelegate(apiextensionsapiserver.Codecs))
 	if err != nil {
 		return nil, fmt.Errorf("apiextensions tier: %w", err)
 	}

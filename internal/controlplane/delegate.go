@@ -7,14 +7,22 @@ import (
 	"net/http"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	genericapifilters "k8s.io/apiserver/pkg/endpoints/filters"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/util/notfoundhandler"
 	"k8s.io/kube-openapi/pkg/handler3"
 )
 
-// notFoundDelegate ends the chain: the tier behind apiextensions answers 404
-// to everything, as kube-apiserver's does.
-func notFoundDelegate() genericapiserver.DelegationTarget {
-	return genericapiserver.NewEmptyDelegate()
+// notFoundDelegate ends the chain, behind apiextensions, as kube-apiserver's
+// does: a path no tier serves is a 404, or a 503 with Retry-After while the
+// tiers are still installing their routes and discovery (the handler chain
+// marks such requests: see handlerChain's muxComplete), so that a client
+// early for a CRD's or an aggregated group's path retries instead of
+// concluding it is not there.
+func notFoundDelegate(s runtime.NegotiatedSerializer) genericapiserver.DelegationTarget {
+	return genericapiserver.NewEmptyDelegateWithCustomHandler(
+		notfoundhandler.New(s, genericapifilters.NoMuxAndDiscoveryIncompleteKey))
 }
 
 // sharedOpenAPIDelegate is the core tier as the aggregator sees it when the
@@ -35,7 +43,12 @@ func notFoundDelegate() genericapiserver.DelegationTarget {
 // the delegate's PrepareRun is the next tier's (apiextensions, whose own
 // OpenAPI routes the aggregator does fetch), the step the core tier's own
 // PrepareRun takes first. PrepareRun's result is of a type that cannot be
-// named here, hence R, which newSharedOpenAPIDelegate infers.
+// named here, hence R, which newSharedOpenAPIDelegate infers. The tier's
+// health registries are thus never marked installed: a check added to it
+// after Prepare would be accepted and lost rather than refused, as it is
+// lost on kube-apiserver when added after the aggregator copied the
+// delegate's checks (nothing adds one: the tiers' checks are all added
+// while the chain is built).
 type sharedOpenAPIDelegate[R any] struct {
 	preparedBy[R] // PrepareRun: depth 1, ahead of the tier's
 	tierMethods   // every other method: depth 2
