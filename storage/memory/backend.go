@@ -88,6 +88,7 @@ type version struct {
 	value     []byte
 	deleted   bool
 	expires   time.Time // zero: no lease
+	memo      *memo     // nil for a tombstone
 }
 
 // record is all retained versions of one key, oldest first.
@@ -121,6 +122,8 @@ type event struct {
 	key       string
 	value     []byte // nil when deleted
 	prevValue []byte // nil when the key did not exist before
+	memo      *memo  // value's and prevValue's
+	prevMemo  *memo
 	createRev int64
 	deleted   bool
 	at        time.Time
@@ -134,6 +137,7 @@ type kv struct {
 	value     []byte
 	modRev    int64
 	createRev int64
+	memo      *memo
 }
 
 // Backend is an in-memory MVCC key-value store with etcd's revision semantics.
@@ -326,7 +330,7 @@ func (b *Backend) get(key string, rev int64) (kv, bool, int64, error) {
 	if !ok {
 		return kv{}, false, b.rev, nil
 	}
-	return kv{key: key, value: v.value, modRev: v.modRev, createRev: v.createRev}, true, b.rev, nil
+	return kv{key: key, value: v.value, modRev: v.modRev, createRev: v.createRev, memo: v.memo}, true, b.rev, nil
 }
 
 func (b *Backend) checkReadRevLocked(rev int64) error {
@@ -376,7 +380,7 @@ func (b *Backend) rangeKeys(prefix, from string, rev, limit int64) (rangeResult,
 		}
 		res.count++
 		if limit <= 0 || int64(len(res.kvs)) < limit {
-			res.kvs = append(res.kvs, kv{key: r.key, value: v.value, modRev: v.modRev, createRev: v.createRev})
+			res.kvs = append(res.kvs, kv{key: r.key, value: v.value, modRev: v.modRev, createRev: v.createRev, memo: v.memo})
 		}
 		return true
 	})
@@ -439,7 +443,7 @@ func (b *Backend) txn(key string, value []byte, deleting bool, expect int64, ttl
 		res := txnResult{}
 		if live {
 			res.exists = true
-			res.current = kv{key: key, value: cur.value, modRev: cur.modRev, createRev: cur.createRev}
+			res.current = kv{key: key, value: cur.value, modRev: cur.modRev, createRev: cur.createRev, memo: cur.memo}
 		}
 		return res
 	}
@@ -474,15 +478,17 @@ func (b *Backend) commitLocked(r *record, key string, value []byte, deleting boo
 	}
 	if deleting {
 		nv.value = nil
+	} else {
+		nv.memo = new(memo)
 	}
 	if !expires.IsZero() {
 		heap.Push(&b.expiries, expiry{at: expires, key: key, modRev: rev})
 		b.armTimerLocked()
 	}
 	r.versions = append(r.versions, nv)
-	ev := event{rev: rev, key: key, value: nv.value, createRev: nv.createRev, deleted: deleting, at: now}
+	ev := event{rev: rev, key: key, value: nv.value, memo: nv.memo, createRev: nv.createRev, deleted: deleting, at: now}
 	if live {
-		ev.prevValue = cur.value
+		ev.prevValue, ev.prevMemo = cur.value, cur.memo
 	}
 	b.events = append(b.events, ev)
 	return rev

@@ -167,6 +167,21 @@ func (s *store) decode(data []byte, out runtime.Object, rev int64) error {
 	return nil
 }
 
+// decodeVersion decodes a stored version's (untransformed) bytes into out at
+// rev, or copies what s decoded from them before (memo): deep unless out is
+// an item of a list (recallInto).
+func (s *store) decodeVersion(data []byte, m *memo, out runtime.Object, rev int64, deep bool) error {
+	if s.recallInto(m, out, deep) {
+		_ = s.versioner.UpdateObject(out, uint64(rev))
+		return nil
+	}
+	if err := s.decode(data, out, rev); err != nil {
+		return err
+	}
+	s.remember(m, out)
+	return nil
+}
+
 // Get implements storage.Interface.
 func (s *store) Get(ctx context.Context, key string, opts storage.GetOptions, out runtime.Object) error {
 	k, err := s.prepareKey(key, false)
@@ -190,7 +205,7 @@ func (s *store) Get(ctx context.Context, key string, opts storage.GetOptions, ou
 		}
 		return storage.NewInternalError(err)
 	}
-	if err := s.decode(data, out, item.modRev); err != nil {
+	if err := s.decodeVersion(data, item.memo, out, item.modRev, true); err != nil {
 		if reportCorrupt() {
 			return storage.NewCorruptObjError(key, &corruptObjectError{err: err, undecodable: true, revision: item.modRev})
 		}
@@ -282,7 +297,7 @@ func (s *store) stateFromKV(ctx context.Context, key string, item kv, found bool
 		return st, nil
 	}
 	st.data, st.stale = data, stale
-	if err := s.decode(data, st.obj, st.rev); err != nil {
+	if err := s.decodeVersion(data, item.memo, st.obj, st.rev, true); err != nil {
 		if !expectCorrupt {
 			return nil, err
 		}
@@ -727,14 +742,13 @@ func (s *store) appendItem(ctx context.Context, item kv, pred storage.SelectionP
 	if ctx.Err() != nil {
 		return storage.NewTimeoutError(item.key, "request did not complete within requested timeout")
 	}
-	obj, _, err := s.codec.Decode(data, nil, newItem())
-	if err != nil {
+	obj := newItem()
+	if err := s.decodeVersion(data, item.memo, obj, item.modRev, false); err != nil {
 		if reportCorrupt() {
 			return &corruptObjectError{err: err, undecodable: true, revision: item.modRev}
 		}
 		return err
 	}
-	_ = s.versioner.UpdateObject(obj, uint64(item.modRev))
 	if ok, err := pred.Matches(obj); err == nil && ok {
 		v.Set(reflect.Append(v, reflect.ValueOf(obj).Elem()))
 	}

@@ -217,7 +217,7 @@ func (w *watcher) sendInitialState() (int64, bool) {
 		return 0, false
 	}
 	for _, item := range res.kvs {
-		obj, err := w.decode(item.key, item.value, item.modRev)
+		obj, err := w.decode(item.key, item.value, item.memo, item.modRev)
 		if err != nil {
 			w.sendError(err)
 			return 0, false
@@ -232,14 +232,16 @@ func (w *watcher) sendInitialState() (int64, bool) {
 	return res.rev, true
 }
 
-func (w *watcher) decode(key string, data []byte, rev int64) (runtime.Object, error) {
+func (w *watcher) decode(key string, data []byte, m *memo, rev int64) (runtime.Object, error) {
 	plain, _, err := w.s.xf().TransformFromStorage(w.ctx, data, dataCtx(key))
 	if err != nil {
 		return nil, err
 	}
-	obj, err := runtime.Decode(w.s.codec, plain)
-	if err != nil {
-		return nil, err
+	obj := w.s.recall(m)
+	if obj == nil {
+		if obj, err = runtime.Decode(w.s.codec, plain); err != nil {
+			return nil, err
+		}
 	}
 	if err := w.s.versioner.UpdateObject(obj, uint64(rev)); err != nil {
 		return nil, fmt.Errorf("failure to version api object (%d) %#v: %v", rev, obj, err)
@@ -262,14 +264,14 @@ func (w *watcher) transform(ev *event) (*watch.Event, error) {
 	var cur, prev runtime.Object
 	var err error
 	if !ev.deleted {
-		if cur, err = w.decode(ev.key, ev.value, ev.rev); err != nil {
+		if cur, err = w.decode(ev.key, ev.value, ev.memo, ev.rev); err != nil {
 			return nil, err
 		}
 	}
 	if ev.prevValue != nil && (ev.deleted || !w.acceptAll) {
 		// The previous state carries the revision of the change, so a
 		// DELETED event has the deletion's resourceVersion.
-		if prev, err = w.decode(ev.key, ev.prevValue, ev.rev); err != nil {
+		if prev, err = w.decode(ev.key, ev.prevValue, ev.prevMemo, ev.rev); err != nil {
 			if ev.deleted && globals.Features().Enabled(features.AllowUnsafeMalformedObjectDeletion) {
 				// An object that could not be read was deleted on purpose
 				// (unsafe deletion); say so, as etcd3's watcher does.
