@@ -84,6 +84,7 @@ func New(c Config) (_ *ControlPlane, err error) {
 	}
 	for _, s := range []*genericapiserver.GenericAPIServer{agg.GenericAPIServer, core.GenericAPIServer, ext.GenericAPIServer} {
 		s.Handler.GoRestfulContainer.Router(&routeCache{})
+		shareRouteRegexps(s.Handler.GoRestfulContainer)
 	}
 	sh.transport.SetHandler(agg.GenericAPIServer.Handler)
 	apiServices := agg.APIRegistrationInformers.Apiregistration().V1().APIServices().Informer()
