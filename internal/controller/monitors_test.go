@@ -1,0 +1,145 @@
+package controller_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/internal/controller"
+	"github.com/kubeembed/apiserver/testing/apiservertest"
+)
+
+// seen records the ConfigMaps a handler was handed, and whether in the
+// initial list.
+type seen struct {
+	mu      sync.Mutex
+	initial map[string]bool
+	changed chan string
+}
+
+func newSeen() *seen { return &seen{initial: map[string]bool{}, changed: make(chan string, 100)} }
+
+func (s *seen) handler(block map[string]chan struct{}) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerDetailedFuncs{AddFunc: func(obj any, initial bool) {
+		name := obj.(metav1.Object).GetName()
+		if !strings.HasPrefix(name, "t-") {
+			return // the server's own
+		}
+		if c := block[name]; c != nil {
+			<-c
+		}
+		s.mu.Lock()
+		s.initial[name] = initial
+		s.mu.Unlock()
+		s.changed <- name
+	}}
+}
+
+func (s *seen) wait(t *testing.T, name string) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case n := <-s.changed:
+			if n == name {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("%s never handled", name)
+		}
+	}
+}
+
+// The monitors' subscribers that add their handlers before a resource's
+// informer runs share one client-go registration: each sees the initial
+// list as initial, is synced once it has, and is handed an event only
+// after the handlers added before it (one goroutine). A handler removed
+// sees no more; one added after the informer runs gets the store replayed
+// as client-go does.
+func TestMonitorsSubscribersShareARegistration(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	client, err := srv.Clientset()
+	require.NoError(t, err)
+	create := func(name string) {
+		_, err := client.CoreV1().ConfigMaps("default").Create(t.Context(),
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "t-" + name}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	create("before")
+	ext, err := srv.APIExtensionsClientset()
+	require.NoError(t, err)
+	crds := apiextensionsinformers.NewSharedInformerFactory(ext, 0).Apiextensions().V1().CustomResourceDefinitions().Informer()
+	m, err := controller.NewMonitors(metadata.NewForConfigOrDie(srv.RESTConfig()), client.Discovery(), crds, nil)
+	require.NoError(t, err)
+
+	first, second, late := newSeen(), newSeen(), newSeen()
+	held := make(chan struct{})
+	regs := map[*seen]cache.ResourceEventHandlerRegistration{}
+	var informer cache.SharedIndexInformer
+	subscribe := func(s *seen, block map[string]chan struct{}) {
+		m.Subscribe(func(added, _ []controllers.Resource) {
+			for _, r := range added {
+				if r.Resource == "configmaps" && r.Group == "" {
+					informer = r.Informer
+					regs[s], err = r.Informer.AddEventHandler(s.handler(block))
+					require.NoError(t, err)
+				}
+			}
+		})
+	}
+	subscribe(first, map[string]chan struct{}{"t-held": held})
+	subscribe(second, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	var run sync.WaitGroup
+	run.Go(func() { crds.RunWithContext(ctx) })
+	run.Go(func() { m.Run(ctx) })
+	defer run.Wait()
+	defer cancel()
+	var once sync.Once
+	release := func() { once.Do(func() { close(held) }) }
+	defer release() // a failure below must not leave the handler blocked
+
+	first.wait(t, "t-before")
+	second.wait(t, "t-before")
+	require.Eventually(t, func() bool { return regs[first].HasSynced() && regs[second].HasSynced() }, 30*time.Second, time.Millisecond)
+	assert.True(t, first.initial["t-before"])
+	assert.True(t, second.initial["t-before"])
+
+	create("held")
+	create("after")
+	select {
+	case n := <-second.changed:
+		t.Fatalf("the second handler saw %s while the first held its event", n)
+	case <-time.After(100 * time.Millisecond): // a negative check: nothing may come
+	}
+	release()
+	second.wait(t, "t-held")
+	second.wait(t, "t-after")
+	assert.False(t, second.initial["t-after"])
+
+	require.NoError(t, informer.RemoveEventHandler(regs[first]))
+	create("later")
+	second.wait(t, "t-later")
+	first.mu.Lock()
+	assert.NotContains(t, first.initial, "t-later", "removed")
+	first.mu.Unlock()
+
+	subscribe(late, nil)
+	late.wait(t, "t-later")
+	require.Eventually(t, func() bool { return regs[late].HasSynced() }, 30*time.Second, time.Millisecond)
+	for _, n := range []string{"t-before", "t-held", "t-after", "t-later"} {
+		assert.True(t, late.initial[n], n)
+	}
+}
