@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"slices"
 	"sync"
 
@@ -15,17 +14,18 @@ import (
 // informers, one per resource a server serves, each have a handler of the
 // garbage collector, the quota and the namespace controllers, ~150
 // registrations a server (BENCHMARKS.md). Their handlers only queue work,
-// so sharing one goroutine between the three costs them nothing.
+// so sharing one goroutine between the three costs them nothing; one that
+// panicked would take the event from those after it (client-go crashes
+// the process on a handler's panic unless told otherwise).
 //
 // A handler added once the informer runs gets a registration of its own,
 // as before: client-go then replays the informer's store to it, which the
 // shared registration, long past its initial list, cannot.
 type fanOut struct {
 	cache.SharedIndexInformer
-	shared cache.ResourceEventHandlerRegistration
 
 	mu       sync.RWMutex
-	started  bool
+	shared   cache.ResourceEventHandlerRegistration // with the first handler
 	handlers []*fanned
 }
 
@@ -38,45 +38,51 @@ type fanned struct {
 }
 
 func newFanOut(informer cache.SharedIndexInformer) *fanOut {
-	f := &fanOut{SharedIndexInformer: informer}
-	// Before the informer runs, AddEventHandler cannot fail.
-	f.shared, _ = informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, initial bool) {
-			for _, h := range f.current() {
-				h.OnAdd(obj, initial)
-			}
-		},
-		UpdateFunc: func(old, obj any) {
-			for _, h := range f.current() {
-				h.OnUpdate(old, obj)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			for _, h := range f.current() {
-				h.OnDelete(obj)
-			}
-		},
-	})
-	return f
-}
-
-func (f *fanOut) current() []*fanned {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.handlers
+	return &fanOut{SharedIndexInformer: informer}
 }
 
 // AddEventHandler implements cache.SharedInformer.
 func (f *fanOut) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.started {
+	// The informer marks itself started before it hands out any event,
+	// and the shared registration's events wait for f.mu: a handler that
+	// joins while it has not started sees every event the others see.
+	if f.started() {
+		f.mu.Unlock()
 		return f.SharedIndexInformer.AddEventHandler(h)
 	}
+	defer f.mu.Unlock()
+	if f.shared == nil {
+		shared, err := f.SharedIndexInformer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc:    func(obj any, initial bool) { f.each(func(h *fanned) { h.OnAdd(obj, initial) }) },
+			UpdateFunc: func(old, obj any) { f.each(func(h *fanned) { h.OnUpdate(old, obj) }) },
+			DeleteFunc: func(obj any) { f.each(func(h *fanned) { h.OnDelete(obj) }) },
+		})
+		if err != nil {
+			return nil, err
+		}
+		f.shared = shared
+	}
 	reg := &fanned{f.shared, h}
-	// A new slice: current's callers range over the old one unlocked.
+	// A new slice: each ranges over the old one unlocked.
 	f.handlers = append(slices.Clip(f.handlers), reg)
 	return reg, nil
+}
+
+// started reports whether the informer runs (client-go's informers tell;
+// another is taken as running, which keeps client-go's behaviour).
+func (f *fanOut) started() bool {
+	s, ok := f.SharedIndexInformer.(interface{ HasStarted() bool })
+	return !ok || s.HasStarted()
+}
+
+func (f *fanOut) each(call func(*fanned)) {
+	f.mu.RLock()
+	handlers := f.handlers
+	f.mu.RUnlock()
+	for _, h := range handlers {
+		call(h)
+	}
 }
 
 // RemoveEventHandler implements cache.SharedInformer.
@@ -89,22 +95,4 @@ func (f *fanOut) RemoveEventHandler(reg cache.ResourceEventHandlerRegistration) 
 	defer f.mu.Unlock()
 	f.handlers = slices.DeleteFunc(slices.Clone(f.handlers), func(o *fanned) bool { return o == h })
 	return nil
-}
-
-// Run implements cache.SharedInformer.
-func (f *fanOut) Run(stop <-chan struct{}) {
-	f.start()
-	f.SharedIndexInformer.Run(stop)
-}
-
-// RunWithContext implements cache.SharedInformer.
-func (f *fanOut) RunWithContext(ctx context.Context) {
-	f.start()
-	f.SharedIndexInformer.RunWithContext(ctx)
-}
-
-func (f *fanOut) start() {
-	f.mu.Lock()
-	f.started = true
-	f.mu.Unlock()
 }

@@ -46,6 +46,13 @@ func (s *seen) handler(block map[string]chan struct{}) cache.ResourceEventHandle
 	}}
 }
 
+func (s *seen) initialOf(name string) (initial, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	initial, ok = s.initial[name]
+	return initial, ok
+}
+
 func (s *seen) wait(t *testing.T, name string) {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
@@ -86,18 +93,34 @@ func TestMonitorsSubscribersShareARegistration(t *testing.T) {
 
 	first, second, late := newSeen(), newSeen(), newSeen()
 	held := make(chan struct{})
+	// The subscribers run on the monitors' goroutine.
+	var mu sync.Mutex
 	regs := map[*seen]cache.ResourceEventHandlerRegistration{}
 	var informer cache.SharedIndexInformer
 	subscribe := func(s *seen, block map[string]chan struct{}) {
 		m.Subscribe(func(added, _ []controllers.Resource) {
 			for _, r := range added {
 				if r.Resource == "configmaps" && r.Group == "" {
-					informer = r.Informer
-					regs[s], err = r.Informer.AddEventHandler(s.handler(block))
-					require.NoError(t, err)
+					reg, err := r.Informer.AddEventHandler(s.handler(block))
+					assert.NoError(t, err)
+					mu.Lock()
+					informer, regs[s] = r.Informer, reg
+					mu.Unlock()
 				}
 			}
 		})
+	}
+	synced := func(of ...*seen) func() bool {
+		return func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, s := range of {
+				if regs[s] == nil || !regs[s].HasSynced() {
+					return false
+				}
+			}
+			return true
+		}
 	}
 	subscribe(first, map[string]chan struct{}{"t-held": held})
 	subscribe(second, nil)
@@ -113,9 +136,11 @@ func TestMonitorsSubscribersShareARegistration(t *testing.T) {
 
 	first.wait(t, "t-before")
 	second.wait(t, "t-before")
-	require.Eventually(t, func() bool { return regs[first].HasSynced() && regs[second].HasSynced() }, 30*time.Second, time.Millisecond)
-	assert.True(t, first.initial["t-before"])
-	assert.True(t, second.initial["t-before"])
+	require.Eventually(t, synced(first, second), 30*time.Second, time.Millisecond)
+	for _, s := range []*seen{first, second} {
+		initial, _ := s.initialOf("t-before")
+		assert.True(t, initial)
+	}
 
 	create("held")
 	create("after")
@@ -127,19 +152,23 @@ func TestMonitorsSubscribersShareARegistration(t *testing.T) {
 	release()
 	second.wait(t, "t-held")
 	second.wait(t, "t-after")
-	assert.False(t, second.initial["t-after"])
+	initial, _ := second.initialOf("t-after")
+	assert.False(t, initial)
 
-	require.NoError(t, informer.RemoveEventHandler(regs[first]))
+	mu.Lock()
+	informerOf, firstReg := informer, regs[first]
+	mu.Unlock()
+	require.NoError(t, informerOf.RemoveEventHandler(firstReg))
 	create("later")
 	second.wait(t, "t-later")
-	first.mu.Lock()
-	assert.NotContains(t, first.initial, "t-later", "removed")
-	first.mu.Unlock()
+	_, handled := first.initialOf("t-later")
+	assert.False(t, handled, "removed")
 
 	subscribe(late, nil)
 	late.wait(t, "t-later")
-	require.Eventually(t, func() bool { return regs[late].HasSynced() }, 30*time.Second, time.Millisecond)
+	require.Eventually(t, synced(late), 30*time.Second, time.Millisecond)
 	for _, n := range []string{"t-before", "t-held", "t-after", "t-later"} {
-		assert.True(t, late.initial[n], n)
+		initial, _ := late.initialOf(n)
+		assert.True(t, initial, n)
 	}
 }

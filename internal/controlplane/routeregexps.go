@@ -21,7 +21,7 @@ var routeRegexps sync.Map // expression -> *regexp.Regexp
 // compiles one for every route it builds (RouteBuilder.Build), about
 // 2,000 per server, and keeps them for its JSR-311 router and 405's Allow
 // header; the CurlyRouter routeCache wraps reads only their tokens. They
-// were ~5 MiB of a server's heap (BENCHMARKS.md), identical in every
+// were ~4 MiB of a server's heap (BENCHMARKS.md), identical in every
 // server. A *regexp.Regexp is safe for concurrent use.
 //
 // The expressions are in unexported fields, reached by reflection; a
