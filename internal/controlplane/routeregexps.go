@@ -19,8 +19,8 @@ var routeRegexps sync.Map // expression -> *regexp.Regexp
 // shareRouteRegexps points the routes and web services of c at the
 // process's one copy of each path's regular expression. go-restful
 // compiles one for every route it builds (RouteBuilder.Build), about
-// 2,000 per server, and keeps them for its JSR-311 router and 405's Allow
-// header; the CurlyRouter routeCache wraps reads only their tokens. They
+// 2,000 per server, and keeps them for its JSR-311 router and OPTIONS
+// filter; the CurlyRouter routeCache wraps reads only their tokens. They
 // were ~4 MiB of a server's heap (BENCHMARKS.md), identical in every
 // server. A *regexp.Regexp is safe for concurrent use.
 //
