@@ -29,9 +29,10 @@ import (
 //   - restores the storage to snap (Restore: CRDs, webhook configurations,
 //     RBAC, namespaces and every other object);
 //   - waits until the controllers are idle (WaitIdle), discovery serves the
-//     custom resources of snap's CRDs and no other, and admission's
-//     informers have seen the restore; then forgets the recorded requests
-//     (Recorder).
+//     custom resources of snap's CRDs and no other (none of a CRD the last
+//     test deleted itself either), /openapi/v3 lists no group version only
+//     such CRDs served, and admission's informers have seen the restore;
+//     then forgets the recorded requests (Recorder).
 //
 // What a client can still tell from a new server: resourceVersions only
 // grow (as after any restore), /metrics counts every request since Start,
@@ -61,7 +62,7 @@ func (s *Server) Reset(ctx context.Context, snap storage.Snapshot) error {
 	if err != nil {
 		return fmt.Errorf("reset: %w", err)
 	}
-	if err := controlplane.WaitCRDsServed(ctx, admin, before, after); err != nil {
+	if err := s.cp.WaitCRDsServed(ctx, admin, before, after); err != nil {
 		return fmt.Errorf("reset: %w", err)
 	}
 	if err := s.cp.WaitAdmissionCaughtUp(ctx); err != nil {

@@ -44,6 +44,8 @@ type ControlPlane struct {
 	controllers *controllerSet
 	writes      *writes.Log
 	crds        apiextensionslisters.CustomResourceDefinitionLister
+	// crdsSeen are the resources CRDs served since the last Reset.
+	crdsSeen *seenResources
 	// restorers repair what providers keep beside storage after a
 	// restore.
 	restorers []func(context.Context) error
@@ -70,6 +72,10 @@ func New(c Config) (_ *ControlPlane, err error) {
 		return nil, fmt.Errorf("apiextensions tier: %w", err)
 	}
 	crds := extensionsReady(ext)
+	seen, err := watchServedResources(crds.Informer())
+	if err != nil {
+		return nil, fmt.Errorf("apiextensions tier: %w", err)
+	}
 	coreConfig, err := newCoreConfig(sh, crds.Informer())
 	if err != nil {
 		return nil, fmt.Errorf("core tier: %w", err)
@@ -93,7 +99,7 @@ func New(c Config) (_ *ControlPlane, err error) {
 		informers: sh.informers.with(ext.Informers, agg.APIRegistrationInformers),
 		synced:    append(sh.synced, crds.Informer().HasSynced, apiServices.HasSynced),
 		loopback:  sh.transport, controllers: core.controllers, writes: sh.writes,
-		crds: crds.Lister(), restorers: core.restorers, muxComplete: sh.muxComplete,
+		crds: crds.Lister(), crdsSeen: seen, restorers: core.restorers, muxComplete: sh.muxComplete,
 	}, nil
 }
 

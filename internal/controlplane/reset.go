@@ -7,9 +7,12 @@ package controlplane
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
+	"sync"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -51,24 +54,23 @@ func CRDs(ctx context.Context, admin *rest.Config) (map[string]*apiextensionsv1.
 	return out, nil
 }
 
-// WaitCRDsServed waits until discovery, as admin reads it, serves the
-// resources of the CRDs now stored (after) in the versions they serve, and
-// none that only before served: after a restore that changed CRDs, the
-// custom resource handlers and discovery follow the CRD informers of
+// WaitCRDsServed waits until discovery and /openapi/v3, as admin reads
+// them, serve the custom resources of the CRDs now stored (after) in the
+// versions they serve, and none that a CRD served since the last reset
+// (before, read when the reset began, and what the CRD informer saw, such
+// as a CRD a test deleted as it ended) unless after serves it too: after a
+// restore, or a test's own deletions, the custom resource handlers,
+// discovery and the OpenAPI v3 service follow the CRD informers of
 // apiextensions-apiserver and the aggregator, which WaitIdle does not see.
-func WaitCRDsServed(ctx context.Context, admin *rest.Config, before, after map[string]*apiextensionsv1.CustomResourceDefinition) error {
-	if sameCRDs(before, after) {
+func (cp *ControlPlane) WaitCRDsServed(ctx context.Context, admin *rest.Config, before, after map[string]*apiextensionsv1.CustomResourceDefinition) error {
+	want, unwanted := servedResources(after), cp.crdsSeen.reset(servedResources(before))
+	maps.DeleteFunc(unwanted, func(r string, _ bool) bool { return want[r] })
+	if sameCRDs(before, after) && len(unwanted) == 0 {
 		return nil
 	}
 	disco, err := discovery.NewDiscoveryClientForConfig(admin)
 	if err != nil {
 		return err
-	}
-	want, unwanted := servedResources(after), map[string]bool{}
-	for r := range servedResources(before) {
-		if !want[r] {
-			unwanted[r] = true
-		}
 	}
 	return retry.Until(ctx, func(ctx context.Context) error {
 		_, lists, err := disco.ServerGroupsAndResources()
@@ -81,18 +83,89 @@ func WaitCRDsServed(ctx context.Context, admin *rest.Config, before, after map[s
 				served[l.GroupVersion+"/"+r.Name] = true
 			}
 		}
-		for r := range want {
-			if !served[r] {
-				return fmt.Errorf("%s not served yet", r)
-			}
+		if err := compareServed("discovery", served, want, unwanted); err != nil {
+			return err
 		}
-		for r := range unwanted {
-			if served[r] {
-				return fmt.Errorf("%s still served", r)
-			}
-		}
-		return nil
+		return openAPIV3Drops(ctx, disco.RESTClient(), groupVersions(unwanted), groupVersions(want))
 	})
+}
+
+// compareServed says what of want is not served or of unwanted is.
+func compareServed(what string, served, want, unwanted map[string]bool) error {
+	for r := range want {
+		if !served[r] {
+			return fmt.Errorf("%s: %s not served yet", what, r)
+		}
+	}
+	for r := range unwanted {
+		if served[r] {
+			return fmt.Errorf("%s: %s still served", what, r)
+		}
+	}
+	return nil
+}
+
+// openAPIV3Drops waits for the group versions (group/version) of unwanted
+// that others do not serve to be gone from /openapi/v3's paths. It does
+// not wait for a wanted one to appear: a CRD whose schema the OpenAPI
+// builder refuses has none, and a new server's Start does not wait for
+// them either.
+func openAPIV3Drops(ctx context.Context, c rest.Interface, unwanted, others map[string]bool) error {
+	maps.DeleteFunc(unwanted, func(gv string, _ bool) bool { return others[gv] })
+	raw, err := c.Get().AbsPath("/openapi/v3").Do(ctx).Raw()
+	if err != nil {
+		return err
+	}
+	var root struct {
+		Paths map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(raw, &root); err != nil {
+		return err
+	}
+	served := map[string]bool{}
+	for p := range root.Paths {
+		served[strings.TrimPrefix(p, "apis/")] = true
+	}
+	return compareServed("/openapi/v3", served, nil, unwanted)
+}
+
+// groupVersions are the group/version of resources (group/version/plural).
+func groupVersions(resources map[string]bool) map[string]bool {
+	out := map[string]bool{}
+	for r := range resources {
+		out[r[:strings.LastIndex(r, "/")]] = true
+	}
+	return out
+}
+
+// seenResources are the resources (group/version/plural) CRDs served, as a
+// CRD informer saw them.
+type seenResources struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func watchServedResources(crds cache.SharedIndexInformer) (*seenResources, error) {
+	s := &seenResources{seen: map[string]bool{}}
+	add := func(obj any) {
+		if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
+			s.mu.Lock()
+			maps.Copy(s.seen, servedResources(map[string]*apiextensionsv1.CustomResourceDefinition{"": crd}))
+			s.mu.Unlock()
+		}
+	}
+	_, err := crds.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: add, UpdateFunc: func(_, obj any) { add(obj) }})
+	return s, err
+}
+
+// reset returns what was seen and also, and starts again from nothing.
+func (s *seenResources) reset(also map[string]bool) map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.seen
+	s.seen = map[string]bool{}
+	maps.Copy(out, also)
+	return out
 }
 
 func sameCRDs(a, b map[string]*apiextensionsv1.CustomResourceDefinition) bool {

@@ -1,6 +1,7 @@
 package apiservertest
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -116,7 +117,13 @@ func leaveEverything(t *testing.T, srv *apiserver.Server) left {
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
 		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "leaky"}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	createCRD(t, srv)
+	createCRD(t, srv, "leak.example.com")
+	// One the test deletes itself: a reset sees it neither before nor
+	// after its restore.
+	createCRD(t, srv, "gone.example.com")
+	x, err := srv.APIExtensionsClientset()
+	require.NoError(t, err)
+	require.NoError(t, x.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, "widgets.gone.example.com", metav1.DeleteOptions{}))
 	k := srv.Kubelet()
 	_, err = k.AddNode(ctx, controllers.Node{Name: "pool-added"})
 	require.NoError(t, err)
@@ -136,13 +143,13 @@ func leaveEverything(t *testing.T, srv *apiserver.Server) left {
 	return left{client: c, watches: []watch.Interface{w, nw}}
 }
 
-// createCRD serves widgets.leak.example.com.
-func createCRD(t *testing.T, srv *apiserver.Server) {
+// createCRD serves widgets.<group>/v1, in discovery and /openapi/v3.
+func createCRD(t *testing.T, srv *apiserver.Server, group string) {
 	x, err := srv.APIExtensionsClientset()
 	require.NoError(t, err)
 	_, err = x.ApiextensionsV1().CustomResourceDefinitions().Create(t.Context(), &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "widgets.leak.example.com"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: "leak.example.com", Scope: apiextensionsv1.NamespaceScoped,
+		ObjectMeta: metav1.ObjectMeta{Name: "widgets." + group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: group, Scope: apiextensionsv1.NamespaceScoped,
 			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Kind: "Widget"},
 			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
 				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object"}}}}},
@@ -151,9 +158,26 @@ func createCRD(t *testing.T, srv *apiserver.Server) {
 	d, err := srv.DiscoveryClient()
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		_, err := d.ServerResourcesForGroupVersion("leak.example.com/v1")
-		return err == nil
+		_, err := d.ServerResourcesForGroupVersion(group + "/v1")
+		return err == nil && openAPIV3Paths(t, srv)["apis/"+group+"/v1"]
 	}, 10*time.Second, time.Millisecond, "the CRD is served")
+}
+
+// openAPIV3Paths are the paths of srv's /openapi/v3.
+func openAPIV3Paths(t *testing.T, srv *apiserver.Server) map[string]bool {
+	c, err := srv.Clientset()
+	require.NoError(t, err)
+	raw, err := c.Discovery().RESTClient().Get().AbsPath("/openapi/v3").DoRaw(t.Context())
+	require.NoError(t, err)
+	var root struct {
+		Paths map[string]any `json:"paths"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &root))
+	paths := map[string]bool{}
+	for p := range root.Paths {
+		paths[p] = true
+	}
+	return paths
 }
 
 // denyConfigMaps installs a webhook that refuses every ConfigMap created
@@ -199,8 +223,12 @@ func assertPristine(t *testing.T, srv *apiserver.Server) {
 	assert.True(t, apierrors.IsNotFound(err), "no fault rule of the last test: %v", err)
 	d, err := srv.DiscoveryClient()
 	require.NoError(t, err)
-	_, err = d.ServerResourcesForGroupVersion("leak.example.com/v1")
-	assert.True(t, apierrors.IsNotFound(err), "the last test's CRD is not served: %v", err)
+	paths := openAPIV3Paths(t, srv)
+	for _, group := range []string{"leak.example.com", "gone.example.com"} {
+		_, err = d.ServerResourcesForGroupVersion(group + "/v1")
+		assert.True(t, apierrors.IsNotFound(err), "the last test's CRD is not served: %v", err)
+		assert.NotContains(t, paths, "apis/"+group+"/v1", "nor in /openapi/v3")
+	}
 	leaky := ClientsetFor(t, srv, "leaky")
 	_, err = leaky.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{})
 	assert.True(t, apierrors.IsForbidden(err), "the last test's binding is gone: %v", err)
