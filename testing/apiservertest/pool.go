@@ -3,8 +3,9 @@ package apiservertest
 // A process's started servers, reused by the tests that follow: a test's
 // server is handed back at its end, Reset to the state it had once started
 // (Server.Reset), and handed to the next test that asks for a server of the
-// same Options. Servers a test closed, that failed to reset, or whose test
-// failed are closed instead; idle servers close themselves after
+// same Options. Servers a test closed, that failed to reset, whose test
+// failed, or whose test wrote CRDs (see wroteCRDs) are closed instead;
+// idle servers close themselves after
 // poolIdleTimeout, so that a process's goroutines are its own again (a
 // goleak check in TestMain) soon after its last test.
 
@@ -19,7 +20,10 @@ import (
 	"sync"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
 	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/faults"
 	"github.com/kubeembed/apiserver/storage"
 )
 
@@ -165,7 +169,7 @@ func startPooled(t TB, key string, o apiserver.Options) *apiserver.Server {
 func (s *pooled) handBack(t TB) {
 	defer s.log.stop()
 	failed, ok := t.(interface{ Failed() bool })
-	if s.snap == nil || ok && failed.Failed() {
+	if s.snap == nil || ok && failed.Failed() || wroteCRDs(s.srv) {
 		_ = s.srv.Close()
 		return
 	}
@@ -177,6 +181,19 @@ func (s *pooled) handBack(t TB) {
 		return
 	}
 	pool.put(s)
+}
+
+// wroteCRDs reports whether srv's recorder holds a write to a CRD that
+// succeeded. Such a server costs more to reset than to replace: Reset
+// waits until /openapi/v3 no longer lists what the test's CRDs served,
+// which the aggregator refreshes once a second (~1 s measured), where a
+// new server starts in ~0.15 s. A test past faults.MaxRecords requests
+// may have lost the record: Reset then waits.
+func wroteCRDs(srv *apiserver.Server) bool {
+	return srv.Recorder().Count(func(r faults.Record) bool {
+		return r.Group == apiextensionsv1.GroupName && r.Resource == "customresourcedefinitions" && !r.DryRun &&
+			r.Verb != "get" && r.Verb != "list" && r.Verb != "watch" && r.Code >= 200 && r.Code < 300
+	}) > 0
 }
 
 // poolKey is what servers of the same options share, and false when

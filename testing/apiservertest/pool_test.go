@@ -1,6 +1,7 @@
 package apiservertest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -117,13 +118,6 @@ func leaveEverything(t *testing.T, srv *apiserver.Server) left {
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
 		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "leaky"}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	createCRD(t, srv, "leak.example.com")
-	// One the test deletes itself: a reset sees it neither before nor
-	// after its restore.
-	createCRD(t, srv, "gone.example.com")
-	x, err := srv.APIExtensionsClientset()
-	require.NoError(t, err)
-	require.NoError(t, x.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, "widgets.gone.example.com", metav1.DeleteOptions{}))
 	k := srv.Kubelet()
 	_, err = k.AddNode(ctx, controllers.Node{Name: "pool-added"})
 	require.NoError(t, err)
@@ -221,14 +215,7 @@ func assertPristine(t *testing.T, srv *apiserver.Server) {
 	assert.NoError(t, err, "no webhook of the last test")
 	_, err = c.CoreV1().Secrets("default").Get(ctx, "none", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "no fault rule of the last test: %v", err)
-	d, err := srv.DiscoveryClient()
-	require.NoError(t, err)
-	paths := openAPIV3Paths(t, srv)
-	for _, group := range []string{"leak.example.com", "gone.example.com"} {
-		_, err = d.ServerResourcesForGroupVersion(group + "/v1")
-		assert.True(t, apierrors.IsNotFound(err), "the last test's CRD is not served: %v", err)
-		assert.NotContains(t, paths, "apis/"+group+"/v1", "nor in /openapi/v3")
-	}
+	assertCRDsGone(t, srv)
 	leaky := ClientsetFor(t, srv, "leaky")
 	_, err = leaky.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{})
 	assert.True(t, apierrors.IsForbidden(err), "the last test's binding is gone: %v", err)
@@ -299,8 +286,41 @@ func TestReusedServerKeepsIdleConnections(t *testing.T) {
 	assert.True(t, get(again), "the next test's request goes on the connection the last test left idle")
 }
 
-// A server whose test failed, or that its test closed, is not handed to
-// the next test; options that differ never share a server.
+// Reset forgets the CRDs made since the snapshot, those the restore
+// deletes and one the test deleted itself, in discovery and /openapi/v3
+// (whose paths the aggregator refreshes once a second, after discovery).
+func TestResetForgetsCRDs(t *testing.T) {
+	t.Parallel()
+	srv := Start(t, WithNewServer())
+	WaitIdle(t, srv)
+	snap, err := srv.Snapshot()
+	require.NoError(t, err)
+	createCRD(t, srv, "leak.example.com")
+	createCRD(t, srv, "gone.example.com")
+	x, err := srv.APIExtensionsClientset()
+	require.NoError(t, err)
+	require.NoError(t, x.ApiextensionsV1().CustomResourceDefinitions().Delete(t.Context(), "widgets.gone.example.com", metav1.DeleteOptions{}))
+	ctx, cancel := context.WithTimeout(t.Context(), resetTimeout)
+	defer cancel()
+	require.NoError(t, srv.Reset(ctx, snap))
+	assertCRDsGone(t, srv)
+}
+
+// assertCRDsGone: neither CRD of TestResetForgetsCRDs is served.
+func assertCRDsGone(t *testing.T, srv *apiserver.Server) {
+	d, err := srv.DiscoveryClient()
+	require.NoError(t, err)
+	paths := openAPIV3Paths(t, srv)
+	for _, group := range []string{"leak.example.com", "gone.example.com"} {
+		_, err = d.ServerResourcesForGroupVersion(group + "/v1")
+		assert.True(t, apierrors.IsNotFound(err), "the last test's CRD is not served: %v", err)
+		assert.NotContains(t, paths, "apis/"+group+"/v1", "nor in /openapi/v3")
+	}
+}
+
+// A server whose test failed, that its test closed, or whose test wrote a
+// CRD is not handed to the next test; options that differ never share a
+// server.
 func TestServersNotReused(t *testing.T) {
 	t.Parallel()
 	opt := uniqueOptions(t)
@@ -323,6 +343,16 @@ func TestServersNotReused(t *testing.T) {
 	fourth := Start(another, uniqueOptions(t))
 	assert.True(t, third != fourth, "other options, another server")
 	another.runCleanups()
+
+	crds := &fakeTB{ctx: t.Context()}
+	fifth := Start(crds, opt)
+	createCRD(t, fifth, "leak.example.com")
+	crds.runCleanups()
+	after := &fakeTB{ctx: t.Context()}
+	sixth := Start(after, opt)
+	defer after.runCleanups()
+	assert.True(t, fifth != sixth, "a server whose test wrote a CRD is closed")
+	assertCRDsGone(t, sixth)
 }
 
 // BenchmarkStartReused is the per-test cost of a server of Start's default
