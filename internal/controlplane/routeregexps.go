@@ -25,8 +25,8 @@ var routeRegexps sync.Map // expression -> *regexp.Regexp
 // server. A *regexp.Regexp is safe for concurrent use.
 //
 // The expressions are in unexported fields, reached by reflection; a
-// go-restful without them leaves c as it is (TestRouteRegexpsShared says
-// so). c must not be serving yet: the fields are written without its
+// go-restful without them leaves c as it is (and TestRouteRegexpsShared
+// fails). c must not be serving yet: the fields are written without its
 // lock.
 func shareRouteRegexps(c *restful.Container) {
 	for _, ws := range c.RegisteredWebServices() {
