@@ -120,6 +120,7 @@ type Backend struct {
 	closed       bool
 	serverPrefix string // ResourceConfig.Prefix: what Options.Prefix replaces
 	destroys     []func()
+	sources      []*cacheSource
 	onClose      []func() error
 }
 
@@ -233,8 +234,9 @@ type compactor interface {
 // cached puts k8s.io/apiserver's cacher in front of s, as kube-apiserver's
 // StorageWithCacher does, its etcd watch on a stream of its own (ownStream).
 func (b *Backend) cached(s storage.Interface, rc kestorage.ResourceConfig) (storage.Interface, error) {
+	source := newCacheSource(ownStream{s, rc.GroupResource.String()})
 	cacher, err := cacherstorage.NewCacherFromConfig(cacherstorage.Config{
-		Storage: ownStream{s, rc.GroupResource.String()}, Versioner: storage.APIObjectVersioner{},
+		Storage: source, Versioner: storage.APIObjectVersioner{},
 		GroupResource: rc.GroupResource, ResourcePrefix: rc.ResourcePrefix,
 		KeyFunc: rc.KeyFunc, NewFunc: rc.NewFunc, NewListFunc: rc.NewListFunc,
 		GetAttrsFunc: rc.AttrFunc, IndexerFuncs: rc.IndexerFuncs, Indexers: rc.Indexers,
@@ -244,6 +246,7 @@ func (b *Backend) cached(s storage.Interface, rc kestorage.ResourceConfig) (stor
 		return nil, fmt.Errorf("watch cache for %v: %w", rc.GroupResource, err)
 	}
 	delegator := cacherstorage.NewCacheDelegator(cacher, s)
+	b.sources = append(b.sources, source)
 	b.destroys = append(b.destroys, delegator.Stop, cacher.Stop)
 	return delegator, nil
 }
@@ -294,8 +297,9 @@ func (b *Backend) OnClose(f func() error) {
 	b.onClose = append(b.onClose, f)
 }
 
-// Close stops the watch caches and the compactor, ends the stores' watches
-// and closes the client. It is safe to call more than once.
+// Close stops the watch caches (once their etcd watches have ended:
+// cacheSource) and the compactor, ends the stores' watches and closes the
+// client. It is safe to call more than once.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -303,8 +307,13 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.closed = true
-	destroys, onClose := b.destroys, b.onClose
+	destroys, onClose, sources := b.destroys, b.onClose, b.sources
 	b.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range sources {
+		wg.Go(s.end)
+	}
+	wg.Wait()
 	for i := len(destroys) - 1; i >= 0; i-- {
 		destroys[i]()
 	}
