@@ -1,6 +1,7 @@
 package apiserver_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -158,6 +159,46 @@ func TestLimitRanger(t *testing.T) {
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{"storage": resource.MustParse("100Mi")}}}}, metav1.CreateOptions{})
 	require.True(t, apierrors.IsForbidden(err), "got %v", err)
 	assert.Equal(t, `persistentvolumeclaims "small" is forbidden: minimum storage usage per PersistentVolumeClaim is 1Gi, but request is 100Mi`, err.Error())
+}
+
+// The LimitRange a client has just created, changed or deleted is the one
+// the next pod gets, without waiting: the plugin reads its informer only
+// once that holds every LimitRange written (it failed in the first rounds
+// when it read the informer alone).
+func TestLimitRangerReadsItsWrites(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	limits := c.CoreV1().LimitRanges("default")
+	cpuDefault := func(p *corev1.Pod) string {
+		if q, ok := p.Spec.Containers[0].Resources.Limits["cpu"]; ok {
+			return q.String()
+		}
+		return "none"
+	}
+	lr := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "lr"}}
+	for i := range 30 {
+		want := fmt.Sprintf("%dm", 100+i)
+		lr.Spec.Limits = []corev1.LimitRangeItem{{Type: corev1.LimitTypeContainer,
+			Default: corev1.ResourceList{"cpu": resource.MustParse(want)}}}
+		var err error
+		if lr.ResourceVersion == "" {
+			lr, err = limits.Create(t.Context(), lr, metav1.CreateOptions{})
+		} else {
+			lr, err = limits.Update(t.Context(), lr, metav1.UpdateOptions{})
+		}
+		require.NoError(t, err)
+		p, err := c.CoreV1().Pods("default").Create(t.Context(), pod(fmt.Sprintf("p%d", i), nil), metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.Equal(t, want, cpuDefault(p), "round %d: the pod after the LimitRange's write", i)
+		if i%3 == 2 {
+			require.NoError(t, limits.Delete(t.Context(), "lr", metav1.DeleteOptions{}))
+			p, err := c.CoreV1().Pods("default").Create(t.Context(), pod(fmt.Sprintf("q%d", i), nil), metav1.CreateOptions{})
+			require.NoError(t, err)
+			require.Equal(t, "none", cpuDefault(p), "round %d: the pod after the LimitRange's deletion", i)
+			lr = &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "lr"}}
+		}
+	}
 }
 
 // A scoped quota counts only the pods in its scope: BestEffort pods here,

@@ -10,9 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 )
 
@@ -23,11 +25,17 @@ const limitRangerAnnotation = "kubernetes.io/limit-ranger"
 // pod's namespace give its containers default requests and limits
 // (mutating), and bound containers, pods and claims by min, max and
 // maxLimitRequestRatio (validating, 403 with kube-apiserver's messages).
-// Like Pods it asks the server itself, so a LimitRange created just before
-// always applies.
+// It reads the LimitRanges its lister holds when fresh says the lister has
+// every LimitRange written so far, and asks the server itself otherwise, so
+// a LimitRange created just before always applies (kube-apiserver's plugin
+// trusts its informer, and a 30 s cache of live lookups for a namespace
+// whose informer has none). Asking the server for every pod was 8% of the
+// time of a thousand pods' start (BenchmarkPods1000Running).
 type LimitRanger struct {
 	*admission.Handler
 	client kubernetes.Interface
+	lister corelisters.LimitRangeLister
+	fresh  func() bool
 }
 
 var (
@@ -35,9 +43,12 @@ var (
 	_ admission.ValidationInterface = (*LimitRanger)(nil)
 )
 
-// NewLimitRanger returns the plugin; client lists limit ranges.
-func NewLimitRanger(client kubernetes.Interface) *LimitRanger {
-	return &LimitRanger{Handler: admission.NewHandler(admission.Create, admission.Update), client: client}
+// NewLimitRanger returns the plugin: it reads lister's limit ranges while
+// fresh reports that lister holds every one written, and lists them with
+// client otherwise. A nil lister: always client.
+func NewLimitRanger(client kubernetes.Interface, lister corelisters.LimitRangeLister, fresh func() bool) *LimitRanger {
+	return &LimitRanger{Handler: admission.NewHandler(admission.Create, admission.Update), client: client,
+		lister: lister, fresh: fresh}
 }
 
 // Admit gives containers the LimitRanges' defaults they lack.
@@ -85,16 +96,35 @@ func (l *LimitRanger) each(ctx context.Context, a admission.Attributes, f func(*
 			return nil // being deleted: nothing to enforce
 		}
 	}
-	list, err := l.client.CoreV1().LimitRanges(a.GetNamespace()).List(ctx, metav1.ListOptions{})
+	ranges, err := l.limitRanges(ctx, a.GetNamespace())
 	if err != nil {
 		return admission.NewForbidden(a, fmt.Errorf("unable to %s %v at this time because there was an error enforcing limit ranges", a.GetOperation(), a.GetResource()))
 	}
-	for i := range list.Items {
-		if err := f(&list.Items[i], a.GetObject()); err != nil {
+	for _, lr := range ranges {
+		if err := f(lr, a.GetObject()); err != nil {
 			return admission.NewForbidden(a, err)
 		}
 	}
 	return nil
+}
+
+// limitRanges are namespace ns's LimitRanges by name, as a list of the
+// server gives them (the lister's are shared: f only reads them).
+func (l *LimitRanger) limitRanges(ctx context.Context, ns string) ([]*corev1.LimitRange, error) {
+	if l.lister != nil && l.fresh() {
+		ranges, err := l.lister.LimitRanges(ns).List(labels.Everything())
+		slices.SortFunc(ranges, func(a, b *corev1.LimitRange) int { return strings.Compare(a.Name, b.Name) })
+		return ranges, err
+	}
+	list, err := l.client.CoreV1().LimitRanges(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	ranges := make([]*corev1.LimitRange, len(list.Items))
+	for i := range list.Items {
+		ranges[i] = &list.Items[i]
+	}
+	return ranges, nil
 }
 
 // setDefaults gives every container the Container limits' default requests

@@ -2,10 +2,13 @@ package controlplane
 
 import (
 	"fmt"
+	"math"
 
 	noopoteltrace "go.opentelemetry.io/otel/trace/noop"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/initializer"
@@ -20,6 +23,8 @@ import (
 	quota "k8s.io/apiserver/pkg/quota/v1"
 	"k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
@@ -27,8 +32,10 @@ import (
 	"k8s.io/utils/clock"
 
 	kubeadmission "github.com/kubeembed/apiserver/internal/admission"
+	"github.com/kubeembed/apiserver/internal/controller"
 	"github.com/kubeembed/apiserver/internal/globals"
 	kubequota "github.com/kubeembed/apiserver/internal/quota"
+	"github.com/kubeembed/apiserver/internal/writes"
 )
 
 // newAdmission returns the admission chain in kube-apiserver's order:
@@ -42,7 +49,7 @@ import (
 // (services: serviceResolver). The plugins use the informers of inf, and the
 // policy plugins run controllers until inf shuts down; it also returns the
 // informers the plugins need synced before they admit anything.
-func newAdmission(loopback *rest.Config, inf *informerSet, authz authorizer.Authorizer, version basecompatibility.EffectiveVersion,
+func newAdmission(loopback *rest.Config, inf *informerSet, log *writes.Log, authz authorizer.Authorizer, version basecompatibility.EffectiveVersion,
 	services webhook.ServiceResolver, serviceAccount bool) (admission.Interface, []cache.InformerSynced, error) {
 	client, dyn := inf.client, inf.dynClient
 	nsLifecycle, err := lifecycle.NewLifecycle(sets.New(metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic))
@@ -80,6 +87,10 @@ func newAdmission(loopback *rest.Config, inf *informerSet, authz authorizer.Auth
 			return nil, nil, fmt.Errorf("admission plugin %T: %w", p, err)
 		}
 	}
+	limits, err := limitRanger(client, inf.kube, log)
+	if err != nil {
+		return nil, nil, err
+	}
 	mutatingPolicies, validatingPolicies := policyPlugins(inits, inf)
 	// The webhook and policy plugins refuse requests until their
 	// configurations' informers have synced, namespace lifecycle and quota
@@ -94,9 +105,26 @@ func newAdmission(loopback *rest.Config, inf *informerSet, authz authorizer.Auth
 		inf.kube.Resource().V1().DeviceClasses().Informer().HasSynced, inf.kube.Core().V1().Pods().Informer().HasSynced,
 		inf.kube.Resource().V1().ResourceClaims().Informer().HasSynced,
 	}
-	return admission.NewChainHandler(nsLifecycle, kubeadmission.NewLimitRanger(client), kubeadmission.NewPods(client, serviceAccount),
+	return admission.NewChainHandler(nsLifecycle, limits, kubeadmission.NewPods(client, serviceAccount),
 		kubeadmission.NewDefaultStorageClass(client), kubeadmission.NewPodTopologyLabels(inf.kube.Core().V1().Nodes().Lister()),
 		mutatingPolicies, mutatingHooks, validatingPolicies, validatingHooks, quotas), synced, nil
+}
+
+// limitRanger is the LimitRanger plugin, reading the informer's
+// LimitRanges whenever its lister holds every LimitRange written (until the
+// informer has synced, and after a write until it has it, the plugin asks
+// the server).
+func limitRanger(client kubernetes.Interface, inf informers.SharedInformerFactory, log *writes.Log) (*kubeadmission.LimitRanger, error) {
+	informer := inf.Core().V1().LimitRanges()
+	gr := corev1.Resource("limitranges")
+	seen := controller.NewObserver(log)
+	if err := seen.Watch(gr, informer.Informer(), cache.ResourceEventHandlerFuncs{}); err != nil {
+		return nil, err
+	}
+	fresh := func() bool {
+		return seen.ListersCaughtUpTo(map[schema.GroupResource]uint64{gr: log.Written(gr)}, math.MaxUint64) == nil
+	}
+	return kubeadmission.NewLimitRanger(client, informer.Lister(), fresh), nil
 }
 
 // quotaInitializer gives the ResourceQuota plugin the core evaluators, as

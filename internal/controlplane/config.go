@@ -238,7 +238,7 @@ func (sh *shared) buildAdmission() error {
 	}
 	sh.services = services
 	sh.synced = append(sh.synced, synced...)
-	adm, synced, err := newAdmission(sh.loopback, sh.informers, sh.authz, sh.version, sh.services, sh.ServiceAccountAdmission)
+	adm, synced, err := newAdmission(sh.loopback, sh.informers, sh.writes, sh.authz, sh.version, sh.services, sh.ServiceAccountAdmission)
 	if err != nil {
 		return err
 	}

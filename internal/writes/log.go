@@ -48,6 +48,13 @@ func (l *Log) Latest() uint64 {
 	return l.latest
 }
 
+// Written is the revision of the last write to resource gr, 0 if none.
+func (l *Log) Written(gr schema.GroupResource) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last[gr]
+}
+
 // Snapshot is the last write to each resource so far.
 func (l *Log) Snapshot() map[schema.GroupResource]uint64 {
 	l.mu.Lock()
