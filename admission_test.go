@@ -3,6 +3,7 @@ package apiserver_test
 import (
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -271,4 +273,38 @@ func installGizmos(t *testing.T, srv *apiserver.Server) {
 		_, err = d.ServerResourcesForGroupVersion("example.com/v1")
 		return err == nil
 	}, 10*time.Second, 10*time.Millisecond, "the CRD is served, with its schema in /openapi/v3")
+}
+
+// The pod plugins see the ServiceAccount and PriorityClass a client has
+// just created or deleted, without waiting: they read their informers only
+// once those hold every write (they failed in the first rounds when they
+// read the informers alone).
+func TestPodAdmissionReadsItsWrites(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	podOf := func(name, account, class string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{ServiceAccountName: account,
+			PriorityClassName: class, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+	}
+	for i := range 20 {
+		account, class := fmt.Sprintf("robot-%d", i), fmt.Sprintf("class-%d", i)
+		_, err := c.CoreV1().ServiceAccounts("default").Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: account},
+			ImagePullSecrets: []corev1.LocalObjectReference{{Name: account}}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = c.SchedulingV1().PriorityClasses().Create(t.Context(), &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: class},
+			Value: int32(1000 + i)}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		p, err := c.CoreV1().Pods("default").Create(t.Context(), podOf(fmt.Sprintf("p%d", i), account, class), metav1.CreateOptions{})
+		require.NoError(t, err, "round %d: the pod after its account's and class's creation", i)
+		assert.Equal(t, []corev1.LocalObjectReference{{Name: account}}, p.Spec.ImagePullSecrets, "round %d", i)
+		assert.Equal(t, int32(1000+i), *p.Spec.Priority, "round %d", i)
+
+		require.NoError(t, c.CoreV1().ServiceAccounts("default").Delete(t.Context(), account, metav1.DeleteOptions{}))
+		require.NoError(t, c.SchedulingV1().PriorityClasses().Delete(t.Context(), class, metav1.DeleteOptions{}))
+		_, err = c.CoreV1().Pods("default").Create(t.Context(), podOf(fmt.Sprintf("q%d", i), account, ""), metav1.CreateOptions{})
+		require.True(t, apierrors.IsForbidden(err), "round %d: the pod after its account's deletion: %v", i, err)
+		_, err = c.CoreV1().Pods("default").Create(t.Context(), podOf(fmt.Sprintf("r%d", i), "", class), metav1.CreateOptions{})
+		require.True(t, apierrors.IsForbidden(err), "round %d: the pod after its class's deletion: %v", i, err)
+	}
 }

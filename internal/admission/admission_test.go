@@ -46,7 +46,7 @@ func newPods(t *testing.T) (*kubeadmission.Pods, kubernetes.Interface) {
 	srv := apiservertest.Start(t)
 	c, err := srv.Clientset()
 	require.NoError(t, err)
-	return kubeadmission.NewPods(c, true), c
+	return kubeadmission.NewPods(c, true, kubeadmission.PodListers{}), c
 }
 
 func TestPodsServiceAccount(t *testing.T) {

@@ -15,9 +15,12 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/storage/names"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
 )
 
 // Pods mutates new pods as kube-apiserver's default admission chain does:
@@ -34,22 +37,32 @@ import (
 //   - DefaultTolerationSeconds: pods tolerate not-ready and unreachable
 //     nodes for 300 s unless they say otherwise.
 //
-// Lookups go to the server itself (in process), so an object created just
-// before is always seen.
+// Lookups read the listers when they are fresh and go to the server itself
+// otherwise (Fresh), so an object created just before is always seen.
 type Pods struct {
 	*admission.Handler
 	client kubernetes.Interface
 	// serviceAccount is the ServiceAccount plugin's part.
 	serviceAccount bool
+	listers        PodListers
+}
+
+// PodListers are the listers Pods reads while they are fresh; zero ones
+// leave every lookup to the server.
+type PodListers struct {
+	ServiceAccounts Fresh[corelisters.ServiceAccountLister]
+	PriorityClasses Fresh[schedulinglisters.PriorityClassLister]
 }
 
 var _ admission.MutationInterface = (*Pods)(nil)
 
 // NewPods returns the plugin; client reads service accounts and priority
-// classes. Without serviceAccount the ServiceAccount plugin's part is off,
-// as kube-apiserver's --disable-admission-plugins=ServiceAccount.
-func NewPods(client kubernetes.Interface, serviceAccount bool) *Pods {
-	return &Pods{Handler: admission.NewHandler(admission.Create, admission.Update), client: client, serviceAccount: serviceAccount}
+// classes where listers are not fresh. Without serviceAccount the
+// ServiceAccount plugin's part is off, as kube-apiserver's
+// --disable-admission-plugins=ServiceAccount.
+func NewPods(client kubernetes.Interface, serviceAccount bool, listers PodListers) *Pods {
+	return &Pods{Handler: admission.NewHandler(admission.Create, admission.Update), client: client,
+		serviceAccount: serviceAccount, listers: listers}
 }
 
 // The service account token volume, as the ServiceAccount plugin adds it.
@@ -113,7 +126,7 @@ func (p *Pods) admitServiceAccount(ctx context.Context, a admission.Attributes, 
 		pod.Spec.ServiceAccountName = "default"
 	}
 	pod.Spec.DeprecatedServiceAccount = pod.Spec.ServiceAccountName
-	sa, err := p.client.CoreV1().ServiceAccounts(a.GetNamespace()).Get(ctx, pod.Spec.ServiceAccountName, metav1.GetOptions{})
+	sa, err := p.serviceAccountOf(ctx, a.GetNamespace(), pod.Spec.ServiceAccountName)
 	if apierrors.IsNotFound(err) {
 		err = apierrors.NewNotFound(corev1.Resource("serviceaccount"), pod.Spec.ServiceAccountName)
 	}
@@ -200,7 +213,7 @@ func (p *Pods) priority(ctx context.Context, a admission.Attributes, pod *corev1
 			}
 		}
 	} else {
-		pc, err := p.client.SchedulingV1().PriorityClasses().Get(ctx, pod.Spec.PriorityClassName, metav1.GetOptions{})
+		pc, err := p.priorityClass(ctx, pod.Spec.PriorityClassName)
 		switch {
 		case apierrors.IsNotFound(err):
 			return admission.NewForbidden(a, fmt.Errorf("no PriorityClass with name %v was found", pod.Spec.PriorityClassName))
@@ -225,17 +238,44 @@ func (p *Pods) priority(ctx context.Context, a admission.Attributes, pod *corev1
 // globalDefault is the global default PriorityClass with the lowest value,
 // or nil.
 func (p *Pods) globalDefault(ctx context.Context) (*schedulingv1.PriorityClass, error) {
-	list, err := p.client.SchedulingV1().PriorityClasses().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
+	var classes []*schedulingv1.PriorityClass
+	if lister, ok := p.listers.PriorityClasses.get(); ok {
+		var err error
+		if classes, err = lister.List(labels.Everything()); err != nil {
+			return nil, err
+		}
+	} else {
+		list, err := p.client.SchedulingV1().PriorityClasses().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			classes = append(classes, &list.Items[i])
+		}
 	}
 	var def *schedulingv1.PriorityClass
-	for i := range list.Items {
-		if pc := &list.Items[i]; pc.GlobalDefault && (def == nil || pc.Value < def.Value) {
+	for _, pc := range classes {
+		if pc.GlobalDefault && (def == nil || pc.Value < def.Value || pc.Value == def.Value && pc.Name < def.Name) {
 			def = pc
 		}
 	}
 	return def, nil
+}
+
+// The listers' objects are shared: the plugin only reads them.
+
+func (p *Pods) serviceAccountOf(ctx context.Context, ns, name string) (*corev1.ServiceAccount, error) {
+	if lister, ok := p.listers.ServiceAccounts.get(); ok {
+		return lister.ServiceAccounts(ns).Get(name)
+	}
+	return p.client.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (p *Pods) priorityClass(ctx context.Context, name string) (*schedulingv1.PriorityClass, error) {
+	if lister, ok := p.listers.PriorityClasses.get(); ok {
+		return lister.Get(name)
+	}
+	return p.client.SchedulingV1().PriorityClasses().Get(ctx, name, metav1.GetOptions{})
 }
 
 func defaultTolerations(pod *corev1.Pod) {

@@ -6,6 +6,7 @@ import (
 
 	noopoteltrace "go.opentelemetry.io/otel/trace/noop"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -87,7 +88,7 @@ func newAdmission(loopback *rest.Config, inf *informerSet, log *writes.Log, auth
 			return nil, nil, fmt.Errorf("admission plugin %T: %w", p, err)
 		}
 	}
-	limits, err := limitRanger(client, inf.kube, log)
+	limits, pods, err := podPlugins(client, inf.kube, log, serviceAccount)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -105,26 +106,40 @@ func newAdmission(loopback *rest.Config, inf *informerSet, log *writes.Log, auth
 		inf.kube.Resource().V1().DeviceClasses().Informer().HasSynced, inf.kube.Core().V1().Pods().Informer().HasSynced,
 		inf.kube.Resource().V1().ResourceClaims().Informer().HasSynced,
 	}
-	return admission.NewChainHandler(nsLifecycle, limits, kubeadmission.NewPods(client, serviceAccount),
+	return admission.NewChainHandler(nsLifecycle, limits, pods,
 		kubeadmission.NewDefaultStorageClass(client), kubeadmission.NewPodTopologyLabels(inf.kube.Core().V1().Nodes().Lister()),
 		mutatingPolicies, mutatingHooks, validatingPolicies, validatingHooks, quotas), synced, nil
 }
 
-// limitRanger is the LimitRanger plugin, reading the informer's
-// LimitRanges whenever its lister holds every LimitRange written (until the
-// informer has synced, and after a write until it has it, the plugin asks
-// the server).
-func limitRanger(client kubernetes.Interface, inf informers.SharedInformerFactory, log *writes.Log) (*kubeadmission.LimitRanger, error) {
-	informer := inf.Core().V1().LimitRanges()
-	gr := corev1.Resource("limitranges")
+// freshLister returns lister as admission's read-your-writes view of
+// resource gr (kubeadmission.Fresh): fresh while informer's store holds
+// every write to gr the server has made, as the writes log tells.
+func freshLister[L any](log *writes.Log, gr schema.GroupResource, informer cache.SharedIndexInformer, lister L) (kubeadmission.Fresh[L], error) {
 	seen := controller.NewObserver(log)
-	if err := seen.Watch(gr, informer.Informer(), cache.ResourceEventHandlerFuncs{}); err != nil {
-		return nil, err
+	if err := seen.Watch(gr, informer, cache.ResourceEventHandlerFuncs{}); err != nil {
+		return kubeadmission.Fresh[L]{}, err
 	}
-	fresh := func() bool {
+	return kubeadmission.Fresh[L]{Lister: lister, Fresh: func() bool {
 		return seen.ListersCaughtUpTo(map[schema.GroupResource]uint64{gr: log.Written(gr)}, math.MaxUint64) == nil
+	}}, nil
+}
+
+// podPlugins are LimitRanger and the pod plugins, reading the server's
+// informers where those hold every write.
+func podPlugins(client kubernetes.Interface, inf informers.SharedInformerFactory, log *writes.Log, serviceAccount bool) (admission.Interface, admission.Interface, error) {
+	limits, accounts, classes := inf.Core().V1().LimitRanges(), inf.Core().V1().ServiceAccounts(), inf.Scheduling().V1().PriorityClasses()
+	ranges, err := freshLister(log, corev1.Resource("limitranges"), limits.Informer(), limits.Lister())
+	if err != nil {
+		return nil, nil, err
 	}
-	return kubeadmission.NewLimitRanger(client, informer.Lister(), fresh), nil
+	var listers kubeadmission.PodListers
+	if listers.ServiceAccounts, err = freshLister(log, corev1.Resource("serviceaccounts"), accounts.Informer(), accounts.Lister()); err != nil {
+		return nil, nil, err
+	}
+	if listers.PriorityClasses, err = freshLister(log, schedulingv1.Resource("priorityclasses"), classes.Informer(), classes.Lister()); err != nil {
+		return nil, nil, err
+	}
+	return kubeadmission.NewLimitRanger(client, ranges), kubeadmission.NewPods(client, serviceAccount, listers), nil
 }
 
 // quotaInitializer gives the ResourceQuota plugin the core evaluators, as
