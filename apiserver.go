@@ -132,6 +132,7 @@ func (s *Server) controlPlaneConfig() controlplane.Config {
 
 // abort undoes what a failed New began.
 func (s *Server) abort() {
+	s.keys.Remove()
 	if s.listener != nil {
 		_ = s.listener.Close()
 	}
@@ -458,6 +459,7 @@ func (s *Server) close() error {
 	if f := s.opts.audit.file; f != nil {
 		err = errors.Join(err, f.Close()) // after the loop, which shut the backend down
 	}
+	s.keys.Remove() // after the loop, whose hook watched the files
 	return err
 }
 

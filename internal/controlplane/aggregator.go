@@ -55,10 +55,11 @@ func newAggregatorConfig(sh *shared) *aggregatorapiserver.Config {
 			// Aggregated API servers behind Services are proxied to an
 			// endpoint of the Service, as with kube-apiserver's
 			// --enable-aggregator-routing (the default/kubernetes Service
-			// is the server itself), with the front proxy's certificate
-			// (createAggregator).
+			// is the server itself), with the front proxy's certificate.
 			ServiceResolver:           sh.services,
 			ProxyTransport:            serviceTransport(),
+			ProxyClientCertFile:       sh.Keys.FrontProxy.certFile,
+			ProxyClientKeyFile:        sh.Keys.FrontProxy.keyFile,
 			RejectForwardingRedirects: true,
 		},
 	}
@@ -71,7 +72,7 @@ func newAggregatorConfig(sh *shared) *aggregatorapiserver.Config {
 // tier has: /openapi/v2 over every tier, /metrics, and service account
 // issuer discovery.
 func createAggregator(sh *shared, core *coreTier, ext *apiextensionsapiserver.CustomResourceDefinitions) (*aggregatorapiserver.APIAggregator, error) {
-	agg, err := newAggregator(sh, core)
+	agg, err := newAggregatorConfig(sh).Complete().NewWithDelegate(core.delegate)
 	if err != nil {
 		return nil, err
 	}
@@ -100,37 +101,8 @@ func createAggregator(sh *shared, core *coreTier, ext *apiextensionsapiserver.Cu
 		return nil, err
 	}
 	mux.Handle("/metrics", sh.metrics.handler())
-	// kube-aggregator's hook of this name watches the front proxy's
-	// certificate files for rotation; kubeembed's is made in process, read
-	// once and never rotated (newAggregator).
-	if err := agg.GenericAPIServer.AddPostStartHook(reloadProxyCertHook, func(genericapiserver.PostStartHookContext) error {
-		return nil
-	}); err != nil {
-		return nil, err
-	}
 	config, jwks := sh.Keys.Issuer.DiscoveryHandlers(sh.URL)
 	mux.Handle(satoken.OpenIDConfigurationPath, config)
 	mux.Handle(satoken.JWKSPath, jwks)
 	return agg, nil
-}
-
-const reloadProxyCertHook = "aggregator-reload-proxy-client-cert"
-
-// newAggregator is kube-aggregator's NewWithDelegate, with the front proxy's
-// client certificate in files for as long as it reads them, and without the
-// hook that would watch the files for the server's life (an inotify instance
-// per server, and files left behind by every server a process does not
-// close). createAggregator adds a hook of its name.
-func newAggregator(sh *shared, core *coreTier) (agg *aggregatorapiserver.APIAggregator, err error) {
-	c := newAggregatorConfig(sh)
-	disabled := c.GenericConfig.DisabledPostStartHooks
-	disabled.Insert(reloadProxyCertHook)
-	err = sh.Keys.FrontProxy.inFiles(func(certFile, keyFile string) error {
-		c.ExtraConfig.ProxyClientCertFile, c.ExtraConfig.ProxyClientKeyFile = certFile, keyFile
-		agg, err = c.Complete().NewWithDelegate(core.delegate)
-		return err
-	})
-	// The server keeps the set: a hook of the name may be added again.
-	disabled.Delete(reloadProxyCertHook)
-	return agg, err
 }

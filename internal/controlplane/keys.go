@@ -36,6 +36,11 @@ type Keys struct {
 // issued and tokens it signed stay valid. No certDir: new keys.
 func LoadKeys(certDir string) (_ Keys, err error) {
 	var k Keys
+	defer func() {
+		if err != nil {
+			k.Remove()
+		}
+	}()
 	if k.CA, err = certs.LoadOrNewCA(certDir, "ca", "kubeembed-ca"); err != nil {
 		return Keys{}, err
 	}
@@ -58,6 +63,10 @@ func LoadKeys(certDir string) (_ Keys, err error) {
 	return k, err
 }
 
+// Remove removes the files the keys were written to for the aggregator
+// (the front proxy's client certificate); safe on zero Keys.
+func (k Keys) Remove() { k.FrontProxy.remove() }
+
 // The front proxy: the aggregator calls an aggregated API server with a
 // client certificate of the front-proxy CA and the user in request headers,
 // as kube-apiserver does with --proxy-client-cert-file and
@@ -71,10 +80,12 @@ const (
 	remoteExtra      = "X-Remote-Extra-"
 )
 
-// FrontProxy is the front-proxy CA and the aggregator's client certificate.
+// FrontProxy is the front-proxy CA and the aggregator's client certificate,
+// in files (the aggregator reads it from files only), removed by Close.
 type FrontProxy struct {
-	ca   *certs.CA
-	leaf certs.Leaf
+	ca                *certs.CA
+	dir               string
+	certFile, keyFile string
 }
 
 func newFrontProxy(certDir string) (*FrontProxy, error) {
@@ -86,30 +97,26 @@ func newFrontProxy(certDir string) (*FrontProxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &FrontProxy{ca: ca, leaf: leaf}, nil
-}
-
-// inFiles calls read with files that hold the aggregator's client
-// certificate and key, removed when read returns: kube-aggregator reads
-// them from files only, once when it is built (its hook that would watch
-// them for rotation has nothing to watch: createAggregator). Files that
-// stayed for the server's life outlived every server a test process did
-// not close (the pool's idle ones), one directory each in the machine's
-// temporary directory.
-func (fp *FrontProxy) inFiles(read func(certFile, keyFile string) error) error {
 	dir, err := os.MkdirTemp("", "kubeembed-front-proxy-")
 	if err != nil {
-		return fmt.Errorf("front proxy certificate: %w", err)
+		return nil, fmt.Errorf("front proxy certificate: %w", err)
 	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if err := os.WriteFile(certFile, fp.leaf.CertPEM, 0o600); err != nil {
-		return fmt.Errorf("front proxy certificate: %w", err)
+	fp := &FrontProxy{ca: ca, dir: dir, certFile: filepath.Join(dir, "tls.crt"), keyFile: filepath.Join(dir, "tls.key")}
+	if err := os.WriteFile(fp.certFile, leaf.CertPEM, 0o600); err != nil {
+		fp.remove()
+		return nil, fmt.Errorf("front proxy certificate: %w", err)
 	}
-	if err := os.WriteFile(keyFile, fp.leaf.KeyPEM, 0o600); err != nil {
-		return fmt.Errorf("front proxy certificate: %w", err)
+	if err := os.WriteFile(fp.keyFile, leaf.KeyPEM, 0o600); err != nil {
+		fp.remove()
+		return nil, fmt.Errorf("front proxy certificate: %w", err)
 	}
-	return read(certFile, keyFile)
+	return fp, nil
+}
+
+func (fp *FrontProxy) remove() {
+	if fp != nil {
+		_ = os.RemoveAll(fp.dir)
+	}
 }
 
 // authenticator authenticates requests whose client certificate is the

@@ -15,36 +15,33 @@ import (
 
 // Keys kept in a directory come back the same from it: the CA (so client
 // certificates it signed stay valid) and the service account signing key
-// (so tokens do). The front proxy's client certificate is in files, private,
-// only while the aggregator reads them.
+// (so tokens do); the front proxy's files are private and removed.
 func TestLoadKeysKeepsKeysInCertDir(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	first, err := LoadKeys(dir)
 	require.NoError(t, err)
+	t.Cleanup(first.Remove)
 	second, err := LoadKeys(dir)
 	require.NoError(t, err)
+	t.Cleanup(second.Remove)
 	assert.Equal(t, first.CA.CertPEM, second.CA.CertPEM)
 	assert.Equal(t, first.FrontProxy.ca.CertPEM, second.FrontProxy.ca.CertPEM)
 	assert.Equal(t, jwks(t, first), jwks(t, second), "the same signing key")
 	fresh, err := LoadKeys("")
 	require.NoError(t, err)
+	t.Cleanup(fresh.Remove)
 	assert.NotEqual(t, first.CA.CertPEM, fresh.CA.CertPEM, "no directory: new keys")
 
-	var files []string
-	require.NoError(t, first.FrontProxy.inFiles(func(certFile, keyFile string) error {
-		files = []string{certFile, keyFile}
-		for _, f := range files {
-			info, err := os.Stat(f)
-			require.NoError(t, err)
-			assert.Equal(t, os.FileMode(0o600), info.Mode().Perm(), f)
-		}
-		return nil
-	}))
-	for _, f := range files {
-		_, err = os.Stat(f)
-		assert.True(t, os.IsNotExist(err), "%s is removed once read", f)
+	for _, f := range []string{first.FrontProxy.certFile, first.FrontProxy.keyFile} {
+		info, err := os.Stat(f)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), info.Mode().Perm(), f)
 	}
+	first.Remove()
+	_, err = os.Stat(first.FrontProxy.dir)
+	assert.True(t, os.IsNotExist(err), "Remove removes the front proxy's files")
+	Keys{}.Remove() // safe on zero keys
 }
 
 // The front proxy's authenticator takes the user from the request headers
@@ -54,6 +51,7 @@ func TestFrontProxyAuthenticatesByHeadersFromItsCertificate(t *testing.T) {
 	t.Parallel()
 	keys, err := LoadKeys("")
 	require.NoError(t, err)
+	t.Cleanup(keys.Remove)
 	proxyCert, err := keys.FrontProxy.ca.Client(frontProxyClient, "", nil)
 	require.NoError(t, err)
 	other, err := keys.CA.Client(frontProxyClient, "", nil) // the right name, the wrong CA
