@@ -9,7 +9,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/request/headerrequest"
@@ -97,7 +99,8 @@ func newFrontProxy(certDir string) (*FrontProxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "kubeembed-front-proxy-")
+	sweepOnce.Do(func() { sweepFrontProxyDirs(os.TempDir()) })
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", frontProxyDirPrefix, os.Getpid()))
 	if err != nil {
 		return nil, fmt.Errorf("front proxy certificate: %w", err)
 	}
@@ -111,6 +114,35 @@ func newFrontProxy(certDir string) (*FrontProxy, error) {
 		return nil, fmt.Errorf("front proxy certificate: %w", err)
 	}
 	return fp, nil
+}
+
+// frontProxyDirPrefix names the front proxy's directories in the temporary
+// directory, followed by the process's ID: kube-aggregator reads the
+// certificate from files, and watches them for the server's life.
+const frontProxyDirPrefix = "kubeembed-front-proxy-"
+
+var sweepOnce sync.Once
+
+// sweepFrontProxyDirs removes the front-proxy directories in dir of
+// processes that have ended. Close removes a server's directory, but a
+// process does not close every server before it exits: apiservertest's
+// pool keeps idle servers to the end, a test binary can be killed, so
+// each run left one or two behind (hundreds on a CI machine). The first
+// server of a process sweeps up after the processes before it.
+func sweepFrontProxyDirs(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), frontProxyDirPrefix)
+		pid, _, dashed := strings.Cut(rest, "-")
+		n, err := strconv.Atoi(pid)
+		if !ok || !dashed || err != nil || n <= 0 || n == os.Getpid() || !e.IsDir() || !processGone(n) {
+			continue
+		}
+		_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+	}
 }
 
 func (fp *FrontProxy) remove() {

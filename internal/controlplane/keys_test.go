@@ -3,9 +3,13 @@ package controlplane
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -104,4 +108,32 @@ func jwks(t *testing.T, k Keys) string {
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/openid/v1/jwks", nil))
 	require.Equal(t, http.StatusOK, w.Code)
 	return w.Body.String()
+}
+
+// The front proxy's directories of processes that have ended are removed by
+// the next process's first server; a living process's are kept.
+func TestSweepFrontProxyDirs(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS == "windows" {
+		t.Skip("no way to tell a process has ended here: nothing is swept")
+	}
+	ended := exec.Command("true")
+	require.NoError(t, ended.Run())
+	dir := t.TempDir()
+	names := map[string]bool{ // kept?
+		fmt.Sprintf("%s%d-123", frontProxyDirPrefix, ended.Process.Pid): false,
+		fmt.Sprintf("%s%d-456", frontProxyDirPrefix, os.Getppid()):      true,
+		fmt.Sprintf("%s%d-789", frontProxyDirPrefix, os.Getpid()):       true,
+		frontProxyDirPrefix + "1022437790":                              true, // no process ID in the name
+		"unrelated-1-2":                                                 true,
+	}
+	for name := range names {
+		require.NoError(t, os.Mkdir(filepath.Join(dir, name), 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name, "tls.crt"), []byte("x"), 0o600))
+	}
+	sweepFrontProxyDirs(dir)
+	for name, kept := range names {
+		_, err := os.Stat(filepath.Join(dir, name))
+		assert.Equal(t, kept, err == nil, "%s kept", name)
+	}
 }
