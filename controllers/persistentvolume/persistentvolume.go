@@ -83,6 +83,7 @@ type Controller struct {
 	classLister  storagelisters.StorageClassLister
 	pods         cache.Indexer
 	synced       []cache.InformerSynced
+	revisions    controllers.Revisions
 	clock        clock.WithTicker
 
 	// volumes and claims are the newest copies the controller knows, from
@@ -99,7 +100,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 	core := cfg.Informers.Core().V1()
 	classes := cfg.Informers.Storage().V1().StorageClasses()
 	c := &Controller{client: cfg.Client, volumeLister: core.PersistentVolumes().Lister(), claimLister: core.PersistentVolumeClaims().Lister(),
-		classLister: classes.Lister(), pods: core.Pods().Informer().GetIndexer(), clock: cfg.Clock,
+		classLister: classes.Lister(), pods: core.Pods().Informer().GetIndexer(), revisions: cfg.Revisions, clock: cfg.Clock,
 		volumes: newVolumeIndex(), claims: cache.NewStore(cache.DeletionHandlingMetaNamespaceKeyFunc),
 		claimQueue: controller.NewQueue("claims", cfg.QueueMetrics), volumeQueue: controller.NewQueue("volumes", cfg.QueueMetrics)}
 	if c.clock == nil {
@@ -117,6 +118,12 @@ func New(cfg controllers.Config) (*Controller, error) {
 	}
 	if err := c.watch(core.PersistentVolumes().Informer(), core.PersistentVolumeClaims().Informer(), classes.Informer()); err != nil {
 		return nil, err
+	}
+	// Pods are read from their informer (eventForDelayedClaim), observed so
+	// that the controller knows when it holds the pods written before a
+	// claim.
+	if err := c.Observer.Watch(corev1.Resource("pods"), core.Pods().Informer(), cache.ResourceEventHandlerFuncs{}); err != nil {
+		return nil, fmt.Errorf("watch pods: %w", err)
 	}
 	return c, nil
 }

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
+
+	"github.com/kubeembed/apiserver/internal/writes"
 )
 
 // The default class annotations, as upstream's volume util names them.
@@ -104,6 +106,15 @@ func defaultClass(classes []*storagev1.StorageClass) *storagev1.StorageClass {
 // a consumer, or for its consumers (pods that reference it and have not
 // terminated) to be scheduled.
 func (c *Controller) eventForDelayedClaim(pvc *corev1.PersistentVolumeClaim) error {
+	// The pods are the informer's: it must hold every pod written before
+	// this version of the claim, or a consumer created just before is
+	// missed until the claim's next sync (CI: a pod created, then its claim
+	// changed, and no WaitForPodScheduled). Retried as after a failure.
+	if c.revisions != nil {
+		if err := c.Observer.ListersCaughtUpTo(c.revisions.Snapshot(), writes.Revision(pvc)); err != nil {
+			return fmt.Errorf("listers behind claim %s/%s: %w", pvc.Namespace, pvc.Name, err)
+		}
+	}
 	objs, err := c.pods.ByIndex(podClaimIndex, pvc.Namespace+"/"+pvc.Name)
 	if err != nil {
 		return fmt.Errorf("pods of claim %s/%s: %w", pvc.Namespace, pvc.Name, err)
