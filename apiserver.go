@@ -352,10 +352,20 @@ func (s *Server) Restore(ctx context.Context, snap storage.Snapshot) error {
 	if !ok {
 		return fmt.Errorf("restore: storage backend %T cannot restore snapshots", s.opts.storage)
 	}
-	if err := sn.Restore(snap); err != nil {
+	// What the restore wrote is noted as the server's writes, so that what
+	// reads its informers with read-your-writes (admission, RBAC) asks the
+	// server until the informers have listed again.
+	var changed map[string]int64
+	var err error
+	if r, ok := sn.(storage.RestoreReporter); ok {
+		changed, err = r.RestoreReport(snap, false)
+	} else {
+		err = sn.Restore(snap)
+	}
+	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	if err := s.cp.Restored(ctx, nil); err != nil {
+	if err := s.cp.Restored(ctx, changed); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
 	return nil

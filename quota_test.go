@@ -201,6 +201,34 @@ func TestLimitRangerReadsItsWrites(t *testing.T) {
 	}
 }
 
+// Admission reads its writes across Server.Restore too: the LimitRange a
+// restore puts back, or takes away, is the one the next pod gets (the
+// plugins trusted informers that had not yet listed again after the
+// restore, until Restore told the server what it wrote).
+func TestLimitRangerAfterRestore(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	empty, err := srv.Snapshot()
+	require.NoError(t, err)
+	_, err = c.CoreV1().LimitRanges("default").Create(t.Context(), &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "lr"},
+		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{Type: corev1.LimitTypeContainer,
+			Default: corev1.ResourceList{"cpu": resource.MustParse("300m")}}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	limited, err := srv.Snapshot()
+	require.NoError(t, err)
+	for i := range 10 {
+		require.NoError(t, srv.Restore(t.Context(), empty))
+		p, err := c.CoreV1().Pods("default").Create(t.Context(), pod(fmt.Sprintf("a%d", i), nil), metav1.CreateOptions{})
+		require.NoError(t, err)
+		assert.Empty(t, p.Spec.Containers[0].Resources.Limits, "round %d: restored away", i)
+		require.NoError(t, srv.Restore(t.Context(), limited))
+		p, err = c.CoreV1().Pods("default").Create(t.Context(), pod(fmt.Sprintf("b%d", i), nil), metav1.CreateOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, "300m", p.Spec.Containers[0].Resources.Limits.Cpu().String(), "round %d: restored back", i)
+	}
+}
+
 // A scoped quota counts only the pods in its scope: BestEffort pods here,
 // not those with requests.
 func TestResourceQuotaScopes(t *testing.T) {
