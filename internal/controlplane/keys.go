@@ -9,9 +9,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/request/headerrequest"
@@ -88,6 +88,8 @@ type FrontProxy struct {
 	ca                *certs.CA
 	dir               string
 	certFile, keyFile string
+	// unlock releases the directory's lock (sweepFrontProxyDirs).
+	unlock func()
 }
 
 func newFrontProxy(certDir string) (*FrontProxy, error) {
@@ -105,6 +107,10 @@ func newFrontProxy(certDir string) (*FrontProxy, error) {
 		return nil, fmt.Errorf("front proxy certificate: %w", err)
 	}
 	fp := &FrontProxy{ca: ca, dir: dir, certFile: filepath.Join(dir, "tls.crt"), keyFile: filepath.Join(dir, "tls.key")}
+	if fp.unlock, err = lockDir(dir); err != nil {
+		fp.remove()
+		return nil, fmt.Errorf("front proxy certificate: %w", err)
+	}
 	if err := os.WriteFile(fp.certFile, leaf.CertPEM, 0o600); err != nil {
 		fp.remove()
 		return nil, fmt.Errorf("front proxy certificate: %w", err)
@@ -117,18 +123,23 @@ func newFrontProxy(certDir string) (*FrontProxy, error) {
 }
 
 // frontProxyDirPrefix names the front proxy's directories in the temporary
-// directory, followed by the process's ID: kube-aggregator reads the
-// certificate from files, and watches them for the server's life.
+// directory, followed by the process's ID (for whoever looks): kube-aggregator
+// reads the certificate from files, and watches them for the server's life.
+// The server holds a lock on its directory while it runs.
 const frontProxyDirPrefix = "kubeembed-front-proxy-"
 
 var sweepOnce sync.Once
 
-// sweepFrontProxyDirs removes the front-proxy directories in dir of
-// processes that have ended. Close removes a server's directory, but a
-// process does not close every server before it exits: apiservertest's
-// pool keeps idle servers to the end, a test binary can be killed, so
-// each run left one or two behind (hundreds on a CI machine). The first
-// server of a process sweeps up after the processes before it.
+// sweepFrontProxyDirs removes the front-proxy directories in dir that no
+// process holds. Close removes a server's directory, but a process does
+// not close every server before it exits (apiservertest's pool keeps idle
+// servers to the end, test binaries get killed), so each run left one or
+// two behind (hundreds on a CI machine). The first server of a process
+// sweeps up after the processes before it. A lock, not the process ID,
+// tells a living server's directory: a process of another PID namespace
+// (a container sharing /tmp) is alive though no process here has its ID.
+// Directories younger than a minute are left alone: their server may not
+// hold its lock yet.
 func sweepFrontProxyDirs(dir string) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -136,18 +147,25 @@ func sweepFrontProxyDirs(dir string) {
 	}
 	for _, e := range entries {
 		rest, ok := strings.CutPrefix(e.Name(), frontProxyDirPrefix)
-		pid, _, dashed := strings.Cut(rest, "-")
-		n, err := strconv.Atoi(pid)
-		if !ok || !dashed || err != nil || n <= 0 || n == os.Getpid() || !e.IsDir() || !processGone(n) {
+		_, _, dashed := strings.Cut(rest, "-")
+		info, err := e.Info()
+		if !ok || !dashed || !e.IsDir() || err != nil || time.Since(info.ModTime()) < time.Minute {
 			continue
 		}
-		_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+		path := filepath.Join(dir, e.Name())
+		if release, ok := unlocked(path); ok {
+			_ = os.RemoveAll(path)
+			release()
+		}
 	}
 }
 
 func (fp *FrontProxy) remove() {
 	if fp != nil {
 		_ = os.RemoveAll(fp.dir)
+		if fp.unlock != nil {
+			fp.unlock()
+		}
 	}
 }
 

@@ -3,14 +3,14 @@ package controlplane
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -110,27 +110,34 @@ func jwks(t *testing.T, k Keys) string {
 	return w.Body.String()
 }
 
-// The front proxy's directories of processes that have ended are removed by
-// the next process's first server; a living process's are kept.
+// The front proxy's directories that no server holds are removed by the
+// next process's first server; a held one (a living server's, whatever its
+// process ID namespace), a new one and other names are kept.
 func TestSweepFrontProxyDirs(t *testing.T) {
 	t.Parallel()
 	if runtime.GOOS == "windows" {
-		t.Skip("no way to tell a process has ended here: nothing is swept")
+		t.Skip("no directory locks here: nothing is swept")
 	}
-	ended := exec.Command("true")
-	require.NoError(t, ended.Run())
 	dir := t.TempDir()
 	names := map[string]bool{ // kept?
-		fmt.Sprintf("%s%d-123", frontProxyDirPrefix, ended.Process.Pid): false,
-		fmt.Sprintf("%s%d-456", frontProxyDirPrefix, os.Getppid()):      true,
-		fmt.Sprintf("%s%d-789", frontProxyDirPrefix, os.Getpid()):       true,
-		frontProxyDirPrefix + "1022437790":                              true, // no process ID in the name
-		"unrelated-1-2":                                                 true,
+		frontProxyDirPrefix + "4242-ended": false,
+		frontProxyDirPrefix + "4243-held":  true,
+		frontProxyDirPrefix + "4244-young": true,
+		frontProxyDirPrefix + "1022437790": true, // an older kubeembed's: no process ID in the name
+		"unrelated-1-2":                    true,
 	}
+	old := time.Now().Add(-2 * time.Minute)
 	for name := range names {
-		require.NoError(t, os.Mkdir(filepath.Join(dir, name), 0o700))
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name, "tls.crt"), []byte("x"), 0o600))
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.Mkdir(path, 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(path, "tls.crt"), []byte("x"), 0o600))
+		if !strings.HasSuffix(name, "young") {
+			require.NoError(t, os.Chtimes(path, old, old))
+		}
 	}
+	unlock, err := lockDir(filepath.Join(dir, frontProxyDirPrefix+"4243-held"))
+	require.NoError(t, err)
+	defer unlock()
 	sweepFrontProxyDirs(dir)
 	for name, kept := range names {
 		_, err := os.Stat(filepath.Join(dir, name))
