@@ -113,7 +113,11 @@ func newAdmission(loopback *rest.Config, inf *informerSet, log *writes.Log, auth
 
 // freshLister returns lister as admission's read-your-writes view of
 // resource gr (kubeadmission.Fresh): fresh while informer's store holds
-// every write to gr the server has made, as the writes log tells.
+// every write to gr the server has made, as the writes log tells. One
+// window is left, after an informer lists again (a Server.Restore ends
+// watches with 410): client-go hands the listed objects over before the
+// deletions the list implies, so for the microseconds between the two the
+// store can hold the newest write and an object the restore deleted.
 func freshLister[L any](log *writes.Log, gr schema.GroupResource, informer cache.SharedIndexInformer, lister L) (kubeadmission.Fresh[L], error) {
 	seen := controller.NewObserver(log)
 	if err := seen.Watch(gr, informer, cache.ResourceEventHandlerFuncs{}); err != nil {
