@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -504,6 +505,12 @@ func TestInProcessAbandonedRequestsLeaveNothing(t *testing.T) {
 		require.ErrorIs(t, err, context.Canceled)
 	}
 	abandon() // the first watch starts what serves every later one
+	// The API Priority and Fairness config controller starts its two
+	// workers once its informers have synced, polling every 100 ms: maybe
+	// after Start returned (CI saw them appear during the loop below).
+	require.Eventually(t, func() bool {
+		return createdBy("k8s.io/apiserver/pkg/util/flowcontrol.(*configController).Run") == 2
+	}, 30*time.Second, time.Millisecond, "the API Priority and Fairness workers")
 	running := goleak.IgnoreCurrent()
 	for range 1000 {
 		abandon()
@@ -562,5 +569,17 @@ func TestInProcessPanicAsNetwork(t *testing.T) {
 			assert.False(t, isStatus, "%s: a reset stream, not a status: %v", w.name, err)
 			assert.Contains(t, err.Error(), "INTERNAL_ERROR; received from peer", w.name)
 		}
+	}
+}
+
+// createdBy counts the goroutines created by function f.
+func createdBy(f string) int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := goruntime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "\ncreated by "+f+" in goroutine ")
+		}
+		buf = make([]byte, 2*len(buf))
 	}
 }
