@@ -103,7 +103,7 @@ func New(cfg controllers.Config) (*Controller, error) {
 		c.Observer.Watch(discoveryv1.Resource("endpointslices"), discovery.EndpointSlices().Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc: c.sliceAdded, UpdateFunc: c.sliceUpdated, DeleteFunc: c.sliceDeleted}),
 		c.Observer.Watch(corev1.Resource("nodes"), core.Nodes().Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc: func(any) { c.nodesChanged() }, UpdateFunc: c.nodeUpdated, DeleteFunc: func(any) { c.nodesChanged() }}),
+			AddFunc: func(any) { c.nodesChanged(); c.waits.wake(c.queue) }, UpdateFunc: c.nodeUpdated, DeleteFunc: func(any) { c.nodesChanged() }}),
 	)
 	if err != nil {
 		return nil, err

@@ -321,7 +321,9 @@ func TestSlicesGoWithTheirService(t *testing.T) {
 }
 
 // A pod on a node nobody knows is left out (with a FailedToUpdateEndpointSlices
-// event) and put in once the node appears; WaitIdle does not wait for it
+// event) and put in once the node appears, by the time WaitIdle returns
+// (the node wakes the Service: kube-controller-manager finds it at its next
+// retry, a second or more later); WaitIdle does not wait for the node
 // meanwhile.
 func TestPodOnUnknownNode(t *testing.T) {
 	t.Parallel()
@@ -342,10 +344,11 @@ func TestPodOnUnknownNode(t *testing.T) {
 	assert.Equal(t, "Error updating Endpoint Slices for Service default/web: skipping Pod lost for Service default/web: Node node-b Not Found", ev.Message)
 
 	createNode(t, c, "node-b", "")
+	apiservertest.WaitIdle(t, srv)
+	got = slicesOf(t, c, "web")
+	require.Len(t, got, 1)
 	want := []discoveryv1.Endpoint{endpoint(a, "", true, true, false), endpoint(lost, "", true, true, false)}
-	waitFor(t, c, "web", func(got []discoveryv1.EndpointSlice) bool {
-		return len(got) == 1 && cmp.Equal(want, got[0].Endpoints)
-	})
+	assert.Empty(t, cmp.Diff(want, got[0].Endpoints))
 }
 
 // waitEvent waits for an event of reason in namespace default.

@@ -27,13 +27,14 @@ var errStaleSlices = errors.New("EndpointSlice informer cache is out of date")
 // work syncs the Service of key and retries a failure as upstream's
 // handleErr does: with the queue's backoff, at most maxRetries times.
 func (c *Controller) work(ctx context.Context, key string) error {
+	nodes := c.waits.nodesAdded()
 	err := c.syncService(ctx, key)
 	switch {
 	case err == nil:
 		c.waits.forget(key)
 		return nil
 	case onlyMissingNodes(err):
-		return c.waits.later(ctx, key, err)
+		return c.waits.later(ctx, key, err, nodes)
 	case c.queue.NumRequeues(key) >= maxRetries:
 		klog.FromContext(ctx).Info("Retry budget exceeded, dropping service out of the queue", "key", key, "err", err)
 		return nil
@@ -109,19 +110,29 @@ func onlyMissingNodes(err error) bool {
 // nodes. Upstream retries them as failures, 1 s then doubling, 15 times.
 // The retries here follow that schedule but as controller.Later: the
 // controller waits for someone else (podgc deleting the pods, or the node
-// coming back), so WaitIdle need not wait for minutes.
+// coming back), so WaitIdle need not wait for minutes. A node added wakes
+// the waiting Services at once (wake): WaitIdle does not wait for a
+// retry, and returned with a slice missing the pods of a node the nodes
+// informer had not yet seen when the Service synced (CI, loaded: a test
+// read the slice 0.94 s after its start, before the 1 s retry).
 type nodeWaits struct {
 	mu    sync.Mutex
 	count map[string]int
+	// added counts the nodes added so far.
+	added uint64
 }
 
 func newNodeWaits() *nodeWaits { return &nodeWaits{count: map[string]int{}} }
 
 // later returns when to sync the Service of key again, or nil once it has
 // been retried maxRetries times.
-func (w *nodeWaits) later(ctx context.Context, key string, err error) error {
+func (w *nodeWaits) later(ctx context.Context, key string, err error, added uint64) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.added != added {
+		// A node came during the sync, maybe one it missed: again now.
+		return &controller.Later{After: 0, Reason: err.Error()}
+	}
 	n := w.count[key]
 	if n >= maxRetries {
 		delete(w.count, key)
@@ -130,6 +141,24 @@ func (w *nodeWaits) later(ctx context.Context, key string, err error) error {
 	}
 	w.count[key] = n + 1
 	return &controller.Later{After: min(time.Second<<n, 1000*time.Second), Reason: err.Error()}
+}
+
+// nodesAdded is how many nodes have been added so far, read before a sync
+// for later.
+func (w *nodeWaits) nodesAdded() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.added
+}
+
+// wake queues the Services waiting for nodes: one has been added.
+func (w *nodeWaits) wake(q *controller.Queue) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.added++
+	for key := range w.count {
+		q.Add(key)
+	}
 }
 
 func (w *nodeWaits) forget(key string) {
