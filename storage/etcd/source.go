@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/storage"
@@ -55,8 +56,15 @@ func (s *cacheSource) forget(w *sourceWatch) {
 	delete(s.watches, w)
 }
 
+// endTimeout bounds end's wait: client-go's reflector stops every watch it
+// leaves but one, a watch-list whose store refused the list (a watch
+// cache's Replace does not fail in practice). Past it, Close stops the
+// cache anyway.
+const endTimeout = 10 * time.Second
+
 // end ends the source's etcd watches and returns once their reflector has
-// left them (stopped them, as it does when a watch's channel closes).
+// left them (stopped them, as it does when a watch's channel closes), or
+// after endTimeout.
 func (s *cacheSource) end() {
 	s.mu.Lock()
 	s.ended = true
@@ -68,8 +76,14 @@ func (s *cacheSource) end() {
 	for _, w := range watches {
 		w.Interface.Stop() // its channel closes once etcd3's goroutines end
 	}
+	timeout := time.NewTimer(endTimeout)
+	defer timeout.Stop()
 	for _, w := range watches {
-		<-w.left
+		select {
+		case <-w.left:
+		case <-timeout.C:
+			return
+		}
 	}
 }
 
