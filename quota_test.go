@@ -207,7 +207,7 @@ func TestLimitRangerReadsItsWrites(t *testing.T) {
 // restore, until Restore told the server what it wrote).
 func TestLimitRangerAfterRestore(t *testing.T) {
 	t.Parallel()
-	srv := apiservertest.Start(t)
+	srv := startOnMemory(t) // snapshots are the memory store's
 	c := clientset(t, srv)
 	empty, err := srv.Snapshot()
 	require.NoError(t, err)
