@@ -367,21 +367,3 @@ func waitEvent(t *testing.T, c kubernetes.Interface, reason string) *corev1.Even
 	t.Fatalf("no %s event: %v", reason, ctx.Err())
 	return nil
 }
-
-// waitFor waits until the slices of Service name satisfy ok.
-func waitFor(t *testing.T, c kubernetes.Interface, name string, ok func([]discoveryv1.EndpointSlice) bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	w, err := c.DiscoveryV1().EndpointSlices("default").Watch(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
-	require.NoError(t, err)
-	defer w.Stop()
-	for {
-		if got := slicesOf(t, c, name); ok(got) {
-			return
-		}
-		if _, open := <-w.ResultChan(); !open {
-			t.Fatalf("slices of %s: %v; last: %+v", name, ctx.Err(), slicesOf(t, c, name))
-		}
-	}
-}

@@ -262,8 +262,8 @@ func (p *Pods) globalDefault(ctx context.Context) (*schedulingv1.PriorityClass, 
 	return def, nil
 }
 
-// The listers' objects are shared: the plugin only reads them.
-
+// serviceAccountOf and priorityClass read the listers' objects, which are
+// shared: the plugin only reads them.
 func (p *Pods) serviceAccountOf(ctx context.Context, ns, name string) (*corev1.ServiceAccount, error) {
 	if lister, ok := p.listers.ServiceAccounts.get(); ok {
 		return lister.ServiceAccounts(ns).Get(name)

@@ -3,7 +3,6 @@
 package controlplane
 
 import (
-	"errors"
 	"os"
 	"syscall"
 )
@@ -25,8 +24,8 @@ func lockDir(dir string) (func(), error) {
 // unlocked reports whether no process holds dir's lock, holding it itself
 // until release is called.
 func unlocked(dir string) (release func(), ok bool) {
-	unlock, err := lockDir(dir)
-	if errors.Is(err, syscall.EWOULDBLOCK) || err != nil {
+	unlock, err := lockDir(dir) // EWOULDBLOCK: held
+	if err != nil {
 		return nil, false
 	}
 	return unlock, true
