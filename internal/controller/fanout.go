@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"reflect"
 	"slices"
 	"sync"
 
@@ -23,6 +24,7 @@ import (
 // shared registration, long past its initial list, cannot.
 type fanOut struct {
 	cache.SharedIndexInformer
+	starter any // what tells whether the informer runs
 
 	mu       sync.RWMutex
 	shared   cache.ResourceEventHandlerRegistration // with the first handler
@@ -38,7 +40,7 @@ type fanned struct {
 }
 
 func newFanOut(informer cache.SharedIndexInformer) *fanOut {
-	return &fanOut{SharedIndexInformer: informer}
+	return &fanOut{SharedIndexInformer: informer, starter: starterOf(informer)}
 }
 
 // AddEventHandler implements cache.SharedInformer.
@@ -72,8 +74,33 @@ func (f *fanOut) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEv
 // started reports whether the informer runs (client-go's informers tell;
 // another is taken as running, which keeps client-go's behaviour).
 func (f *fanOut) started() bool {
-	s, ok := f.SharedIndexInformer.(interface{ HasStarted() bool })
+	s, ok := f.starter.(interface{ HasStarted() bool })
 	return !ok || s.HasStarted()
+}
+
+// starterOf returns the informer that tells whether inf runs: inf, or the
+// one it wraps. client-go's typed informers (a factory's, such as
+// Core().V1().Pods().Informer()) embed an untyped one in an exported field
+// and do not promote its HasStarted.
+func starterOf(inf any) any {
+	for range 4 {
+		if _, ok := inf.(interface{ HasStarted() bool }); ok {
+			return inf
+		}
+		v := reflect.ValueOf(inf)
+		if v.Kind() == reflect.Pointer {
+			v = v.Elem()
+		}
+		if v.Kind() != reflect.Struct {
+			return nil
+		}
+		f := v.FieldByName("SharedIndexInformer")
+		if !f.IsValid() || !f.CanInterface() {
+			return nil
+		}
+		inf = f.Interface()
+	}
+	return nil
 }
 
 func (f *fanOut) each(call func(*fanned)) {

@@ -153,7 +153,7 @@ func controllerConfig(loopback *rest.Config, inf informers.SharedInformerFactory
 		return controllers.Config{}, err
 	}
 	return controllers.Config{
-		RESTConfig: cc, Client: client, Metadata: meta, Discovery: d, Informers: inf, Revisions: log,
+		RESTConfig: cc, Client: client, Metadata: meta, Discovery: d, Informers: controller.FanOutFactory(inf), Revisions: log,
 		QueueMetrics: queues, RootCA: keys.CA.CertPEM, LegacyTokens: keys.Issuer, Signer: keys.CA,
 	}, nil
 }
