@@ -181,7 +181,7 @@ func (s *Server) start(ctx context.Context) error {
 		// seed to replay.
 		s.log.Info("storage timing", zap.Stringer("profile", t), zap.Int64("seed", t.Seed))
 	}
-	prepared, err := s.cp.Prepare()
+	prepared, err := onOwnGoroutine(s.cp.Prepare)
 	if err != nil {
 		close(s.runDone)
 		return fmt.Errorf("prepare server: %w", err)
@@ -503,3 +503,20 @@ func (s *Server) waitLoop(d time.Duration) bool {
 // and reports at /version, such as "1.37.2": the release of the
 // k8s.io/apiserver and sibling modules it is built with.
 func KubernetesVersion() string { return version.Kubernetes() }
+
+// onOwnGoroutine returns f() called on a goroutine of its own: the
+// libraries' path multiplexer keeps the stack trace of every path's
+// registration (to report a duplicate), and the caller's stack (a test
+// framework's, tens of frames) would be in each of those hundreds of
+// traces.
+func onOwnGoroutine[T any](f func() (T, error)) (T, error) {
+	var v T
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		v, err = f()
+	}()
+	<-done
+	return v, err
+}
