@@ -151,9 +151,17 @@ func (c completedCoreConfig) install(t *coreTier) error {
 		if err := t.InstallLegacyAPIGroup(genericapiserver.DefaultLegacyAPIPrefix, &info); err != nil {
 			return fmt.Errorf("install the core group: %w", err)
 		}
+		info.StaticOpenAPISpec = nil // see below
 	}
 	if err := t.InstallAPIGroups(groups...); err != nil {
 		return fmt.Errorf("install groups: %w", err)
+	}
+	// The tier keeps each group's info for the server's life (its destroy
+	// and readiness functions), and with it the OpenAPI schemas built for
+	// server-side apply's type converter (~1 MiB a server), which nothing
+	// reads once it is built.
+	for _, info := range groups {
+		info.StaticOpenAPISpec = nil
 	}
 	return nil
 }
