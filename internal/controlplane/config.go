@@ -126,6 +126,7 @@ type shared struct {
 	flowControl utilflowcontrol.Interface
 	scheme      *runtime.Scheme // the core tier's: every provider installed
 	openAPI     *openapicommon.OpenAPIV3Config
+	definitions *heldDefinitions // openAPI's, until the server is ready
 	// discovery is the aggregated discovery (/apis) of all tiers: each adds
 	// its groups, the aggregator serves them, as in kube-apiserver.
 	discovery discoveryaggregated.ResourceManager
@@ -180,9 +181,14 @@ func newShared(c Config) (_ *shared, err error) {
 		sh.flowControl = sh.metrics.priorityAndFairness(sh.informers.kube, sh.informers.client.FlowcontrolV1(), serverConcurrencyLimit)
 	}
 	// One OpenAPI configuration for the three tiers, as kube-apiserver
-	// shares it: building its definitions is 8.7 MB of allocation.
-	sh.openAPI = genericapiserver.DefaultOpenAPIV3Config(withProviderDefinitions(c.Providers),
+	// shares it: building its definitions is 8.7 MB of allocation. Its
+	// builders ask heldDefinitions for them, not its Definitions field,
+	// which would keep them for the server's life.
+	sh.definitions = &heldDefinitions{get: withProviderDefinitions(c.Providers)}
+	sh.openAPI = genericapiserver.DefaultOpenAPIV3Config(sh.definitions.Get,
 		openapinamer.NewDefinitionNamer(sh.scheme, apiextensionsapiserver.Scheme, aggregatorscheme.Scheme))
+	sh.openAPI.Definitions = nil
+	sh.openAPI.GetOperationIDAndTagsFromRoute = operationIDAndTags(sh.openAPI)
 	sh.openAPI.Info.Title = "Kubernetes"
 	sh.discovery = newDiscoveryManager()
 	return sh, nil

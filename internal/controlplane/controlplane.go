@@ -52,6 +52,8 @@ type ControlPlane struct {
 	// muxComplete is the handler chain's MuxAndDiscoveryComplete signal,
 	// closed once the chain runs and every tier has signalled.
 	muxComplete chan struct{}
+	// definitions are the OpenAPI definitions, held until ready.
+	definitions *heldDefinitions
 }
 
 // New builds the three delegating tiers back to front, as kube-apiserver's
@@ -100,6 +102,7 @@ func New(c Config) (_ *ControlPlane, err error) {
 		synced:    append(sh.synced, crds.Informer().HasSynced, apiServices.HasSynced),
 		loopback:  sh.transport, controllers: core.controllers, writes: sh.writes,
 		crds: crds.Lister(), crdsSeen: seen, restorers: core.restorers, muxComplete: sh.muxComplete,
+		definitions: sh.definitions,
 	}, nil
 }
 
@@ -143,7 +146,11 @@ func (cp *ControlPlane) StartInformers(ctx context.Context) error {
 // resource monitors, as kube-controller-manager starts once kube-apiserver
 // is: a metadata informer per resource is ~25 ms of work on two cores
 // (BENCHMARKS.md) that Start need not wait for; WaitIdle does.
-func (cp *ControlPlane) MarkReady() { cp.controllers.markReady(cp.informers.ctx) }
+// The tiers are built: the OpenAPI definitions are let go.
+func (cp *ControlPlane) MarkReady() {
+	cp.definitions.release()
+	cp.controllers.markReady(cp.informers.ctx)
+}
 
 // WaitStarted waits for the controllers that Start waits for
 // (controllers.Starter): the simulated kubelet's initial nodes.
