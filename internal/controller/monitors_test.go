@@ -68,6 +68,28 @@ func (s *seen) wait(t *testing.T, name string) {
 	}
 }
 
+// handledInTurn checks that first and second, handlers of one
+// registration, saw t-before as initial, and that second is handed
+// nothing while first holds t-held (created, then t-after), and both once
+// released.
+func handledInTurn(t *testing.T, first, second *seen, create func(string), release func()) {
+	t.Helper()
+	for _, s := range []*seen{first, second} {
+		initial, _ := s.initialOf("t-before")
+		assert.True(t, initial)
+	}
+	create("held")
+	create("after")
+	select {
+	case n := <-second.changed:
+		t.Fatalf("the second handler saw %s while the first held its event", n)
+	case <-time.After(100 * time.Millisecond): // a negative check: nothing may come
+	}
+	release()
+	second.wait(t, "t-held")
+	second.wait(t, "t-after")
+}
+
 // The monitors' subscribers that add their handlers before a resource's
 // informer runs share one client-go registration: each sees the initial
 // list as initial, is synced once it has, and is handed an event only
@@ -137,21 +159,7 @@ func TestMonitorsSubscribersShareARegistration(t *testing.T) {
 	first.wait(t, "t-before")
 	second.wait(t, "t-before")
 	require.Eventually(t, synced(first, second), 30*time.Second, time.Millisecond)
-	for _, s := range []*seen{first, second} {
-		initial, _ := s.initialOf("t-before")
-		assert.True(t, initial)
-	}
-
-	create("held")
-	create("after")
-	select {
-	case n := <-second.changed:
-		t.Fatalf("the second handler saw %s while the first held its event", n)
-	case <-time.After(100 * time.Millisecond): // a negative check: nothing may come
-	}
-	release()
-	second.wait(t, "t-held")
-	second.wait(t, "t-after")
+	handledInTurn(t, first, second, create, release)
 	initial, _ := second.initialOf("t-after")
 	assert.False(t, initial)
 
