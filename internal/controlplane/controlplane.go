@@ -145,8 +145,8 @@ func (cp *ControlPlane) StartInformers(ctx context.Context) error {
 // MarkReady tells the controllers the server is ready and starts the
 // resource monitors, as kube-controller-manager starts once kube-apiserver
 // is: a metadata informer per resource is ~25 ms of work on two cores
-// (BENCHMARKS.md) that Start need not wait for; WaitIdle does.
-// The tiers are built: the OpenAPI definitions are let go.
+// (BENCHMARKS.md) that Start need not wait for; WaitIdle does. The tiers
+// are built by then: the OpenAPI definitions are let go.
 func (cp *ControlPlane) MarkReady() {
 	cp.definitions.release()
 	cp.controllers.markReady(cp.informers.ctx)

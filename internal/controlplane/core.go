@@ -158,7 +158,7 @@ func (c completedCoreConfig) install(t *coreTier) error {
 	}
 	// The tier keeps each group's info for the server's life (its destroy
 	// and readiness functions), and with it the OpenAPI schemas built for
-	// server-side apply's type converter (~1 MiB a server), which nothing
+	// server-side apply's type converter (~2 MiB a server), which nothing
 	// reads once it is built.
 	for _, info := range groups {
 		info.StaticOpenAPISpec = nil
