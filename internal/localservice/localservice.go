@@ -9,6 +9,7 @@
 package localservice
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -16,6 +17,8 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,19 +83,8 @@ func Serve(ctx context.Context, c kubernetes.Interface, namespace, name string, 
 	if err != nil {
 		return nil, err
 	}
-	// HTTP/1.1 only, as httptest serves TLS (what ServeService used before):
-	// no HTTP/2 connection goroutines to wind down at Close.
-	protocols := new(http.Protocols)
-	protocols.SetHTTP1(true)
-	s := &Service{CABundle: ca.CertPEM, namespace: namespace, name: name, client: c, served: make(chan struct{}),
-		listener: &onceCloser{Listener: ln}, conns: &connStates{m: map[net.Conn]http.ConnState{}}}
-	s.server = &http.Server{Handler: handler, ErrorLog: errorLog, Protocols: protocols, ReadHeaderTimeout: 10 * time.Second,
-		ConnState: s.conns.set,
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert}}
-	go func() {
-		defer close(s.served)
-		_ = s.server.ServeTLS(s.listener, "", "") // an error once Close closes the listener
-	}()
+	s := serve(ln, cert, handler, errorLog)
+	s.CABundle, s.namespace, s.name, s.client = ca.CertPEM, namespace, name, c
 	if s.createdService, err = Publish(ctx, c, namespace, name, int32(ln.Addr().(*net.TCPAddr).Port)); err != nil {
 		// Not Close(ctx): ctx may be what ended Publish. No request can be
 		// in flight: the EndpointSlice, written last, is what tells the port.
@@ -101,6 +93,24 @@ func Serve(ctx context.Context, c kubernetes.Interface, namespace, name string, 
 		return nil, err
 	}
 	return s, nil
+}
+
+// serve serves handler over TLS with cert on ln until Close.
+func serve(ln net.Listener, cert tls.Certificate, handler http.Handler, errorLog *log.Logger) *Service {
+	// HTTP/1.1 only, as httptest serves TLS (what ServeService used before):
+	// no HTTP/2 connection goroutines to wind down at Close.
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	s := &Service{served: make(chan struct{}), listener: &onceCloser{Listener: ln},
+		conns: &connStates{m: map[net.Conn]http.ConnState{}}}
+	s.server = &http.Server{Handler: handler, ErrorLog: s.conns.filtered(errorLog), Protocols: protocols, ReadHeaderTimeout: 10 * time.Second,
+		ConnState: s.conns.set,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert}}
+	go func() {
+		defer close(s.served)
+		_ = s.server.ServeTLS(s.listener, "", "") // an error once Close closes the listener
+	}()
+	return s
 }
 
 // Close stops the handler as httptest.Server.Close does: no new
@@ -138,7 +148,33 @@ func (l *onceCloser) Close() error {
 type connStates struct {
 	mu sync.Mutex
 	m  map[net.Conn]http.ConnState
+	// closed are the handshake errors' prefixes of the connections
+	// closeNew closed, which may be in their TLS handshake.
+	closed []string
 }
+
+// filtered is errorLog (nil: the log package's, as net/http's) without
+// the TLS handshake errors of the connections closeNew closed: Close ends
+// them on purpose, and net/http would log each one ("use of closed
+// network connection").
+func (c *connStates) filtered(errorLog *log.Logger) *log.Logger {
+	if errorLog == nil {
+		errorLog = log.Default()
+	}
+	return log.New(writerFunc(func(p []byte) (int, error) {
+		c.mu.Lock()
+		ours := slices.ContainsFunc(c.closed, func(prefix string) bool { return bytes.HasPrefix(p, []byte(prefix)) })
+		c.mu.Unlock()
+		if !ours {
+			_ = errorLog.Output(2, strings.TrimSuffix(string(p), "\n"))
+		}
+		return len(p), nil
+	}), "", 0)
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func (c *connStates) set(conn net.Conn, state http.ConnState) {
 	c.mu.Lock()
@@ -156,6 +192,7 @@ func (c *connStates) closeNew() {
 	defer c.mu.Unlock()
 	for conn, state := range c.m {
 		if state == http.StateNew {
+			c.closed = append(c.closed, "http: TLS handshake error from "+conn.RemoteAddr().String()+":")
 			_ = conn.Close()
 		}
 	}
