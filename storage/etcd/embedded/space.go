@@ -9,6 +9,15 @@ package embedded
 // with its NOSPACE alarm ("etcdserver: mvcc: database space exceeded",
 // which the API server answers as a 500, as kube-apiserver does), reads
 // and deletes still served.
+//
+// The write-ahead log's segments are 8 MiB here, not etcd's 64 MB: etcd
+// allocates a segment whole when it makes one, and one more ahead, so a
+// member took 128 MiB of disk before its first write, which a test suite
+// of parallel servers on embedded etcd paid for each (CI on a machine with
+// little room in its temporary directory failed on it). A member now
+// takes 16 MiB at start. wal.SegmentSizeBytes is etcd's package variable,
+// set once when this package is initialised: it also applies to any other
+// etcd server of the process (etcd reads logs of any segment size).
 
 import (
 	"context"
@@ -18,29 +27,31 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/server/v3/storage"
+	"go.etcd.io/etcd/server/v3/storage/wal"
 )
 
 const (
 	// walSegment is the size of one segment of etcd's write-ahead log,
 	// allocated whole when the segment is made (wal.SegmentSizeBytes).
-	walSegment = 64 << 20
+	walSegment = 8 << 20
 	// maxWALs is how many segments etcd keeps once a snapshot no longer
-	// needs them (etcd's --max-wals, default 5): the log then takes at
-	// most maxWALs+1 segments (one more is made ahead) while fewer than
-	// etcd's snapshot count (10,000) writes are newer than its last
-	// snapshot.
+	// needs them (etcd's --max-wals, default 5); one more is made ahead.
 	maxWALs = 2
-	// reserve is what the quota leaves for the log and etcd's snapshot
-	// files.
+	// reserve is the room the log's kept and next segments and etcd's
+	// snapshot files take.
 	reserve = (maxWALs+1)*walSegment + 32<<20
 	// minQuota is the least database room a member starts with.
 	minQuota = 32 << 20
 )
 
-// quota is the backend quota for a member in dir: the room its database
-// may take (what is free, plus what its database and log already use,
-// less the reserve), at most etcd's default (2 GiB). It fails when that is
-// under minQuota, saying how much room there is.
+func init() { wal.SegmentSizeBytes = walSegment }
+
+// quota is the backend quota for a member in dir, at most etcd's default
+// (2 GiB): half of the room there is beyond the reserve (what is free,
+// plus what its database and log already use), because what a write puts
+// in the database it also puts in the log, which etcd trims only after
+// its next snapshot. It fails when that is under minQuota, saying how
+// much room there is.
 func quota(dir string) (int64, error) {
 	free, ok, err := freeBytes(dir)
 	if err != nil || !ok {
@@ -55,10 +66,10 @@ func quota(dir string) (int64, error) {
 		}
 		return nil
 	})
-	room := free + used - reserve
+	room := (free + used - reserve) / 2
 	if room < minQuota {
-		return 0, fmt.Errorf("%d MiB free on the data directory's filesystem: etcd needs %d MiB for its write-ahead log and at least %d MiB for its data",
-			free>>20, reserve>>20, minQuota>>20)
+		return 0, fmt.Errorf("%d MiB free on the data directory's filesystem: etcd needs %d MiB: %d MiB for its write-ahead log and snapshots, at least %d MiB for its data and as much for the data's copy in the log",
+			free>>20, (reserve+2*minQuota)>>20, reserve>>20, minQuota>>20)
 	}
 	return min(room, storage.DefaultQuotaBytes), nil
 }
