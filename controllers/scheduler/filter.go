@@ -97,16 +97,13 @@ func (c *cycle) resourcesFit(ni *nodeInfo) *status {
 		s.reasons = append(s.reasons, "Too many pods")
 	}
 	for _, name := range requestOrder(c.requests) {
-		want := c.requests[name]
-		if want.IsZero() {
+		want := milli(c.requests, name)
+		if want == 0 {
 			continue
 		}
-		free := allocatable[name].DeepCopy()
-		used := ni.requested[name]
-		free.Sub(used)
-		if free.Cmp(want) < 0 {
+		if alloc := milli(allocatable, name); want > alloc-ni.requested.of(name) {
 			s.reasons = append(s.reasons, fmt.Sprintf("Insufficient %s", name))
-			if alloc := allocatable[name]; want.Cmp(alloc) > 0 {
+			if want > alloc {
 				s.code = unresolvable
 			}
 		}

@@ -140,7 +140,7 @@ func (c *cycle) leastAllocated(ni *nodeInfo) int64 {
 	var sum int64
 	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 		alloc := milli(ni.node.Status.Allocatable, name)
-		req := milli(ni.nonZeroRequested, name) + milli(podNonZero, name)
+		req := ni.nonZeroRequested.of(name) + milli(podNonZero, name)
 		if alloc == 0 || req > alloc {
 			continue
 		}
@@ -160,7 +160,7 @@ func (c *cycle) balancedAllocation(ni *nodeInfo) int64 {
 		for i, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 			alloc := float64(milli(ni.node.Status.Allocatable, name))
 			if alloc > 0 {
-				f[i] = math.Min(1, float64(milli(ni.requested, name)+milli(extra, name))/alloc)
+				f[i] = math.Min(1, float64(ni.requested.of(name)+milli(extra, name))/alloc)
 			}
 		}
 		return int64((1 - math.Abs(f[0]-f[1])/2) * 100)
@@ -168,6 +168,7 @@ func (c *cycle) balancedAllocation(ni *nodeInfo) int64 {
 	return 50 + (50+balance(c.requests)-balance(nil))/2
 }
 
+// milli is l's amount of name in kube-scheduler's units (amounts).
 func milli(l corev1.ResourceList, name corev1.ResourceName) int64 {
 	q, ok := l[name]
 	if !ok {

@@ -22,7 +22,7 @@ type nodeInfo struct {
 	pods []*corev1.Pod
 	// requested is the pods' requests; nonZeroRequested with the
 	// non-zero defaults, for scoring.
-	requested, nonZeroRequested corev1.ResourceList
+	requested, nonZeroRequested amounts
 	// ports are the host ports in use: ip/protocol/port.
 	ports map[hostPort]bool
 }
@@ -56,7 +56,7 @@ type placed struct {
 func newSnapshot(nodes []*corev1.Node, pods []*corev1.Pod, namespaces map[string]map[string]string, requests *requestCache) *snapshot {
 	s := &snapshot{byName: map[string]*nodeInfo{}, namespaces: namespaces, requests: requests}
 	for _, n := range nodes {
-		ni := &nodeInfo{node: n, requested: corev1.ResourceList{}, nonZeroRequested: corev1.ResourceList{}, ports: map[hostPort]bool{}}
+		ni := &nodeInfo{node: n, ports: map[hostPort]bool{}}
 		s.nodes = append(s.nodes, ni)
 		s.byName[n.Name] = ni
 	}
@@ -72,9 +72,9 @@ func newSnapshot(nodes []*corev1.Node, pods []*corev1.Pod, namespaces map[string
 func (s *snapshot) add(ni *nodeInfo, p *corev1.Pod) {
 	ni.pods = append(ni.pods, p)
 	req := s.requests.of(p)
-	addList(ni.requested, req.requested)
-	addList(ni.nonZeroRequested, req.nonZero)
-	for _, hp := range hostPorts(p) {
+	ni.requested.add(req.requested)
+	ni.nonZeroRequested.add(req.nonZero)
+	for _, hp := range req.ports {
 		ni.ports[hp] = true
 	}
 	if a := p.Spec.Affinity; a != nil && a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
@@ -82,9 +82,9 @@ func (s *snapshot) add(ni *nodeInfo, p *corev1.Pod) {
 	}
 }
 
-// requestCache keeps each pod's requests by UID while its resourceVersion
-// stays: computing them for every pod at every cycle made the scheduler
-// the bottleneck of a thousand pods' creation.
+// requestCache keeps each pod's requests and host ports by UID while its
+// resourceVersion stays: computing them for every pod at every cycle made
+// the scheduler the bottleneck of a thousand pods' creation.
 type requestCache struct {
 	mu   sync.Mutex
 	pods map[types.UID]podRequests
@@ -92,7 +92,8 @@ type requestCache struct {
 
 type podRequests struct {
 	resourceVersion    string
-	requested, nonZero corev1.ResourceList
+	requested, nonZero *amounts
+	ports              []hostPort
 }
 
 func newRequestCache() *requestCache { return &requestCache{pods: map[types.UID]podRequests{}} }
@@ -103,9 +104,9 @@ func (c *requestCache) of(p *corev1.Pod) podRequests {
 	if r, ok := c.pods[p.UID]; ok && r.resourceVersion == p.ResourceVersion && p.ResourceVersion != "" {
 		return r
 	}
-	r := podRequests{resourceVersion: p.ResourceVersion,
-		requested: resource.PodRequests(p, resource.PodResourcesOptions{UseStatusResources: true}),
-		nonZero:   resource.PodRequests(p, resource.PodResourcesOptions{UseStatusResources: true, NonMissingContainerRequests: nonZero})}
+	r := podRequests{resourceVersion: p.ResourceVersion, ports: hostPorts(p),
+		requested: amountsOf(resource.PodRequests(p, resource.PodResourcesOptions{UseStatusResources: true})),
+		nonZero:   amountsOf(resource.PodRequests(p, resource.PodResourcesOptions{UseStatusResources: true, NonMissingContainerRequests: nonZero}))}
 	c.pods[p.UID] = r
 	return r
 }
@@ -126,11 +127,53 @@ func (ni *nodeInfo) assigned(uid types.UID) bool {
 	return false
 }
 
-func addList(to, from corev1.ResourceList) {
-	for name, q := range from {
-		cur := to[name]
-		cur.Add(q)
-		to[name] = cur
+// amounts are resources in kube-scheduler's units (its framework.Resource):
+// millicores of CPU, whole units (bytes) of the others, CPU and memory
+// in fields of their own. A node's sums are kept so, as kube-scheduler
+// keeps them: adding Quantities in maps for every placed pod at every
+// cycle was most of the scheduler's snapshot time.
+type amounts struct {
+	cpu, memory int64
+	others      map[corev1.ResourceName]int64
+}
+
+func amountsOf(l corev1.ResourceList) *amounts {
+	a := &amounts{}
+	for name := range l {
+		switch v := milli(l, name); name {
+		case corev1.ResourceCPU:
+			a.cpu = v
+		case corev1.ResourceMemory:
+			a.memory = v
+		default:
+			if a.others == nil {
+				a.others = map[corev1.ResourceName]int64{}
+			}
+			a.others[name] = v
+		}
+	}
+	return a
+}
+
+// of is the amount of name.
+func (a *amounts) of(name corev1.ResourceName) int64 {
+	switch name {
+	case corev1.ResourceCPU:
+		return a.cpu
+	case corev1.ResourceMemory:
+		return a.memory
+	}
+	return a.others[name]
+}
+
+func (a *amounts) add(b *amounts) {
+	a.cpu += b.cpu
+	a.memory += b.memory
+	for name, v := range b.others {
+		if a.others == nil {
+			a.others = map[corev1.ResourceName]int64{}
+		}
+		a.others[name] += v
 	}
 }
 
