@@ -85,7 +85,13 @@ func nodeChanged(old, cur *corev1.Node) bool {
 // pod that ends, leaves its node or is relabelled can make room.
 func (s *Scheduler) podChanged(old, cur *corev1.Pod) {
 	if cur.Spec.NodeName != "" {
+		changed := s.placedChanged(old, cur)
 		s.mu.Lock()
+		// The binding of a pod assumed on the node it is bound to is
+		// in the snapshot already.
+		assumed := s.assumed[cur.UID]
+		bound := old.Spec.NodeName == "" && assumed != nil && assumed.Spec.NodeName == cur.Spec.NodeName
+		s.stale = s.stale || changed && !bound
 		delete(s.assumed, cur.UID)
 		delete(s.unschedulable, cur.UID)
 		s.mu.Unlock()
@@ -108,9 +114,19 @@ func (s *Scheduler) podChanged(old, cur *corev1.Pod) {
 	}
 }
 
+// placedChanged: a placed pod's update changes what the snapshot counts
+// of it (its node, whether it ended, its labels, spec or requests); a
+// status write (the kubelet's) does not.
+func (s *Scheduler) placedChanged(old, cur *corev1.Pod) bool {
+	return old.Spec.NodeName != cur.Spec.NodeName || podEnded(old) != podEnded(cur) ||
+		!maps.Equal(old.Labels, cur.Labels) || !equality.Semantic.DeepEqual(old.Spec, cur.Spec) ||
+		!s.requests.of(old).requested.equal(s.requests.of(cur).requested)
+}
+
 // podAdded: a new pending pod is tried; a pod created on a node is placed.
 func (s *Scheduler) podAdded(obj any) {
 	if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+		s.invalidate()
 		s.requeue(retryPlacement)
 		return
 	}

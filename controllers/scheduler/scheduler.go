@@ -78,6 +78,10 @@ type Scheduler struct {
 	// why, kept aside until retry says (queue.go).
 	unschedulable map[types.UID]string
 	retry         retry
+	// stale says the kept snapshot no longer shows the placed pods or
+	// the nodes (snapshot.go); kept is only the worker's.
+	stale bool
+	kept  *snapshot
 }
 
 // New returns the scheduler of cfg's server.
@@ -96,7 +100,7 @@ func New(cfg controllers.Config) (*Scheduler, error) {
 		namespaces: inf.Core().V1().Namespaces().Lister(), pvcs: inf.Core().V1().PersistentVolumeClaims().Lister(),
 		pvs: inf.Core().V1().PersistentVolumes().Lister(), classes: inf.Storage().V1().StorageClasses().Lister(),
 		queue: controller.NewQueue("scheduler", cfg.QueueMetrics), assumed: map[types.UID]*corev1.Pod{}, waiting: map[types.UID]string{}, unschedulable: map[types.UID]string{},
-		requests: newRequestCache()}
+		requests: newRequestCache(), stale: true}
 	s.Name, s.Observer, s.Queues = string(controllers.Scheduler), controller.NewObserver(cfg.Revisions), []*controller.Queue{s.queue}
 	return s, s.watch(cfg)
 }
@@ -119,12 +123,14 @@ func (s *Scheduler) watch(cfg controllers.Config) error {
 		return err
 	}
 	if err := s.Observer.Watch(corev1.Resource("nodes"), inf.Core().V1().Nodes().Informer(), cache.ResourceEventHandlerFuncs{
-		AddFunc: all,
+		AddFunc: func(n any) { s.invalidate(); all(n) },
 		UpdateFunc: func(o, n any) {
+			s.invalidate()
 			if nodeChanged(o.(*corev1.Node), n.(*corev1.Node)) {
 				all(n)
 			}
 		},
+		DeleteFunc: func(any) { s.invalidate() },
 	}); err != nil {
 		return err
 	}
@@ -148,6 +154,9 @@ func (s *Scheduler) podDeleted(obj any) {
 		return
 	}
 	s.mu.Lock()
+	if p.Spec.NodeName != "" || s.assumed[p.UID] != nil {
+		s.stale = true
+	}
 	delete(s.assumed, p.UID)
 	delete(s.waiting, p.UID)
 	delete(s.unschedulable, p.UID)
@@ -174,6 +183,12 @@ func (s *Scheduler) Run(ctx context.Context) {
 // priority and oldest first, against one snapshot updated as pods are
 // placed.
 func (s *Scheduler) schedulePending(ctx context.Context, _ string) error {
+	// Taken before the list: a change the list misses marks the
+	// snapshot stale again once its handler runs.
+	s.mu.Lock()
+	stale := s.stale
+	s.stale = false
+	s.mu.Unlock()
 	all, err := s.pods.List(labels.Everything())
 	if err != nil {
 		return err
@@ -183,7 +198,7 @@ func (s *Scheduler) schedulePending(ctx context.Context, _ string) error {
 	s.retry = retryNone
 	queue, placed := s.partition(all, r)
 	s.mu.Unlock()
-	snap, err := s.snapshot(placed)
+	snap, err := s.snapshot(placed, stale)
 	if err != nil {
 		return err
 	}
@@ -245,19 +260,32 @@ func byPriority(a, b *corev1.Pod) int {
 	return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 }
 
-// snapshot is the nodes with the pods placed on them.
-func (s *Scheduler) snapshot(placed []*corev1.Pod) (*snapshot, error) {
-	nodes, err := s.nodes.List(labels.Everything())
-	if err != nil {
-		return nil, err
-	}
-	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+// snapshot is the nodes with the pods placed on them: the last cycle's,
+// with the pods it placed, unless stale.
+func (s *Scheduler) snapshot(placed []*corev1.Pod, stale bool) (*snapshot, error) {
 	namespaces := map[string]map[string]string{}
 	nsList, _ := s.namespaces.List(labels.Everything())
 	for _, ns := range nsList {
 		namespaces[ns.Name] = ns.Labels
 	}
-	return newSnapshot(nodes, placed, namespaces, s.requests), nil
+	if !stale && s.kept != nil {
+		s.kept.namespaces = namespaces
+		return s.kept, nil
+	}
+	nodes, err := s.nodes.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	s.kept = newSnapshot(nodes, placed, namespaces, s.requests)
+	return s.kept, nil
+}
+
+// invalidate marks the kept snapshot stale.
+func (s *Scheduler) invalidate() {
+	s.mu.Lock()
+	s.stale = true
+	s.mu.Unlock()
 }
 
 // cycle is one pod's scheduling attempt.

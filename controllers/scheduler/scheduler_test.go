@@ -161,6 +161,24 @@ func TestFullNodeCountsEachPodOnce(t *testing.T) {
 	}
 }
 
+// The scheduler keeps its snapshot between cycles while only status
+// writes and its own bindings happen; a placed pod that ends, or is
+// deleted at once, frees its room for the next cycle all the same.
+func TestRoomFreedByAPlacedPod(t *testing.T) {
+	t.Parallel()
+	srv, client := start(t, controllers.Node{Name: "a", Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}})
+	fill := wait(t, client, create(t, client, pod("fill", requests("600m"), func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyNever })), func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	first := wait(t, client, create(t, client, pod("first", requests("600m"))), unschedulable)
+	require.NoError(t, srv.Kubelet().Complete(t.Context(), "default", fill.Name))
+	first = wait(t, client, first, scheduled)
+	assert.Equal(t, "a", first.Spec.NodeName)
+
+	second := wait(t, client, create(t, client, pod("second", requests("600m"))), unschedulable)
+	require.NoError(t, client.CoreV1().Pods("default").Delete(t.Context(), first.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
+	second = wait(t, client, second, scheduled)
+	assert.Equal(t, "a", second.Spec.NodeName)
+}
+
 // A pod that fits nowhere gets kube-scheduler's condition and event, with
 // its message; it is scheduled once a node that fits joins.
 func TestUnschedulablePodWaitsForANode(t *testing.T) {

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"maps"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -164,6 +165,10 @@ func (a *amounts) of(name corev1.ResourceName) int64 {
 		return a.memory
 	}
 	return a.others[name]
+}
+
+func (a *amounts) equal(b *amounts) bool {
+	return a.cpu == b.cpu && a.memory == b.memory && maps.Equal(a.others, b.others)
 }
 
 func (a *amounts) add(b *amounts) {
