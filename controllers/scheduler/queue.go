@@ -115,10 +115,11 @@ func (s *Scheduler) podChanged(old, cur *corev1.Pod) {
 }
 
 // placedChanged: a placed pod's update changes what the snapshot counts
-// of it (its node, whether it ended, its labels, spec or requests); a
-// status write (the kubelet's) does not.
+// of it (its node, whether it ended or is terminating, its labels, spec
+// or requests); a status write (the kubelet's) does not.
 func (s *Scheduler) placedChanged(old, cur *corev1.Pod) bool {
 	return old.Spec.NodeName != cur.Spec.NodeName || podEnded(old) != podEnded(cur) ||
+		(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||
 		!maps.Equal(old.Labels, cur.Labels) || !equality.Semantic.DeepEqual(old.Spec, cur.Spec) ||
 		!s.requests.of(old).requested.equal(s.requests.of(cur).requested)
 }
