@@ -196,12 +196,19 @@ func (r *Reference) startControllerManager(ctx context.Context, bin, keyFile, li
 		return err
 	}
 	return r.start(ctx, "kube-controller-manager", bin,
-		"--kubeconfig="+kubeconfig, "--controllers="+list, "--leader-elect=false",
+		"--kubeconfig="+kubeconfig, "--controllers="+list, "--leader-elect=false", clientRate, clientBurst,
 		"--root-ca-file="+filepath.Join(r.dir, "certs", "apiserver.crt"),
 		"--service-account-private-key-file="+keyFile,
 		"--bind-address=127.0.0.1", "--secure-port=0",
 	)
 }
+
+// The client rate of the reference's kube-controller-manager and
+// kube-scheduler: unlimited in effect, as kubeembed's controllers' and the
+// simulated kubelet's clients are. At their defaults (20 and 50 requests a
+// second) a burst of pods waits on the scheduler's client
+// (BenchmarkPods1000SideBySide); no answer depends on the rate.
+const clientRate, clientBurst = "--kube-api-qps=10000", "--kube-api-burst=10000"
 
 // startCluster runs kube-scheduler against the reference, and kubeembed's
 // simulated kubelet and provisioner in this process as its clients.
@@ -212,6 +219,7 @@ func (r *Reference) startCluster(ctx context.Context, schedulerBin string) error
 	}
 	if err := r.start(ctx, "kube-scheduler", schedulerBin,
 		"--kubeconfig="+kubeconfig, "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0",
+		clientRate, clientBurst,
 	); err != nil {
 		return err
 	}
