@@ -32,12 +32,16 @@ type Queue struct {
 	retrying map[string]error
 	// timers are the items AddAfterOn put off on a clock of a test's, by
 	// key: one each, the earliest (as the queue's own AddAfter keeps).
-	timers map[string]timer
+	timers   map[string]timer
+	timerSeq uint64
 }
 
 type timer struct {
 	at time.Time
-	t  clock.Timer
+	// seq tells this wait from a later one of the same key; t is nil
+	// until AddAfterOn has made the timer.
+	seq uint64
+	t   clock.Timer
 }
 
 // NewQueue returns a queue named name (its workqueue metrics' label)
@@ -98,6 +102,10 @@ func (q *Queue) next(ctx context.Context, sync func(ctx context.Context, key str
 // a test steps brings the item back (and WaitIdle sees it once due). As
 // the queue's AddAfter, a key waits once, for the earliest time asked;
 // ShutDown stops the timers.
+//
+// clk's timers are made and stopped without q.mu held: a fake clock runs
+// a due timer's function (which takes q.mu) under its own lock, so
+// calling it under q.mu would deadlock with a test's Step.
 func (q *Queue) AddAfterOn(clk clock.WithDelayedExecution, key string, d time.Duration) {
 	if _, real := clk.(clock.RealClock); real || clk == nil {
 		q.AddAfter(key, d)
@@ -105,33 +113,47 @@ func (q *Queue) AddAfterOn(clk clock.WithDelayedExecution, key string, d time.Du
 	}
 	at := clk.Now().Add(d)
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	if w, ok := q.timers[key]; ok {
-		if !w.at.After(at) {
-			return
-		}
-		w.t.Stop()
+	old, ok := q.timers[key]
+	if ok && !old.at.After(at) {
+		q.mu.Unlock()
+		return
 	}
-	var t clock.Timer
-	t = clk.AfterFunc(d, func() {
+	q.timerSeq++
+	seq := q.timerSeq
+	q.timers[key] = timer{at: at, seq: seq}
+	q.mu.Unlock()
+	if old.t != nil {
+		old.t.Stop()
+	}
+	t := clk.AfterFunc(d, func() {
 		q.mu.Lock()
-		if w, ok := q.timers[key]; ok && w.t == t {
+		if w, ok := q.timers[key]; ok && w.seq == seq {
 			delete(q.timers, key)
 		}
 		q.mu.Unlock()
 		q.Add(key)
 	})
-	q.timers[key] = timer{at: at, t: t}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if w, ok := q.timers[key]; ok && w.seq == seq {
+		w.t = t
+		q.timers[key] = w
+		return
+	}
+	t.Stop() // replaced by an earlier wait or shut down meanwhile (or fired: Stop does nothing)
 }
 
 // ShutDown stops AddAfterOn's timers and shuts the queue down.
 func (q *Queue) ShutDown() {
 	q.mu.Lock()
-	for key, w := range q.timers {
-		w.t.Stop()
-		delete(q.timers, key)
-	}
+	timers := q.timers
+	q.timers = map[string]timer{}
 	q.mu.Unlock()
+	for _, w := range timers {
+		if w.t != nil {
+			w.t.Stop()
+		}
+	}
 	q.TypedRateLimitingInterface.ShutDown()
 }
 

@@ -85,3 +85,39 @@ func TestQueueAddAfterOnFakeClock(t *testing.T) {
 	q.ShutDown()
 	assert.False(t, clk.HasWaiters(), "ShutDown stops the timers")
 }
+
+// A test that steps its clock while a controller puts keys off does not
+// deadlock the queue: a fake clock runs a due timer's function (which
+// takes the queue's lock) with its own lock held, and AddAfterOn used to
+// make and stop timers with the queue's lock held.
+func TestQueueAddAfterOnWhileTheClockSteps(t *testing.T) {
+	t.Parallel()
+	clk := clocktesting.NewFakeClock(time.Now())
+	q := NewQueue("test", nil) // not shut down if the test fails: it would hang on the deadlocked lock
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for i := range 20000 {
+				q.AddAfterOn(clk, "a", time.Duration(20000-i)*time.Hour) // earlier each time: replaces
+				q.AddAfterOn(clk, "b", 0)                                // due at the next step
+			}
+		})
+		wg.Go(func() {
+			for range 20000 {
+				clk.Step(time.Nanosecond)
+			}
+		})
+		wg.Wait()
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("AddAfterOn and the clock's Step deadlocked")
+	}
+	clk.Step(time.Hour) // the last waits are due
+	require.Eventually(t, func() bool { return q.Len() == 2 }, 5*time.Second, time.Millisecond)
+	assert.False(t, clk.HasWaiters(), "every wait fired")
+	q.ShutDown()
+}
