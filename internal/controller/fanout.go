@@ -11,13 +11,13 @@ import (
 // fanOut hands the events of one client-go registration on its informer
 // to every handler added before the informer runs, in the order they were
 // added. client-go gives each registration a buffer of 1,024 events (16
-// KiB, kept while the informer lives) and two goroutines; Monitors'
-// informers, one per resource a server serves, each have a handler of the
-// garbage collector, the quota and the namespace controllers, ~150
-// registrations a server (BENCHMARKS.md). Their handlers only queue work,
-// so sharing one goroutine between the three costs them nothing; one that
-// panicked would take the event from those after it (client-go crashes
-// the process on a handler's panic unless told otherwise).
+// KiB, kept while the informer lives) and two goroutines; the typed
+// factory's informers (FanOutFactory) have handlers of several
+// controllers each. Their handlers only queue work, so sharing one
+// goroutine costs them nothing; one that panicked would take the event
+// from those after it (client-go crashes the process on a handler's panic
+// unless told otherwise). Monitors' informers need no fanOut: they call
+// their handlers directly (directInformer).
 //
 // A handler added once the informer runs gets a registration of its own,
 // as before: client-go then replays the informer's store to it, which the

@@ -244,7 +244,7 @@ func (m *Monitors) Finished() uint64 { return 0 }
 // and deleted in between is never shown to a handler, which has caught up
 // once its view is the list's).
 type listedInformer struct {
-	*fanOut
+	*directInformer
 	first atomic.Uint64
 
 	mu         sync.Mutex
@@ -254,7 +254,7 @@ type listedInformer struct {
 func newListedInformer(client metadata.Interface, gvr schema.GroupVersionResource) *listedInformer {
 	i := &listedInformer{}
 	resource := client.Resource(gvr)
-	i.fanOut = newFanOut(cache.NewSharedIndexInformer(listOnly{&cache.ListWatch{
+	i.directInformer = newDirectInformer(listOnly{&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			list, err := resource.List(ctx, opts)
 			if err == nil {
@@ -265,7 +265,7 @@ func newListedInformer(client metadata.Interface, gvr schema.GroupVersionResourc
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			return resource.Watch(ctx, opts)
 		},
-	}}, &metav1.PartialObjectMetadata{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}))
+	}}, &metav1.PartialObjectMetadata{}, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	_ = i.SetWatchErrorHandlerWithContext(quietOnStop)
 	return i
 }

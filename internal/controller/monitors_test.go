@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
+	apiserver "github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/internal/controller"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
@@ -68,6 +69,26 @@ func (s *seen) wait(t *testing.T, name string) {
 	}
 }
 
+// newMonitors returns monitors of srv's resources, and run, which runs
+// them (and their CRD informer) until the function it returns is called.
+func newMonitors(t *testing.T, srv *apiserver.Server) (m *controller.Monitors, run func() (stop func())) {
+	t.Helper()
+	client, err := srv.Clientset()
+	require.NoError(t, err)
+	ext, err := srv.APIExtensionsClientset()
+	require.NoError(t, err)
+	crds := apiextensionsinformers.NewSharedInformerFactory(ext, 0).Apiextensions().V1().CustomResourceDefinitions().Informer()
+	m, err = controller.NewMonitors(metadata.NewForConfigOrDie(srv.RESTConfig()), client.Discovery(), crds, nil)
+	require.NoError(t, err)
+	return m, func() func() {
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		wg.Go(func() { crds.RunWithContext(ctx) })
+		wg.Go(func() { m.Run(ctx) })
+		return func() { cancel(); wg.Wait() }
+	}
+}
+
 // handledInTurn checks that first and second, handlers of one
 // registration, saw t-before as initial, and that second is handed
 // nothing while first holds t-held (created, then t-after), and both once
@@ -91,12 +112,11 @@ func handledInTurn(t *testing.T, first, second *seen, create func(string), relea
 }
 
 // The monitors' subscribers that add their handlers before a resource's
-// informer runs share one client-go registration: each sees the initial
-// list as initial, is synced once it has, and is handed an event only
-// after the handlers added before it (one goroutine). A handler removed
-// sees no more; one added after the informer runs gets the store replayed
-// as client-go does.
-func TestMonitorsSubscribersShareARegistration(t *testing.T) {
+// informer runs each see the initial list as initial, are synced once they
+// have, and are handed an event only after the handlers added before them
+// (one goroutine calls them all). A handler removed sees no more; one
+// added after the informer runs gets the store replayed as client-go does.
+func TestMonitorsSubscribersInTurn(t *testing.T) {
 	t.Parallel()
 	srv := apiservertest.Start(t)
 	client, err := srv.Clientset()
@@ -107,11 +127,7 @@ func TestMonitorsSubscribersShareARegistration(t *testing.T) {
 		require.NoError(t, err)
 	}
 	create("before")
-	ext, err := srv.APIExtensionsClientset()
-	require.NoError(t, err)
-	crds := apiextensionsinformers.NewSharedInformerFactory(ext, 0).Apiextensions().V1().CustomResourceDefinitions().Informer()
-	m, err := controller.NewMonitors(metadata.NewForConfigOrDie(srv.RESTConfig()), client.Discovery(), crds, nil)
-	require.NoError(t, err)
+	m, run := newMonitors(t, srv)
 
 	first, second, late := newSeen(), newSeen(), newSeen()
 	held := make(chan struct{})
@@ -146,12 +162,7 @@ func TestMonitorsSubscribersShareARegistration(t *testing.T) {
 	}
 	subscribe(first, map[string]chan struct{}{"t-held": held})
 	subscribe(second, nil)
-	ctx, cancel := context.WithCancel(t.Context())
-	var run sync.WaitGroup
-	run.Go(func() { crds.RunWithContext(ctx) })
-	run.Go(func() { m.Run(ctx) })
-	defer run.Wait()
-	defer cancel()
+	defer run()()
 	var once sync.Once
 	release := func() { once.Do(func() { close(held) }) }
 	defer release() // a failure below must not leave the handler blocked
@@ -178,5 +189,69 @@ func TestMonitorsSubscribersShareARegistration(t *testing.T) {
 	for _, n := range []string{"t-before", "t-held", "t-after", "t-later"} {
 		initial, _ := late.initialOf(n)
 		assert.True(t, initial, n)
+	}
+}
+
+// A subscriber may ask whether its registration has synced while it holds
+// a lock its handler takes (the Observer does): the handlers run on the
+// informer's processing goroutine, and asking must not wait for them. A
+// resource with no objects has synced after its empty list.
+func TestMonitorsHasSyncedWhileTheHandlerWaits(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	client, err := srv.Clientset()
+	require.NoError(t, err)
+	_, err = client.CoreV1().ConfigMaps("default").Create(t.Context(),
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "t-first"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	m, run := newMonitors(t, srv)
+
+	var mu sync.Mutex // the subscriber's, taken by its handler
+	entered := make(chan struct{}, 1)
+	configMapsReg := make(chan cache.ResourceEventHandlerRegistration, 1)
+	podTemplatesReg := make(chan cache.ResourceEventHandlerRegistration, 1)
+	m.Subscribe(func(added, _ []controllers.Resource) {
+		for _, r := range added {
+			switch {
+			case r.Resource == "configmaps" && r.Group == "":
+				reg, err := r.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) {
+					select {
+					case entered <- struct{}{}:
+					default:
+					}
+					mu.Lock()
+					mu.Unlock() //nolint:staticcheck // the handler only waits for the lock
+				}})
+				assert.NoError(t, err)
+				configMapsReg <- reg
+			case r.Resource == "podtemplates" && r.Group == "":
+				reg, err := r.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{})
+				assert.NoError(t, err)
+				podTemplatesReg <- reg
+			}
+		}
+	})
+	mu.Lock()
+	defer run()()
+
+	<-entered // the handler now waits for mu, which this test holds
+	configMaps, podTemplates := <-configMapsReg, <-podTemplatesReg
+	asked := make(chan bool)
+	go func() { asked <- configMaps.HasSynced() }()
+	select {
+	case synced := <-asked:
+		mu.Unlock()
+		assert.False(t, synced, "a handler has not finished its initial list")
+	case <-time.After(10 * time.Second):
+		mu.Unlock() // frees the handler, then the question
+		<-asked
+		t.Fatal("HasSynced waited for a handler")
+	}
+	require.Eventually(t, configMaps.HasSynced, 30*time.Second, time.Millisecond)
+	require.Eventually(t, podTemplates.HasSynced, 30*time.Second, time.Millisecond, "an empty list")
+	select {
+	case <-podTemplates.HasSyncedChecker().Done():
+	default:
+		t.Fatal("the registration's DoneChecker is not done once it has synced")
 	}
 }
