@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
@@ -25,8 +26,10 @@ import (
 // Observer's) only note and queue work, so running them on the
 // processing goroutine delays no event.
 //
-// What a handler sees is client-go's: the store is updated before it is
-// called, the initial list comes as adds marked initial, a handler added
+// What a handler sees is client-go's: events in the order of the writes,
+// the store updated before it is called, an update that leaves the
+// resourceVersion alone not handed out (a resync), the initial list as
+// adds marked initial, a handler added
 // later is first handed the store's objects (marked initial, as client-go
 // does) with no event in between, and a registration has synced once the
 // informer has. Handlers must not block, and must not add a handler to the
@@ -44,12 +47,7 @@ type directInformer struct {
 	hmu      sync.Mutex
 	handlers atomic.Pointer[[]*directRegistration]
 
-	fifo *cache.DeltaFIFO
-	// synced is closed once the initial list is in the store and every
-	// handler has been handed it (see synced).
-	synced     chan struct{}
-	syncedOnce sync.Once
-	listed     atomic.Bool // the FIFO has had its first list
+	fifo *cache.RealFIFO
 
 	run        sync.Mutex // guards the fields below
 	controller cache.Controller
@@ -58,9 +56,14 @@ type directInformer struct {
 }
 
 func newDirectInformer(lw cache.ListerWatcher, objectType runtime.Object, indexers cache.Indexers) *directInformer {
-	d := &directInformer{lw: lw, objectType: objectType, synced: make(chan struct{}),
+	d := &directInformer{lw: lw, objectType: objectType,
 		indexer: cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, indexers)}
-	d.fifo = cache.NewDeltaFIFOWithOptions(cache.DeltaFIFOOptions{KnownObjects: d.indexer, EmitDeltaTypeReplaced: true})
+	// client-go's informers' FIFO (InOrderInformers): events in the order
+	// of the writes, which the Observer's and the garbage collector's
+	// "seen up to revision N" rely on (a DeltaFIFO keeps a key where it
+	// first joined the queue). Processed with its lock held.
+	d.fifo = cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{KeyFunction: cache.MetaNamespaceKeyFunc,
+		KnownObjects: d.indexer})
 	d.handlers.Store(&[]*directRegistration{})
 	return d
 }
@@ -117,9 +120,12 @@ func (d *directInformer) RemoveEventHandler(handle cache.ResourceEventHandlerReg
 	return nil
 }
 
-// process applies a key's deltas to the store and hands each change to
-// the handlers, as client-go's informers do (the FIFO is a DeltaFIFO:
-// added, updated, deleted, replaced and sync deltas only).
+// process applies a delta to the store and hands the change to the
+// handlers, as client-go's informers do (the FIFO's deltas are added,
+// updated, deleted and replaced ones): an update that leaves the
+// resourceVersion as it was (a relist's unchanged object) is a resync,
+// which client-go hands only to handlers that asked for resyncs, and
+// these ask for none.
 func (d *directInformer) process(obj any, initial bool) error {
 	deltas, ok := obj.(cache.Deltas)
 	if !ok {
@@ -127,7 +133,6 @@ func (d *directInformer) process(obj any, initial bool) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	defer d.markSynced()
 	for _, delta := range deltas {
 		obj := delta.Object
 		switch delta.Type {
@@ -136,7 +141,9 @@ func (d *directInformer) process(obj any, initial bool) error {
 				if err := d.indexer.Update(obj); err != nil {
 					return err
 				}
-				d.each(func(h *directRegistration) { h.OnUpdate(old, obj) })
+				if !sameVersion(old, obj) {
+					d.each(func(h *directRegistration) { h.OnUpdate(old, obj) })
+				}
 				continue
 			}
 			if err := d.indexer.Add(obj); err != nil {
@@ -151,6 +158,12 @@ func (d *directInformer) process(obj any, initial bool) error {
 		}
 	}
 	return nil
+}
+
+func sameVersion(old, obj any) bool {
+	o, err1 := meta.Accessor(old)
+	n, err2 := meta.Accessor(obj)
+	return err1 == nil && err2 == nil && o.GetResourceVersion() == n.GetResourceVersion()
 }
 
 func (d *directInformer) each(call func(*directRegistration)) {
@@ -169,7 +182,7 @@ func (d *directInformer) RunWithContext(ctx context.Context) {
 		d.run.Unlock()
 		return
 	}
-	d.controller = cache.New(&cache.Config{Queue: directQueue{d.fifo, d}, ListerWatcher: d.lw, ObjectType: d.objectType,
+	d.controller = cache.New(&cache.Config{Queue: d.fifo, ListerWatcher: d.lw, ObjectType: d.objectType,
 		Process: d.process, WatchErrorHandlerWithContext: d.onError})
 	controller := d.controller
 	d.run.Unlock()
@@ -193,53 +206,22 @@ func (d *directInformer) started() cache.Controller {
 }
 
 // HasSynced implements cache.SharedInformer: the initial list is in the
-// store and every handler has been handed it. It takes no lock: handlers
-// run with the FIFO's lock held, and a handler's lock may be held by its
-// owner while it asks.
+// store and every handler has been handed it (a RealFIFO tells it has
+// synced once it has processed the last item of its first list). It
+// takes no lock: the handlers run with the FIFO's lock held, and a
+// subscriber may ask while holding a lock its handler takes (the
+// Observer does).
 func (d *directInformer) HasSynced() bool {
 	select {
-	case <-d.synced:
+	case <-d.fifo.Done():
 		return true
 	default:
 		return false
 	}
 }
 
-// markSynced closes synced if the FIFO has handed out its whole initial
-// list: it tells that when it pops the list's last item, before processing
-// it, and processing is one item at a time, so after an item is processed
-// with the FIFO synced, every item of the list has been.
-func (d *directInformer) markSynced() {
-	select {
-	case <-d.fifo.HasSyncedChecker().Done():
-		d.syncedOnce.Do(func() { close(d.synced) })
-	default:
-	}
-}
-
-// directQueue is the informer's FIFO, noting an empty initial list: the
-// FIFO has synced with it, and no item will be processed to tell.
-type directQueue struct {
-	*cache.DeltaFIFO
-	d *directInformer
-}
-
-func (q directQueue) Replace(list []any, rv string) error {
-	err := q.DeltaFIFO.Replace(list, rv)
-	if err == nil && q.d.listed.CompareAndSwap(false, true) && len(list) == 0 {
-		q.d.markSynced()
-	}
-	return err
-}
-
 // HasSyncedChecker implements cache.SharedInformer.
-func (d *directInformer) HasSyncedChecker() cache.DoneChecker { return directDone{d} }
-
-type directDone struct{ d *directInformer }
-
-func (directDone) Name() string { return "directInformer" }
-
-func (c directDone) Done() <-chan struct{} { return c.d.synced }
+func (d *directInformer) HasSyncedChecker() cache.DoneChecker { return d.fifo }
 
 // LastSyncResourceVersion implements cache.SharedInformer.
 func (d *directInformer) LastSyncResourceVersion() string {
