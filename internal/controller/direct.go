@@ -29,12 +29,12 @@ import (
 // What a handler sees is client-go's: events in the order of the writes,
 // the store updated before it is called, an update that leaves the
 // resourceVersion alone not handed out (a resync), the initial list as
-// adds marked initial, a handler added
-// later is first handed the store's objects (marked initial, as client-go
-// does) with no event in between, and a registration has synced once the
-// informer has. Handlers must not block, and must not add a handler to the
-// same informer (they run with the processing lock held); removing one is
-// fine. Resync periods are not kept: Monitors ask for none.
+// adds marked initial, a handler added later first handed the store's
+// objects (marked initial, as client-go does) with no event in between,
+// and a registration synced once the informer has. Handlers must not
+// block, and must not add a handler to the same informer (they run with
+// the processing lock held); removing one is fine. Resync periods are not
+// kept: Monitors ask for none.
 type directInformer struct {
 	lw         cache.ListerWatcher
 	objectType runtime.Object
