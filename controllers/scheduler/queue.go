@@ -88,9 +88,11 @@ func (s *Scheduler) podChanged(old, cur *corev1.Pod) {
 		changed := s.placedChanged(old, cur)
 		s.mu.Lock()
 		// The binding of a pod assumed on the node it is bound to is
-		// in the snapshot already.
+		// in the snapshot already, unless the pod the informer shows
+		// differs from the copy the snapshot counts (relabelled or
+		// deleted since it was listed).
 		assumed := s.assumed[cur.UID]
-		bound := old.Spec.NodeName == "" && assumed != nil && assumed.Spec.NodeName == cur.Spec.NodeName
+		bound := old.Spec.NodeName == "" && assumed != nil && !s.placedChanged(assumed, cur)
 		s.stale = s.stale || changed && !bound
 		delete(s.assumed, cur.UID)
 		delete(s.unschedulable, cur.UID)

@@ -191,15 +191,17 @@ func (s *Scheduler) schedulePending(ctx context.Context, _ string) error {
 	s.mu.Unlock()
 	all, err := s.pods.List(labels.Everything())
 	if err != nil {
+		s.kept = nil
 		return err
 	}
 	s.mu.Lock()
 	r := s.retry
 	s.retry = retryNone
-	queue, placed := s.partition(all, r)
+	queue, placed, gone := s.partition(all, r)
 	s.mu.Unlock()
-	snap, err := s.snapshot(placed, stale)
+	snap, err := s.snapshot(placed, stale || gone)
 	if err != nil {
+		s.kept = nil
 		return err
 	}
 	slices.SortStableFunc(queue, byPriority)
@@ -220,29 +222,34 @@ func (s *Scheduler) schedulePending(ctx context.Context, _ string) error {
 // informer shows bound, or no longer has, is forgotten here rather than in
 // the event handlers only: the binding can reach the informer before bind
 // records the assumption, and a pod counted twice on its node refuses
-// pods that fit.
-func (s *Scheduler) partition(all []*corev1.Pod, r retry) (queue, placed []*corev1.Pod) {
-	unbound := map[types.UID]bool{}
+// pods that fit. gone says an assumed pod is no longer there at all: its
+// delete's handler, which may run after this, cannot tell that the kept
+// snapshot still counts it, so the snapshot is rebuilt.
+func (s *Scheduler) partition(all []*corev1.Pod, r retry) (queue, placed []*corev1.Pod, gone bool) {
+	listed := map[types.UID]bool{}
 	for _, p := range all {
 		switch {
 		case p.Spec.NodeName != "":
+			listed[p.UID] = true
 			if !podEnded(p) {
 				placed = append(placed, p)
 			}
 		case s.assumed[p.UID] != nil:
-			unbound[p.UID] = true
+			listed[p.UID] = false // still unbound: the assumption holds
 		case p.Spec.SchedulerName == Name && p.DeletionTimestamp == nil && len(p.Spec.SchedulingGates) == 0 && s.tryAgain(p, r):
 			queue = append(queue, p)
 		}
 	}
 	for uid, p := range s.assumed {
-		if !unbound[uid] {
+		bound, ok := listed[uid]
+		if !ok || bound {
+			gone = gone || !ok
 			delete(s.assumed, uid)
 			continue
 		}
 		placed = append(placed, p)
 	}
-	return queue, placed
+	return queue, placed, gone
 }
 
 // podEnded: a pod that Succeeded or Failed holds no room on its node.
@@ -279,6 +286,20 @@ func (s *Scheduler) snapshot(placed []*corev1.Pod, stale bool) (*snapshot, error
 	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
 	s.kept = newSnapshot(nodes, placed, namespaces, s.requests)
 	return s.kept, nil
+}
+
+// topologyLabels gives a bound pod the node's zone and region labels, as
+// the binding's admission (PodTopologyLabels) does: the snapshot counts
+// the pod as the informer will show it.
+func topologyLabels(p *corev1.Pod, node *corev1.Node) {
+	for _, k := range []string{corev1.LabelTopologyZone, corev1.LabelTopologyRegion} {
+		if v, ok := node.Labels[k]; ok {
+			if p.Labels == nil {
+				p.Labels = map[string]string{}
+			}
+			p.Labels[k] = v
+		}
+	}
 }
 
 // invalidate marks the kept snapshot stale.
@@ -398,6 +419,7 @@ func (s *Scheduler) bind(ctx context.Context, pod *corev1.Pod, ni *nodeInfo, sna
 	}
 	assumed := pod.DeepCopy()
 	assumed.Spec.NodeName = ni.node.Name
+	topologyLabels(assumed, ni.node)
 	s.mu.Lock()
 	s.assumed[pod.UID] = assumed
 	s.mu.Unlock()

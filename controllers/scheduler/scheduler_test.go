@@ -322,3 +322,54 @@ func TestBindingPreconditions(t *testing.T) {
 	assert.True(t, apierrors.IsConflict(bind(string(p.UID), "1")), "stale resourceVersion")
 	require.NoError(t, bind(string(p.UID), p.ResourceVersion))
 }
+
+// onNode pins a pod to a node by its hostname label.
+func onNode(node string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{corev1.LabelHostname: node} }
+}
+
+// awayFrom gives a pod required anti-affinity, per node, to pods whose
+// key label is one of values.
+func awayFrom(key string, values ...string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
+			{TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: key, Operator: metav1.LabelSelectorOpIn, Values: values}}}}}}}
+	}
+}
+
+const antiAffinityMessage = "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) didn't match pod anti-affinity rules. " +
+	"preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling."
+
+// The scheduler keeps its snapshot after its own bindings: the pod it
+// counts there carries the zone label its binding gave it, as a rebuilt
+// snapshot's would.
+func TestKeptSnapshotCountsTheBindingsLabels(t *testing.T) {
+	t.Parallel()
+	_, client := start(t, controllers.Node{Name: "a", Zone: "z1"}, controllers.Node{Name: "b", Zone: "z2"})
+	wait(t, client, create(t, client, pod("placed", onNode("a"))), func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	p := wait(t, client, create(t, client, pod("apart", onNode("a"), awayFrom(corev1.LabelTopologyZone, "z1"))), func(p *corev1.Pod) bool {
+		return scheduled(p) || unschedulable(p)
+	})
+	assert.Equal(t, "", p.Spec.NodeName)
+	assert.Equal(t, antiAffinityMessage, podScheduled(p).Message)
+}
+
+// A placed pod relabelled, and a node cordoned, change what the next
+// cycle sees.
+func TestKeptSnapshotSeesPlacedPodsAndNodesChange(t *testing.T) {
+	t.Parallel()
+	_, client := start(t, controllers.Node{Name: "a"}, controllers.Node{Name: "b"})
+	placed := wait(t, client, create(t, client, pod("placed", onNode("a"), func(p *corev1.Pod) { p.Labels = map[string]string{"app": "db"} })), func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	apart := wait(t, client, create(t, client, pod("apart", onNode("a"), awayFrom("app", "db"))), unschedulable)
+	assert.Equal(t, antiAffinityMessage, podScheduled(apart).Message)
+	_, err := client.CoreV1().Pods("default").Patch(t.Context(), placed.Name, types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"app":"old"}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "a", wait(t, client, apart, scheduled).Spec.NodeName)
+
+	_, err = client.CoreV1().Nodes().Patch(t.Context(), "b", types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	p := wait(t, client, create(t, client, pod("cordoned", onNode("b"))), func(p *corev1.Pod) bool { return scheduled(p) || unschedulable(p) })
+	assert.Equal(t, "", p.Spec.NodeName)
+}
