@@ -4,11 +4,13 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +19,7 @@ import (
 
 	apiserver "github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/faults"
 	"github.com/kubeembed/apiserver/internal/controller"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
@@ -253,5 +256,58 @@ func TestMonitorsHasSyncedWhileTheHandlerWaits(t *testing.T) {
 	case <-podTemplates.HasSyncedChecker().Done():
 	default:
 		t.Fatal("the registration's DoneChecker is not done once it has synced")
+	}
+}
+
+// A relist (the watch answered 410 Gone) hands out what changed while the
+// informer was not watching, and not the objects it already had as they
+// were: client-go hands those only to handlers that asked for resyncs.
+func TestMonitorsRelistHandsOutOnlyWhatChanged(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	client, err := srv.Clientset()
+	require.NoError(t, err)
+	review, err := client.AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	create := func(name string) {
+		_, err := client.CoreV1().ConfigMaps("default").Create(t.Context(),
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "t-" + name}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	create("a")
+	create("b")
+	// The first watch that resumes from the list ends at once with 410
+	// Gone: the reflector lists again.
+	var gone atomic.Bool
+	srv.Faults().Add(faults.Rule{Match: faults.Match{Verb: "watch", Resource: "configmaps", User: review.Status.UserInfo.Username},
+		When: func(r faults.Request) bool { return r.ResourceVersion != "" && r.ResourceVersion != "0" && gone.CompareAndSwap(false, true) },
+		Action: faults.WatchGone()})
+
+	m, run := newMonitors(t, srv)
+	added, updated := newSeen(), make(chan string, 100)
+	m.Subscribe(func(resources, _ []controllers.Resource) {
+		for _, r := range resources {
+			if r.Resource == "configmaps" && r.Group == "" {
+				_, err := r.Informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{AddFunc: added.handler(nil).OnAdd,
+					UpdateFunc: func(_, obj any) { updated <- obj.(metav1.Object).GetName() }})
+				assert.NoError(t, err)
+			}
+		}
+	})
+	defer run()()
+	added.wait(t, "t-a")
+	added.wait(t, "t-b")
+	require.Eventually(t, gone.Load, 30*time.Second, time.Millisecond, "the informer never watched")
+	create("c") // after the 410: handed out once the informer lists or watches again
+	added.wait(t, "t-c")
+	for {
+		select {
+		case name := <-updated:
+			if strings.HasPrefix(name, "t-") {
+				t.Errorf("%s, unchanged, was handed out as an update after the relist", name)
+			}
+		default:
+			return // the relist's updates, if any, came before t-c's add
+		}
 	}
 }
