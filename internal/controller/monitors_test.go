@@ -280,7 +280,9 @@ func TestMonitorsRelistHandsOutOnlyWhatChanged(t *testing.T) {
 	// Gone: the reflector lists again.
 	var gone atomic.Bool
 	srv.Faults().Add(faults.Rule{Match: faults.Match{Verb: "watch", Resource: "configmaps", User: review.Status.UserInfo.Username},
-		When: func(r faults.Request) bool { return r.ResourceVersion != "" && r.ResourceVersion != "0" && gone.CompareAndSwap(false, true) },
+		When: func(r faults.Request) bool {
+			return r.ResourceVersion != "" && r.ResourceVersion != "0" && gone.CompareAndSwap(false, true)
+		},
 		Action: faults.WatchGone()})
 
 	m, run := newMonitors(t, srv)
