@@ -85,15 +85,17 @@ func nodeChanged(old, cur *corev1.Node) bool {
 // pod that ends, leaves its node or is relabelled can make room.
 func (s *Scheduler) podChanged(old, cur *corev1.Pod) {
 	if cur.Spec.NodeName != "" {
-		changed := s.placedChanged(old, cur)
 		s.mu.Lock()
+		assumed := s.assumed[cur.UID] // never changed once stored
+		s.mu.Unlock()
 		// The binding of a pod assumed on the node it is bound to is
 		// in the snapshot already, unless the pod the informer shows
 		// differs from the copy the snapshot counts (relabelled or
 		// deleted since it was listed).
-		assumed := s.assumed[cur.UID]
 		bound := old.Spec.NodeName == "" && assumed != nil && !s.placedChanged(assumed, cur)
-		s.stale = s.stale || changed && !bound
+		changed := !bound && s.placedChanged(old, cur)
+		s.mu.Lock()
+		s.stale = s.stale || changed
 		delete(s.assumed, cur.UID)
 		delete(s.unschedulable, cur.UID)
 		s.mu.Unlock()

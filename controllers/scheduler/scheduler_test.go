@@ -359,7 +359,7 @@ func TestKeptSnapshotCountsTheBindingsLabels(t *testing.T) {
 // cycle sees.
 func TestKeptSnapshotSeesPlacedPodsAndNodesChange(t *testing.T) {
 	t.Parallel()
-	_, client := start(t, controllers.Node{Name: "a"}, controllers.Node{Name: "b"})
+	srv, client := start(t, controllers.Node{Name: "a"}, controllers.Node{Name: "b"})
 	placed := wait(t, client, create(t, client, pod("placed", onNode("a"), func(p *corev1.Pod) { p.Labels = map[string]string{"app": "db"} })), func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	apart := wait(t, client, create(t, client, pod("apart", onNode("a"), awayFrom("app", "db"))), unschedulable)
 	assert.Equal(t, antiAffinityMessage, podScheduled(apart).Message)
@@ -370,6 +370,9 @@ func TestKeptSnapshotSeesPlacedPodsAndNodesChange(t *testing.T) {
 
 	_, err = client.CoreV1().Nodes().Patch(t.Context(), "b", types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
+	// The scheduler's node and pod informers are two watches: the cordon
+	// must reach it before the pod does.
+	apiservertest.WaitIdle(t, srv)
 	p := wait(t, client, create(t, client, pod("cordoned", onNode("b"))), func(p *corev1.Pod) bool { return scheduled(p) || unschedulable(p) })
 	assert.Equal(t, "", p.Spec.NodeName)
 }
