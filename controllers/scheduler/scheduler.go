@@ -23,6 +23,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -43,6 +44,7 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
 	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/internal/admission"
 	"github.com/kubeembed/apiserver/internal/controller"
 	"github.com/kubeembed/apiserver/internal/version"
 )
@@ -288,20 +290,6 @@ func (s *Scheduler) snapshot(placed []*corev1.Pod, stale bool) (*snapshot, error
 	return s.kept, nil
 }
 
-// topologyLabels gives a bound pod the node's zone and region labels, as
-// the binding's admission (PodTopologyLabels) does: the snapshot counts
-// the pod as the informer will show it.
-func topologyLabels(p *corev1.Pod, node *corev1.Node) {
-	for _, k := range []string{corev1.LabelTopologyZone, corev1.LabelTopologyRegion} {
-		if v, ok := node.Labels[k]; ok {
-			if p.Labels == nil {
-				p.Labels = map[string]string{}
-			}
-			p.Labels[k] = v
-		}
-	}
-}
-
 // invalidate marks the kept snapshot stale.
 func (s *Scheduler) invalidate() {
 	s.mu.Lock()
@@ -419,7 +407,15 @@ func (s *Scheduler) bind(ctx context.Context, pod *corev1.Pod, ni *nodeInfo, sna
 	}
 	assumed := pod.DeepCopy()
 	assumed.Spec.NodeName = ni.node.Name
-	topologyLabels(assumed, ni.node)
+	// The binding's admission (PodTopologyLabels) gives the pod its
+	// node's zone and region: the snapshot counts it as the informer
+	// will show it.
+	if l := admission.NodeTopologyLabels(ni.node); len(l) > 0 {
+		if assumed.Labels == nil {
+			assumed.Labels = map[string]string{}
+		}
+		maps.Copy(assumed.Labels, l)
+	}
 	s.mu.Lock()
 	s.assumed[pod.UID] = assumed
 	s.mu.Unlock()

@@ -78,11 +78,17 @@ func (p *PodTopologyLabels) labelsOf(name string) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return NodeTopologyLabels(n), nil
+}
+
+// NodeTopologyLabels returns the labels of n that a pod bound to it gets
+// (the simulated scheduler counts its own bindings with them).
+func NodeTopologyLabels(n *corev1.Node) map[string]string {
 	out := map[string]string{}
 	for _, k := range topologyLabels {
 		if v, ok := n.Labels[k]; ok {
 			out[k] = v
 		}
 	}
-	return out, nil
+	return out
 }
