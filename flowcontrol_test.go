@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fcbootstrap "k8s.io/apiserver/pkg/apis/flowcontrol/bootstrap"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -195,4 +196,30 @@ func TestWithoutPriorityAndFairness(t *testing.T) {
 	_, body := get(t, srv.RESTConfig(), "/readyz?verbose")
 	assert.Contains(t, body, "[+]poststarthook/max-in-flight-filter ok")
 	assert.NotContains(t, body, "priority-and-fairness")
+}
+
+// The bootstrap configuration is all there at Start, with its writer's
+// field manager, and the producer read what existed from the server's
+// informers, as kube-apiserver's ensurer reads its listers: no GET of a
+// flow schema or a priority level (until 2026-12-06, one of each of the
+// 19 objects at every start and every minute).
+func TestPriorityAndFairnessBootstrapReadsInformers(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	fc := clientset(t, srv).FlowcontrolV1()
+	levels, err := fc.PriorityLevelConfigurations().List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	schemas, err := fc.FlowSchemas().List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Len(t, levels.Items, len(fcbootstrap.MandatoryPriorityLevelConfigurations)+len(fcbootstrap.SuggestedPriorityLevelConfigurations))
+	assert.Len(t, schemas.Items, len(fcbootstrap.MandatoryFlowSchemas)+len(fcbootstrap.SuggestedFlowSchemas))
+	for _, pl := range levels.Items {
+		require.NotEmpty(t, pl.ManagedFields, pl.Name)
+		assert.Equal(t, "api-priority-and-fairness-config-producer-v1", pl.ManagedFields[0].Manager, pl.Name)
+	}
+	for labels, n := range metricsOf(t, srv, "apiserver_request_total") {
+		if strings.Contains(labels, "group=flowcontrol.apiserver.k8s.io") && strings.Contains(labels, "verb=GET") {
+			assert.Zero(t, n, labels)
+		}
+	}
 }

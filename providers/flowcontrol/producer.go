@@ -22,6 +22,8 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/kubernetes"
 	flowcontrolv1client "k8s.io/client-go/kubernetes/typed/flowcontrol/v1"
+	flowcontrolv1listers "k8s.io/client-go/listers/flowcontrol/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubeembed/apiserver/internal/retry"
 	"github.com/kubeembed/apiserver/providers"
@@ -38,22 +40,34 @@ func configProducer(cfg providers.Config) genericapiserver.PostStartHookFunc {
 	if !cfg.PriorityAndFairness {
 		return nil
 	}
+	// What exists is read from the server's informers (the filter's own),
+	// as kube-apiserver's ensurer reads its listers: a GET of each of the
+	// 19 objects at start and at every pass was 19 requests of the
+	// server's own to every start and every minute.
+	fs := cfg.Informers.Flowcontrol().V1().FlowSchemas()
+	plc := cfg.Informers.Flowcontrol().V1().PriorityLevelConfigurations()
+	synced := []cache.InformerSynced{fs.Informer().HasSynced, plc.Informer().HasSynced}
 	return func(ctx genericapiserver.PostStartHookContext) error {
 		client, err := kubernetes.NewForConfig(ctx.LoopbackClientConfig)
 		if err != nil {
 			return err
 		}
 		fc := client.FlowcontrolV1()
-		// The four sets name different objects: they are written at once,
-		// each object by a goroutine of its own (sequential writes of the 19
-		// objects were the longest hook, 17 ms of every start).
+		plcs, fss := plcOps(fc, plc.Lister()), fsOps(fc, fs.Lister())
+		// The priority levels first, then the flow schemas that name them,
+		// as kube-apiserver's ensurer: a flow schema written before its
+		// level is, to the filter, dangling for a moment. The objects of a
+		// kind are written at once, each by a goroutine of its own
+		// (sequential writes of the 19 objects were the longest hook, 17 ms
+		// of every start).
 		ensure := func(ctx context.Context) error {
-			g, ctx := errgroup.WithContext(ctx)
-			ensureAll(ctx, g, plcOps(fc), bootstrap.SuggestedPriorityLevelConfigurations, false)
-			ensureAll(ctx, g, fsOps(fc), bootstrap.SuggestedFlowSchemas, false)
-			ensureAll(ctx, g, plcOps(fc), bootstrap.MandatoryPriorityLevelConfigurations, true)
-			ensureAll(ctx, g, fsOps(fc), bootstrap.MandatoryFlowSchemas, true)
-			return g.Wait()
+			if err := ensureAll(ctx, plcs, bootstrap.SuggestedPriorityLevelConfigurations, bootstrap.MandatoryPriorityLevelConfigurations); err != nil {
+				return err
+			}
+			return ensureAll(ctx, fss, bootstrap.SuggestedFlowSchemas, bootstrap.MandatoryFlowSchemas)
+		}
+		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+			return fmt.Errorf("APF bootstrap configuration: informers not synced: %w", context.Cause(ctx))
 		}
 		if err := retry.Until(ctx, ensure); err != nil {
 			return fmt.Errorf("APF bootstrap configuration: %w", err)
@@ -66,7 +80,6 @@ func configProducer(cfg providers.Config) genericapiserver.PostStartHookFunc {
 // client is what ensuring needs of a typed client (FlowSchemas' and
 // PriorityLevelConfigurations' both are).
 type client[T any] interface {
-	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
 	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
 	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
 }
@@ -74,14 +87,15 @@ type client[T any] interface {
 // ops are what ensuring needs of one kind.
 type ops[T metav1.Object] struct {
 	client   client[T]
+	get      func(name string) (T, error) // from the informer's cache
 	copy     func(T) T
 	specOf   func(T) any
 	setSpec  func(into, from T)
 	defaults func(T)
 }
 
-func plcOps(fc flowcontrolv1client.FlowcontrolV1Interface) ops[*flowcontrolv1.PriorityLevelConfiguration] {
-	return ops[*flowcontrolv1.PriorityLevelConfiguration]{client: fc.PriorityLevelConfigurations(),
+func plcOps(fc flowcontrolv1client.FlowcontrolV1Interface, l flowcontrolv1listers.PriorityLevelConfigurationLister) ops[*flowcontrolv1.PriorityLevelConfiguration] {
+	return ops[*flowcontrolv1.PriorityLevelConfiguration]{client: fc.PriorityLevelConfigurations(), get: l.Get,
 		copy:     (*flowcontrolv1.PriorityLevelConfiguration).DeepCopy,
 		specOf:   func(o *flowcontrolv1.PriorityLevelConfiguration) any { return o.Spec },
 		setSpec:  func(into, from *flowcontrolv1.PriorityLevelConfiguration) { into.Spec = *from.Spec.DeepCopy() },
@@ -89,8 +103,8 @@ func plcOps(fc flowcontrolv1client.FlowcontrolV1Interface) ops[*flowcontrolv1.Pr
 	}
 }
 
-func fsOps(fc flowcontrolv1client.FlowcontrolV1Interface) ops[*flowcontrolv1.FlowSchema] {
-	return ops[*flowcontrolv1.FlowSchema]{client: fc.FlowSchemas(),
+func fsOps(fc flowcontrolv1client.FlowcontrolV1Interface, l flowcontrolv1listers.FlowSchemaLister) ops[*flowcontrolv1.FlowSchema] {
+	return ops[*flowcontrolv1.FlowSchema]{client: fc.FlowSchemas(), get: l.Get,
 		copy:     (*flowcontrolv1.FlowSchema).DeepCopy,
 		specOf:   func(o *flowcontrolv1.FlowSchema) any { return o.Spec },
 		setSpec:  func(into, from *flowcontrolv1.FlowSchema) { into.Spec = *from.Spec.DeepCopy() },
@@ -98,26 +112,41 @@ func fsOps(fc flowcontrolv1client.FlowcontrolV1Interface) ops[*flowcontrolv1.Flo
 	}
 }
 
-// ensureAll creates, in g, each bootstrap object that is missing and
-// revises those whose spec is to be kept (always when mandatory).
-func ensureAll[T metav1.Object](ctx context.Context, g *errgroup.Group, o ops[T], boots []T, mandatory bool) {
-	for _, boot := range boots {
-		g.Go(func() error {
-			cur, err := o.client.Get(ctx, boot.GetName(), metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				_, err = o.client.Create(ctx, o.copy(boot), metav1.CreateOptions{FieldManager: producerFieldManager})
-				if apierrors.IsAlreadyExists(err) {
-					return nil // created concurrently; revised at the next pass
+// ensureAll creates each object of the suggested and mandatory sets that
+// is missing and revises those whose spec is to be kept (the mandatory
+// ones always), all at once.
+func ensureAll[T metav1.Object](ctx context.Context, o ops[T], suggested, mandatory []T) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for _, set := range []struct {
+		boots     []T
+		mandatory bool
+	}{{suggested, false}, {mandatory, true}} {
+		for _, boot := range set.boots {
+			g.Go(func() error {
+				if err := ensureOne(ctx, o, boot, set.mandatory); err != nil {
+					return fmt.Errorf("%s: %w", boot.GetName(), err)
 				}
-			} else if err == nil {
-				err = revise(ctx, o, cur, boot, mandatory)
-			}
-			if err != nil {
-				return fmt.Errorf("%s: %w", boot.GetName(), err)
-			}
-			return nil
-		})
+				return nil
+			})
+		}
 	}
+	return g.Wait()
+}
+
+// ensureOne creates boot when it is missing, else revises it.
+func ensureOne[T metav1.Object](ctx context.Context, o ops[T], boot T, mandatory bool) error {
+	cur, err := o.get(boot.GetName())
+	if apierrors.IsNotFound(err) {
+		_, err = o.client.Create(ctx, o.copy(boot), metav1.CreateOptions{FieldManager: producerFieldManager})
+		if apierrors.IsAlreadyExists(err) {
+			return nil // created since the cache was read; revised at the next pass
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	return revise(ctx, o, cur, boot, mandatory)
 }
 
 // revise updates cur to boot's spec when it is kept up to date and differs
