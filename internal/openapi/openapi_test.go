@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync/atomic"
 	"testing"
 
@@ -83,10 +84,15 @@ func widgetCRD() *apiextensionsv1.CustomResourceDefinition {
 	}
 }
 
+// v2Runs numbers TestV2FollowsCRDsAndSharesRoutes's runs.
+var v2Runs atomic.Int32
+
 func TestV2FollowsCRDsAndSharesRoutes(t *testing.T) {
 	t.Parallel()
 	f := &v2Fixture{}
-	key := t.Name() // a key of this test's own: V2Routes is process-wide
+	// A key of this run's own: V2Routes is process-wide, and -count runs
+	// the test again in the same process.
+	key := t.Name() + "/" + strconv.Itoa(int(v2Runs.Add(1)))
 	h := f.handler(key)
 	defs := definitions(t, h)
 	assert.Contains(t, defs, "io.k8s.api.core.v1.ConfigMapList")
