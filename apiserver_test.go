@@ -1,6 +1,7 @@
 package apiserver_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -562,4 +563,31 @@ func TestCloseUnstarted(t *testing.T) {
 	srv, err := apiserver.New(apiserver.Options{})
 	require.NoError(t, err)
 	require.NoError(t, srv.Close())
+}
+
+// A Start whose context ends before the server is ready returns its error,
+// and Close then ends the server while its post-start hooks may still run.
+// The process goes on: genericapiserver ends it (klog.Fatalf) when a hook
+// returns an error, and the server's own hooks returned the stop's errors;
+// until 2026-12-06 this exited the test process with status 255, saying
+// nothing. Deadlines from 5 to 120 ms, so that some fall while the hooks
+// run. (Goroutines: kubeembed's controllers that never ran are shut down,
+// TestControllerSetShutsDownTheControllersThatNeverRan; the controllers
+// the libraries make as the tiers are built, ~13 queues, keep theirs when
+// the chain never ran, as their Run is what ends them.)
+func TestCloseAfterAnInterruptedStart(t *testing.T) {
+	t.Parallel()
+	interrupted := 0
+	for d := 5 * time.Millisecond; d <= 120*time.Millisecond; d += 5 * time.Millisecond {
+		srv, err := apiserver.New(apiserver.Options{})
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(t.Context(), d)
+		if err := srv.Start(ctx); err != nil {
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			interrupted++
+		}
+		cancel()
+		require.NoError(t, srv.Close())
+	}
+	require.NotZero(t, interrupted, "no Start was cut short: the test tested nothing")
 }

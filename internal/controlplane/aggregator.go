@@ -95,7 +95,7 @@ func createAggregator(sh *shared, core *coreTier, ext *apiextensionsapiserver.Cu
 	// start the spec's build would cost. The hook is there by name, as
 	// clients (Kubernetes' e2e health check) require it of a
 	// kube-apiserver; it has nothing to start.
-	if err := agg.GenericAPIServer.AddPostStartHook("apiservice-openapi-controller", func(genericapiserver.PostStartHookContext) error {
+	if err := addPostStartHook(agg.GenericAPIServer, "apiservice-openapi-controller", func(genericapiserver.PostStartHookContext) error {
 		return nil
 	}); err != nil {
 		return nil, err

@@ -115,7 +115,7 @@ func registerAPIServices(agg *aggregatorapiserver.APIAggregator, delegate *gener
 	sort.Strings(builtin)
 
 	crds := newCRDRegistration(crdInformer, auto)
-	if err := agg.GenericAPIServer.AddPostStartHook("kube-apiserver-autoregistration", func(ctx genericapiserver.PostStartHookContext) error {
+	if err := addPostStartHook(agg.GenericAPIServer, "kube-apiserver-autoregistration", func(ctx genericapiserver.PostStartHookContext) error {
 		go func() {
 			// CRD APIServices must be known before the first sync, or the
 			// autoregister controller would delete the ones that exist.

@@ -165,6 +165,12 @@ type controllerSet struct {
 	wg       sync.WaitGroup
 	// ready is closed when the server is ready (controllers.Config.Ready).
 	ready chan struct{}
+
+	mu sync.Mutex // guards the fields below
+	// started are the controllers whose start hook ran; once stopped, no
+	// more start.
+	started map[controllers.Name]bool
+	stopped bool
 }
 
 type namedController struct {
@@ -176,7 +182,7 @@ type namedController struct {
 // monitors that list and watch with meta, rediscovering as crds (a CRD
 // informer) changes.
 func newControllerSet(b controllerBase, meta metadata.Interface, crds cache.SharedIndexInformer) (*controllerSet, error) {
-	set := &controllerSet{ready: b.ready}
+	set := &controllerSet{ready: b.ready, started: map[controllers.Name]bool{}}
 	names := loops(b.enabled)
 	if len(names) == 0 {
 		return set, nil
@@ -214,8 +220,13 @@ func (c *controllerSet) clusterDialer() func(ctx context.Context, network, addre
 // ctx, the informers' context, ends.
 func (c *controllerSet) register(tier *genericapiserver.GenericAPIServer, ctx context.Context) error {
 	for _, r := range c.running {
-		if err := tier.AddPostStartHook("start-"+string(r.name), func(genericapiserver.PostStartHookContext) error {
-			c.wg.Go(func() { r.Run(ctx) })
+		if err := addPostStartHook(tier, "start-"+string(r.name), func(genericapiserver.PostStartHookContext) error {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if !c.stopped {
+				c.started[r.name] = true
+				c.wg.Go(func() { r.Run(ctx) })
+			}
 			return nil
 		}); err != nil {
 			return err
@@ -233,8 +244,21 @@ func (c *controllerSet) markReady(ctx context.Context) {
 }
 
 // wait waits for the controllers' goroutines, which end with the
-// informers' context.
-func (c *controllerSet) wait() { c.wg.Wait() }
+// informers' context, and shuts down the queues of those that never ran
+// (the server stopped before their start hooks did: Close after a Start
+// whose context ended first), which client-go starts goroutines for as it
+// makes them.
+func (c *controllerSet) wait() {
+	c.mu.Lock()
+	c.stopped = true
+	for _, r := range c.running {
+		if s, ok := r.Controller.(interface{ ShutDown() }); ok && !c.started[r.name] {
+			s.ShutDown()
+		}
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
+}
 
 // waitIdle returns once every controller has nothing left to do: it has
 // seen every write made before the call and every write the controllers

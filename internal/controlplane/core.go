@@ -133,7 +133,9 @@ func (c completedCoreConfig) New(delegate genericapiserver.DelegationTarget) (*c
 // shared definitions built again each time.
 func (c completedCoreConfig) install(t *coreTier) error {
 	build := c.build
-	build.AddPostStartHook = t.AddPostStartHook
+	build.AddPostStartHook = func(name string, hook genericapiserver.PostStartHookFunc) error {
+		return addPostStartHook(t.GenericAPIServer, name, hook)
+	}
 	build.AfterRestore = func(f func(context.Context) error) { t.restorers = append(t.restorers, f) }
 	var groups []*genericapiserver.APIGroupInfo
 	for _, p := range c.providers {

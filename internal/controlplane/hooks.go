@@ -26,6 +26,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/internal/globals"
@@ -76,11 +77,30 @@ func (h serverHooks) register(tier *genericapiserver.GenericAPIServer) error {
 		{"peer-endpoint-reconciler-controller", func(genericapiserver.PostStartHookContext) error { return nil }},
 	}
 	for _, hk := range hooks {
-		if err := tier.AddPostStartHook(hk.name, hk.hook); err != nil {
+		if err := addPostStartHook(tier, hk.name, hk.hook); err != nil {
 			return err
 		}
 	}
 	return tier.AddHealthChecks(healthz.NamedCheck("etcd", func(r *http.Request) error { return h.storage.Check(r.Context()) }))
+}
+
+// addPostStartHook registers a hook of the server's own (its hooks, the
+// providers', the controllers' start hooks) on tier. genericapiserver ends
+// the process (klog.Fatalf) when a post-start hook returns an error: right
+// for kube-apiserver, a process of its own whose bootstrap failed, but a
+// server closed while its hooks still run (Close after a Start whose
+// context ended first) ended the test process that held it, silently, with
+// exit status 255. An error a hook returns once the server is stopping
+// (its context is done) is the stop's doing: it is logged, not returned.
+func addPostStartHook(tier *genericapiserver.GenericAPIServer, name string, hook genericapiserver.PostStartHookFunc) error {
+	return tier.AddPostStartHook(name, func(ctx genericapiserver.PostStartHookContext) error {
+		err := hook(ctx)
+		if err != nil && ctx.Err() != nil {
+			klog.FromContext(ctx).V(2).Info("Post-start hook ended as the server stopped", "hook", name, "err", err)
+			return nil
+		}
+		return err
+	})
 }
 
 // servingCertificateCheck fails once the serving certificate has expired:
