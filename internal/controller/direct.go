@@ -169,7 +169,7 @@ func sameVersion(old, obj any) bool {
 func (d *directInformer) each(call func(*directRegistration)) {
 	for _, h := range *d.handlers.Load() {
 		if !h.removed.Load() {
-			call(h)
+			handle(h, call)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -14,9 +15,8 @@ import (
 // KiB, kept while the informer lives) and two goroutines; the typed
 // factory's informers (FanOutFactory) have handlers of several
 // controllers each. Their handlers only queue work, so sharing one
-// goroutine costs them nothing; one that panicked would take the event
-// from those after it (client-go crashes the process on a handler's panic
-// unless told otherwise). Monitors' informers need no fanOut: they call
+// goroutine costs them nothing; one that panics does as on client-go's
+// own registration (handle). Monitors' informers need no fanOut: they call
 // their handlers directly (directInformer).
 //
 // A handler added once the informer runs gets a registration of its own,
@@ -108,8 +108,18 @@ func (f *fanOut) each(call func(*fanned)) {
 	handlers := f.handlers
 	f.mu.RUnlock()
 	for _, h := range handlers {
-		call(h)
+		handle(h, call)
 	}
+}
+
+// handle calls one handler as client-go calls a registration's: a panic
+// is utilruntime.HandleCrash's (it crashes the process, as client-go's
+// listener does, unless ReallyCrash is off: then it is logged), and the
+// handlers after it still get the event, as client-go's other
+// registrations would.
+func handle[H any](h H, call func(H)) {
+	defer utilruntime.HandleCrash()
+	call(h)
 }
 
 // RemoveEventHandler implements cache.SharedInformer.
