@@ -205,7 +205,9 @@ func TestWithoutPriorityAndFairness(t *testing.T) {
 // 19 objects at every start and every minute).
 func TestPriorityAndFairnessBootstrapReadsInformers(t *testing.T) {
 	t.Parallel()
-	srv := apiservertest.Start(t)
+	// A new server: /metrics counts every request since the server
+	// started, and a pooled one served earlier tests' GETs.
+	srv := apiservertest.Start(t, apiservertest.WithNewServer())
 	fc := clientset(t, srv).FlowcontrolV1()
 	levels, err := fc.PriorityLevelConfigurations().List(t.Context(), metav1.ListOptions{})
 	require.NoError(t, err)

@@ -18,12 +18,12 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/apis/flowcontrol/bootstrap"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/kubernetes"
 	flowcontrolv1client "k8s.io/client-go/kubernetes/typed/flowcontrol/v1"
 	flowcontrolv1listers "k8s.io/client-go/listers/flowcontrol/v1"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubeembed/apiserver/internal/retry"
 	"github.com/kubeembed/apiserver/providers"
@@ -46,7 +46,7 @@ func configProducer(cfg providers.Config) genericapiserver.PostStartHookFunc {
 	// server's own to every start and every minute.
 	fs := cfg.Informers.Flowcontrol().V1().FlowSchemas()
 	plc := cfg.Informers.Flowcontrol().V1().PriorityLevelConfigurations()
-	synced := []cache.InformerSynced{fs.Informer().HasSynced, plc.Informer().HasSynced}
+	fsSynced, plcSynced := fs.Informer().HasSynced, plc.Informer().HasSynced
 	return func(ctx genericapiserver.PostStartHookContext) error {
 		client, err := kubernetes.NewForConfig(ctx.LoopbackClientConfig)
 		if err != nil {
@@ -66,8 +66,14 @@ func configProducer(cfg providers.Config) genericapiserver.PostStartHookFunc {
 			}
 			return ensureAll(ctx, fss, bootstrap.SuggestedFlowSchemas, bootstrap.MandatoryFlowSchemas)
 		}
-		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-			return fmt.Errorf("APF bootstrap configuration: informers not synced: %w", context.Cause(ctx))
+		// As kube-apiserver's hook, after the informers' sync. They are
+		// started before the hooks run and have almost always synced by
+		// then: checked every millisecond, not by client-go's
+		// WaitForCacheSync, which sleeps 100 ms before a second look.
+		if err := wait.PollUntilContextCancel(ctx, time.Millisecond, true, func(context.Context) (bool, error) {
+			return fsSynced() && plcSynced(), nil
+		}); err != nil {
+			return fmt.Errorf("APF bootstrap configuration: informers not synced: %w", err)
 		}
 		if err := retry.Until(ctx, ensure); err != nil {
 			return fmt.Errorf("APF bootstrap configuration: %w", err)
