@@ -75,7 +75,10 @@ type Config struct {
 	// creating and keeping the group's system objects, as kube-apiserver's
 	// RESTStorageProviders do: under kube-apiserver's name where it has one;
 	// the hook gets a loopback client configuration, and /readyz waits for
-	// it and reports it by name.
+	// it and reports it by name. A hook that returns an error while the
+	// server runs ends the process, as on kube-apiserver (genericapiserver
+	// calls klog.Fatalf); one returned once the hook's context is done (the
+	// server is closing) is only logged.
 	AddPostStartHook func(name string, hook genericapiserver.PostStartHookFunc) error
 	// AfterRestore registers work to do after Server.Restore replaced the
 	// stored objects, for state a provider keeps beside storage (the

@@ -229,7 +229,7 @@ func (s *Scheduler) schedulePending(ctx context.Context, _ string) error {
 // snapshot still counts it, so the snapshot is rebuilt.
 func (s *Scheduler) partition(all []*corev1.Pod, r retry) (queue, placed []*corev1.Pod, gone bool) {
 	// What the list says of the assumed pods only: a map of every pod,
-	// made at every cycle, was 37 MB of allocation for 1,000 pods.
+	// made at every cycle, was ~30 MB of allocation for 1,000 pods.
 	listed := make(map[types.UID]bool, len(s.assumed))
 	for _, p := range all {
 		switch {

@@ -89,7 +89,7 @@ func (d *directInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.Re
 	d.handlers.Store(new(append(slices.Clip(*d.handlers.Load()), reg)))
 	d.hmu.Unlock()
 	for _, obj := range d.indexer.List() {
-		h.OnAdd(obj, true)
+		handle(h, func(h cache.ResourceEventHandler) { h.OnAdd(obj, true) })
 	}
 	return reg, nil
 }

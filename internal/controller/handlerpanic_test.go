@@ -64,10 +64,15 @@ func TestHandlerPanicLeavesTheOthersTheirEvents(t *testing.T) {
 	t.Run("Monitors", func(t *testing.T) {
 		m, run := newMonitors(t, srv)
 		before, after := newSeen(), newSeen()
+		informers := make(chan cache.SharedIndexInformer, 1)
 		m.Subscribe(func(resources, _ []controllers.Resource) {
 			for _, r := range resources {
 				if r.Resource != "configmaps" || r.Group != "" {
 					continue
+				}
+				select {
+				case informers <- r.Informer:
+				default: // only the first is asked for
 				}
 				for _, h := range []cache.ResourceEventHandler{panicsOn("t-monitor-boom"), before.handler(nil), panicsOn("t-monitor-boom"), after.handler(nil)} {
 					_, err := r.Informer.AddEventHandler(h)
@@ -77,6 +82,17 @@ func TestHandlerPanicLeavesTheOthersTheirEvents(t *testing.T) {
 		})
 		defer run()()
 		handedOnAfterPanics(t, client, "monitor", before, after)
+
+		// A handler added once the informer runs is handed the store: a
+		// panic there too leaves the rest of it to that handler.
+		inf := <-informers
+		late := newSeen()
+		_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+			panicsOn("t-monitor-boom").OnAdd(obj, true)
+			late.handler(nil).OnAdd(obj, true)
+		}})
+		require.NoError(t, err)
+		late.wait(t, "t-monitor-next")
 	})
 }
 

@@ -238,7 +238,9 @@ func (c *controllerSet) register(tier *genericapiserver.GenericAPIServer, ctx co
 // markReady closes Ready and starts the resource monitors until ctx ends.
 func (c *controllerSet) markReady(ctx context.Context) {
 	close(c.ready)
-	if m := c.monitors; m != nil {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m := c.monitors; m != nil && !c.stopped {
 		c.wg.Go(func() { m.Run(ctx) })
 	}
 }
