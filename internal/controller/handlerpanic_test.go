@@ -36,11 +36,13 @@ func panicsOn(name string) cache.ResourceEventHandler {
 // the panicking one gets the next.
 //
 // Not parallel: it turns utilruntime.ReallyCrash, a setting of the
-// process, off while it runs; the parallel tests wait until it is done.
+// process, off while it runs, and the panics' logging (PanicHandlers: the
+// panics are the test's, their stacks would fill its output); the
+// parallel tests wait until it is done.
 func TestHandlerPanicLeavesTheOthersTheirEvents(t *testing.T) {
-	crash := utilruntime.ReallyCrash
-	utilruntime.ReallyCrash = false
-	t.Cleanup(func() { utilruntime.ReallyCrash = crash })
+	crash, handlers := utilruntime.ReallyCrash, utilruntime.PanicHandlers
+	utilruntime.ReallyCrash, utilruntime.PanicHandlers = false, nil
+	t.Cleanup(func() { utilruntime.ReallyCrash, utilruntime.PanicHandlers = crash, handlers })
 	srv := apiservertest.Start(t)
 	client, err := srv.Clientset()
 	require.NoError(t, err)
