@@ -118,18 +118,20 @@ func waitingReason(reason string) string {
 func (k *Kubelet) containerStatus(pod *corev1.Pod, name string) (corev1.ContainerStatus, bool) {
 	k.mu.Lock()
 	now := k.clock.Now()
-	var init, main []corev1.ContainerStatus
+	var init, main, ephemeral []corev1.ContainerStatus
 	if r := k.running[pod.UID]; r != nil {
-		init, main = containerStatuses(pod, r, now)
+		init, main, ephemeral = containerStatuses(pod, r, now)
 	}
 	k.mu.Unlock()
 	if init == nil && main == nil {
-		init, main = pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses
-		if !hasStatus(init, name) && !hasStatus(main, name) {
-			init, main = containerStatuses(pod, newRuntime(pod, pod.Spec.NodeName, "", now), now)
+		init, main, ephemeral = pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses, pod.Status.EphemeralContainerStatuses
+		if !hasStatus(init, name) && !hasStatus(main, name) && !hasStatus(ephemeral, name) {
+			r := newRuntime(pod, pod.Spec.NodeName, "", now)
+			r.addEphemeral(pod)
+			init, main, ephemeral = containerStatuses(pod, r, now)
 		}
 	}
-	for _, list := range [][]corev1.ContainerStatus{main, init, pod.Status.EphemeralContainerStatuses} {
+	for _, list := range [][]corev1.ContainerStatus{main, init, ephemeral} {
 		for _, s := range list {
 			if s.Name == name {
 				return s, true

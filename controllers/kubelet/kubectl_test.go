@@ -16,6 +16,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubeembed/apiserver/controllers/kubelet"
 )
 
 // kubectlEnv is kubectl on PATH pointed at the server, or a skipped test.
@@ -111,4 +114,26 @@ func TestKubectlPortForward(t *testing.T) {
 	got, err := bufio.NewReader(c).ReadString('\n')
 	require.NoError(t, err)
 	assert.Equal(t, "echo: over kubectl\n", got)
+}
+
+// kubectl debug adds an ephemeral container, waits for it to run and
+// attaches to it (it hung before the kubelet ran ephemeral containers).
+func TestKubectlDebug(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	kubectl := e.kubectlEnv(t)
+	e.runningPod(t, simplePod("p"))
+	e.k.HandleAttach("default", "p", "dbg", func(_ context.Context, s kubelet.Stdio) {
+		_, _ = io.Copy(s.Stdout, s.Stdin)
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+
+	out, errOut, code := run(t, kubectl(ctx, "debug", "-i", "p", "--image=busybox:1.36", "-c", "dbg", "--profile=general"), "from stdin\n")
+	assert.Equal(t, 0, code, errOut)
+	assert.Equal(t, "from stdin\n", out)
+	p, err := e.client.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Len(t, p.Status.EphemeralContainerStatuses, 1)
+	assert.Equal(t, "dbg", p.Status.EphemeralContainerStatuses[0].Name)
 }

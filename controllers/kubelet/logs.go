@@ -156,7 +156,7 @@ func (k *Kubelet) runtimeContainer(pod, name string) *container {
 	if r == nil || r.deleted {
 		return nil
 	}
-	for _, c := range append(append([]*container{}, r.init...), r.main...) {
+	for _, c := range r.all() {
 		if c.spec.Name == name {
 			return c
 		}

@@ -169,7 +169,7 @@ func (k *Kubelet) AddRule(r Rule) (remove func()) {
 func (k *Kubelet) Exit(ctx context.Context, namespace, pod, containerName string, code int32) error {
 	return k.act(namespace, pod, func(r *podRuntime, now time.Time) error {
 		var hit bool
-		for _, c := range append(append([]*container{}, r.init...), r.main...) {
+		for _, c := range r.all() {
 			if (containerName == "" || c.spec.Name == containerName) && c.instance.running() {
 				c.exitAt, c.exitCode, hit = now, code, true
 			}
@@ -203,7 +203,7 @@ func (k *Kubelet) Fail(ctx context.Context, namespace, pod string, code int32) e
 // here.
 func (k *Kubelet) SetReady(ctx context.Context, namespace, pod, containerName string, ready bool) error {
 	return k.act(namespace, pod, func(r *podRuntime, _ time.Time) error {
-		for _, c := range append(append([]*container{}, r.init...), r.main...) {
+		for _, c := range r.all() {
 			if c.spec.Name == containerName {
 				c.ready = &ready
 				if !ready && c.instance.running() {

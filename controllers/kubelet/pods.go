@@ -96,6 +96,7 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 	if r.deleted {
 		return podWork{}, false
 	}
+	r.addEphemeral(pod)
 	now := k.clock.Now()
 	if r.admitted {
 		r.sandbox = true // the admission status is written: the sandbox starts
@@ -107,7 +108,7 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 	}
 	r.advance(pod, now, &k.outcomes)
 	w := podWork{status: podStatus(pod, r, n.internalIP(), now), events: r.takeEvents(), version: r.version, next: r.next(now)}
-	if !r.sandbox {
+	if added := r.reportedAdded(); !r.sandbox || added {
 		w.next = now // the sandbox and containers start at the next sync
 	}
 	terminal := w.status.Phase == corev1.PodSucceeded || w.status.Phase == corev1.PodFailed
@@ -132,7 +133,7 @@ func (k *Kubelet) podIP(pod *corev1.Pod, n *node) string {
 // takeEvents returns the events the containers recorded since last asked.
 func (r *podRuntime) takeEvents() []containerEvent {
 	var out []containerEvent
-	for _, c := range append(append([]*container{}, r.init...), r.main...) {
+	for _, c := range r.all() {
 		for _, e := range c.events {
 			out = append(out, containerEvent{c, e})
 		}
@@ -248,8 +249,11 @@ func (k *Kubelet) record(pod *corev1.Pod, n *node, w podWork) {
 	rec := k.recorder(n.spec.Name)
 	for _, e := range w.events {
 		field := "spec.containers{" + e.container.spec.Name + "}"
-		if e.container.init {
+		switch {
+		case e.container.init:
 			field = "spec.initContainers{" + e.container.spec.Name + "}"
+		case e.container.ephemeral:
+			field = "spec.ephemeralContainers{" + e.container.spec.Name + "}"
 		}
 		ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
 			UID: pod.UID, ResourceVersion: w.version, FieldPath: field}

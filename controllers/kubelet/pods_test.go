@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -163,4 +164,72 @@ func statusManager(p *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// An ephemeral container (kubectl debug) added to a running pod is
+// reported waiting, then runs, as the kubelet reports one: not ready, no
+// started field, events of spec.ephemeralContainers{name}; its exit is
+// not restarted and leaves the pod Ready.
+func TestEphemeralContainerRuns(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	p := e.runningPod(t, simplePod("debugged"))
+	p.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+		Name: "dbg", Image: "busybox:1.36", TerminationMessagePolicy: corev1.TerminationMessageReadFile, ImagePullPolicy: corev1.PullIfNotPresent}}}
+	p, err := e.client.CoreV1().Pods("default").UpdateEphemeralContainers(t.Context(), "debugged", p, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	waiting := e.waitPod(t, p, func(p *corev1.Pod) bool { return len(p.Status.EphemeralContainerStatuses) == 1 })
+	assert.Equal(t, corev1.ContainerStatus{Name: "dbg", Image: "busybox:1.36",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}},
+		waiting.Status.EphemeralContainerStatuses[0], "first reported as the kubelet read it, before it starts it")
+
+	isRunning := func(p *corev1.Pod) bool {
+		return len(p.Status.EphemeralContainerStatuses) == 1 && p.Status.EphemeralContainerStatuses[0].State.Running != nil
+	}
+	p = e.waitPod(t, waiting, isRunning)
+	s := p.Status.EphemeralContainerStatuses[0]
+	assert.Equal(t, "docker.io/library/busybox:1.36", s.Image)
+	assert.Regexp(t, `^containerd://[0-9a-f]{64}$`, s.ContainerID)
+	assert.Nil(t, s.Started, "the prober reports no ephemeral container")
+	assert.False(t, s.Ready)
+	assert.Equal(t, &corev1.ResourceRequirements{}, s.Resources)
+	assert.True(t, ready(p), "an ephemeral container does not change the pod's readiness")
+	events := e.events(t, "default", "debugged", "Pulled", "Created", "Started")
+	var fields []string
+	for _, ev := range events {
+		fields = append(fields, ev.InvolvedObject.FieldPath)
+	}
+	assert.Contains(t, fields, "spec.ephemeralContainers{dbg}")
+
+	require.NoError(t, e.k.Exit(t.Context(), "default", "debugged", "dbg", 1))
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return p.Status.EphemeralContainerStatuses[0].State.Terminated != nil })
+	s = p.Status.EphemeralContainerStatuses[0]
+	assert.Equal(t, int32(1), s.State.Terminated.ExitCode)
+	assert.Equal(t, "Error", s.State.Terminated.Reason)
+	assert.Zero(t, s.RestartCount, "never restarted, whatever the pod's restartPolicy")
+	assert.True(t, ready(p))
+	assert.Equal(t, corev1.PodRunning, p.Status.Phase)
+}
+
+// A container's status carries its spec's resources once the runtime has
+// it (convertContainerStatusResources), none while it waits to be
+// created.
+func TestContainerStatusResources(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	pod := simplePod("sized")
+	requests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
+	limits := corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
+	pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: requests, Limits: limits}
+	created := e.createPod(t, pod)
+	pending := e.waitPod(t, created, func(p *corev1.Pod) bool { return len(p.Status.ContainerStatuses) == 1 })
+	assert.Nil(t, pending.Status.ContainerStatuses[0].Resources)
+	assert.Nil(t, pending.Status.ContainerStatuses[0].AllocatedResources)
+	p := e.waitPod(t, pending, ready)
+	s := status(p, "app")
+	require.NotNil(t, s.Resources)
+	assert.True(t, s.Resources.Requests.Cpu().Equal(resource.MustParse("100m")), "%v", s.Resources)
+	assert.True(t, s.Resources.Limits.Memory().Equal(resource.MustParse("64Mi")), "%v", s.Resources)
+	assert.True(t, s.AllocatedResources.Cpu().Equal(resource.MustParse("100m")), "%v", s.AllocatedResources)
 }

@@ -36,6 +36,9 @@ type podRuntime struct {
 	startTime         time.Time
 	init              []*container
 	main              []*container
+	// ephemeral are the ephemeral containers (kubectl debug), in the
+	// order they were added; each runs once and never restarts.
+	ephemeral []*container
 	// initFailed: a regular init container failed and may not restart.
 	initFailed bool
 	// stopping is when the pod's deletion was seen; stopAt when its
@@ -54,8 +57,12 @@ type podRuntime struct {
 // previous one.
 type container struct {
 	spec *corev1.Container
-	// init: an init container; sidecar: one with restartPolicy Always.
-	init, sidecar bool
+	// init: an init container; sidecar: one with restartPolicy Always;
+	// ephemeral: an ephemeral container.
+	init, sidecar, ephemeral bool
+	// added: an ephemeral container whose waiting status is not reported
+	// yet (the kubelet reports the status it read before it starts one).
+	added bool
 	// instance is the current run: zero before the first start.
 	instance run
 	last     *run
@@ -110,6 +117,32 @@ func newRuntime(pod *corev1.Pod, node, ip string, now time.Time) *podRuntime {
 	return r
 }
 
+// all are the pod's containers: init, regular, then ephemeral.
+func (r *podRuntime) all() []*container {
+	out := make([]*container, 0, len(r.init)+len(r.main)+len(r.ephemeral))
+	return append(append(append(out, r.init...), r.main...), r.ephemeral...)
+}
+
+// addEphemeral adds the ephemeral containers of pod the runtime does not
+// have yet (they can only be added, never changed or removed).
+func (r *podRuntime) addEphemeral(pod *corev1.Pod) {
+	for i := len(r.ephemeral); i < len(pod.Spec.EphemeralContainers); i++ {
+		spec := (*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		r.ephemeral = append(r.ephemeral, &container{spec: spec, ephemeral: true, added: true})
+	}
+}
+
+// reportedAdded marks the ephemeral containers just added as reported
+// waiting, and tells whether there were any: they start at the next sync.
+func (r *podRuntime) reportedAdded() bool {
+	var any bool
+	for _, c := range r.ephemeral {
+		any = any || c.added
+		c.added = false
+	}
+	return any
+}
+
 // advance runs the pod's containers up to now: init containers in order,
 // then the others; exits, restarts and back-offs that are due happen.
 func (r *podRuntime) advance(pod *corev1.Pod, now time.Time, plans planner) {
@@ -132,6 +165,13 @@ func (r *podRuntime) step(pod *corev1.Pod, now time.Time, plans planner) bool {
 	if r.initFailed {
 		return false
 	}
+	// Ephemeral containers start before init containers, even when those
+	// fail (computePodActions), unless the pod is over; they never restart.
+	for _, c := range r.ephemeral {
+		if !c.added && !(c.instance.started.IsZero() && terminal(pod)) && c.advance(now, false, plans, pod) {
+			return true
+		}
+	}
 	for _, c := range r.init {
 		if changed := c.advance(now, restartable(pod, c, c.instance.exitCode), plans, pod); changed {
 			if c.failedForGood(pod) {
@@ -152,6 +192,11 @@ func (r *podRuntime) step(pod *corev1.Pod, now time.Time, plans planner) bool {
 		}
 	}
 	return false
+}
+
+// terminal: the pod's phase is Succeeded or Failed, as written.
+func terminal(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 }
 
 // advance makes the container's next change if it is due: its first start,
@@ -308,7 +353,7 @@ func (r *podRuntime) stop(now time.Time) {
 	if now.Before(r.stopAt) {
 		return
 	}
-	for _, c := range append(append([]*container{}, r.init...), r.main...) {
+	for _, c := range r.all() {
 		if c.instance.running() {
 			c.events = append(c.events, event{corev1.EventTypeNormal, "Killing", "Stopping container " + c.spec.Name})
 			c.exit(r.stopAt, r.stopCode)
@@ -319,7 +364,7 @@ func (r *podRuntime) stop(now time.Time) {
 
 // stopped: nothing runs any more.
 func (r *podRuntime) stopped() bool {
-	for _, c := range append(append([]*container{}, r.init...), r.main...) {
+	for _, c := range r.all() {
 		if c.instance.running() {
 			return false
 		}
@@ -337,7 +382,7 @@ func (r *podRuntime) next(now time.Time) time.Time {
 		}
 	}
 	consider(r.stopAt)
-	for _, c := range append(append([]*container{}, r.init...), r.main...) {
+	for _, c := range r.all() {
 		consider(c.exitAt)
 		consider(c.restartAt)
 		if c.instance.running() {

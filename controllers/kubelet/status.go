@@ -27,13 +27,13 @@ var kubeletConditions = []corev1.PodConditionType{corev1.PodReadyToStartContaine
 // podStatus is the status the kubelet reports for pod running as r on a
 // node at hostIP, now.
 func podStatus(pod *corev1.Pod, r *podRuntime, hostIP string, now time.Time) corev1.PodStatus {
-	init, main := containerStatuses(pod, r, now)
+	init, main, ephemeral := containerStatuses(pod, r, now)
 	s := corev1.PodStatus{
 		ObservedGeneration: pod.Generation,
 		HostIP:             hostIP, HostIPs: []corev1.HostIP{{IP: hostIP}},
 		StartTime:             ptrTime(r.startTime),
 		QOSClass:              podqos.Class(pod),
-		InitContainerStatuses: init, ContainerStatuses: main,
+		InitContainerStatuses: init, ContainerStatuses: main, EphemeralContainerStatuses: ephemeral,
 		Resources:          &corev1.ResourceRequirements{},
 		AllocatedResources: nonEmpty(resource.PodRequests(pod, resource.PodResourcesOptions{})),
 	}
@@ -61,8 +61,9 @@ func nonEmpty(l corev1.ResourceList) corev1.ResourceList {
 }
 
 // containerStatuses are the init containers' statuses in spec order and
-// the others' sorted by name, as the kubelet lists them.
-func containerStatuses(pod *corev1.Pod, r *podRuntime, now time.Time) (init, main []corev1.ContainerStatus) {
+// the others' (regular, ephemeral) sorted by name, as the kubelet lists
+// them.
+func containerStatuses(pod *corev1.Pod, r *podRuntime, now time.Time) (init, main, ephemeral []corev1.ContainerStatus) {
 	waiting := "ContainerCreating"
 	if len(pod.Spec.InitContainers) > 0 {
 		waiting = "PodInitializing"
@@ -73,27 +74,41 @@ func containerStatuses(pod *corev1.Pod, r *podRuntime, now time.Time) (init, mai
 	for _, c := range r.main {
 		main = append(main, containerStatus(pod, c, waiting, now))
 	}
-	slices.SortFunc(main, func(a, b corev1.ContainerStatus) int { return strings.Compare(a.Name, b.Name) })
-	return init, main
+	for _, c := range r.ephemeral {
+		ephemeral = append(ephemeral, containerStatus(pod, c, waiting, now))
+	}
+	byName := func(a, b corev1.ContainerStatus) int { return strings.Compare(a.Name, b.Name) }
+	slices.SortFunc(main, byName)
+	slices.SortFunc(ephemeral, byName)
+	return init, main, ephemeral
 }
 
 // containerStatus is one container's status: waiting (with why), running
-// or terminated, its previous instance, readiness and identity.
+// or terminated, its previous instance, readiness and identity. The
+// prober reports whether regular and init containers started (not
+// ephemeral ones); the resources are the spec's once the runtime has the
+// container (convertContainerStatusResources).
 func containerStatus(pod *corev1.Pod, c *container, waiting string, now time.Time) corev1.ContainerStatus {
 	s := corev1.ContainerStatus{Name: c.spec.Name, Image: c.spec.Image, RestartCount: c.restarts,
-		Started: new(bool), VolumeMounts: mounts(c.spec), Resources: &corev1.ResourceRequirements{},
-		AllocatedResources: nonEmpty(c.spec.Resources.Requests)}
+		Started: new(bool), VolumeMounts: mounts(c.spec)}
+	if c.ephemeral {
+		s.Started = nil
+	}
 	if c.last != nil {
 		s.LastTerminationState.Terminated = terminated(*c.last)
 	}
-	switch i := c.instance; {
-	case i.started.IsZero():
+	if c.instance.started.IsZero() {
 		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: waiting}
 		return s
+	}
+	s.Resources, s.AllocatedResources = c.spec.Resources.DeepCopy(), nonEmpty(c.spec.Resources.Requests)
+	switch i := c.instance; {
 	case i.running():
 		s.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(i.started.Truncate(time.Second))}
-		*s.Started = c.started(now)
-		s.Ready = c.isReady(now) && (!c.init || c.sidecar) // a regular init container is ready once it completed
+		if !c.ephemeral {
+			*s.Started = c.started(now)
+			s.Ready = c.isReady(now) && (!c.init || c.sidecar) // a regular init container is ready once it completed
+		}
 	case !c.restartAt.IsZero() && now.Before(c.restartAt):
 		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
 			Message: fmt.Sprintf("back-off %v restarting failed container=%s pod=%s", c.backOffWait(), c.spec.Name, podDesc(pod))}
@@ -212,7 +227,7 @@ func phase(pod *corev1.Pod, r *podRuntime, init, main []corev1.ContainerStatus) 
 }
 
 func (r *podRuntime) byName(name string) *container {
-	for _, c := range append(append([]*container{}, r.init...), r.main...) {
+	for _, c := range r.all() {
 		if c.spec.Name == name {
 			return c
 		}
