@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -250,79 +249,4 @@ func (s *podDeleteStrategy) CheckGracefulDelete(_ context.Context, obj runtime.O
 	}
 	options.GracePeriodSeconds = &period
 	return true
-}
-
-// podColumns are kubectl get pods' columns after NAME.
-func podColumns() []registry.Column {
-	c := registry.ColumnOf[*corev1.Pod]
-	return []registry.Column{
-		c("Ready", "string", "The aggregate readiness state of this pod for accepting traffic.", 0, func(p *corev1.Pod) any {
-			ready := 0
-			for _, s := range p.Status.ContainerStatuses {
-				if s.Ready {
-					ready++
-				}
-			}
-			return fmt.Sprintf("%d/%d", ready, len(p.Spec.Containers))
-		}),
-		c("Status", "string", "The aggregate status of the containers in this pod.", 0, podStatusReason),
-		c("Restarts", "string", "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.", 0, func(p *corev1.Pod) any {
-			n := int32(0)
-			for _, s := range p.Status.ContainerStatuses {
-				n += s.RestartCount
-			}
-			return fmt.Sprint(n)
-		}),
-		registry.AgeColumn(),
-		c("IP", "string", corev1.PodStatus{}.SwaggerDoc()["podIP"], 1, func(p *corev1.Pod) any {
-			if p.Status.PodIP == "" {
-				return "<none>"
-			}
-			return p.Status.PodIP
-		}),
-		c("Node", "string", corev1.PodSpec{}.SwaggerDoc()["nodeName"], 1, func(p *corev1.Pod) any {
-			if p.Spec.NodeName == "" {
-				return "<none>"
-			}
-			return p.Spec.NodeName
-		}),
-		c("Nominated Node", "string", corev1.PodStatus{}.SwaggerDoc()["nominatedNodeName"], 1, func(p *corev1.Pod) any {
-			if p.Status.NominatedNodeName == "" {
-				return "<none>"
-			}
-			return p.Status.NominatedNodeName
-		}),
-		c("Readiness Gates", "string", corev1.PodSpec{}.SwaggerDoc()["readinessGates"], 1, func(p *corev1.Pod) any {
-			if len(p.Spec.ReadinessGates) == 0 {
-				return "<none>"
-			}
-			ready := 0
-			for _, g := range p.Spec.ReadinessGates {
-				for _, cond := range p.Status.Conditions {
-					if cond.Type == g.ConditionType && cond.Status == corev1.ConditionTrue {
-						ready++
-					}
-				}
-			}
-			return fmt.Sprintf("%d/%d", ready, len(p.Spec.ReadinessGates))
-		}),
-	}
-}
-
-func podStatusReason(p *corev1.Pod) any {
-	reason := string(p.Status.Phase)
-	if p.Status.Reason != "" {
-		reason = p.Status.Reason
-	}
-	for _, s := range p.Status.ContainerStatuses {
-		if w := s.State.Waiting; w != nil && w.Reason != "" {
-			reason = w.Reason
-		} else if t := s.State.Terminated; t != nil && t.Reason != "" {
-			reason = t.Reason
-		}
-	}
-	if p.DeletionTimestamp != nil {
-		reason = "Terminating"
-	}
-	return strings.TrimSpace(reason)
 }
