@@ -2,7 +2,7 @@ package kubelet
 
 // The kubelet's server, as each simulated node's kubelet serves it on port
 // 10250 to kube-apiserver: containerLogs, exec, attach and portForward,
-// with the kubelet's checks and errors (pkg/kubelet/server/server.go),
+// healthz and pods (what nodes/proxy reaches), with the kubelet's checks and errors (pkg/kubelet/server/server.go),
 // then the CRI streaming server's protocols (k8s.io/cri-streaming). A
 // WebSocket exec or attach (v5.channel.k8s.io) is translated here to the
 // SPDY the streaming server speaks, and a WebSocket port-forward tunnels
@@ -14,15 +14,21 @@ package kubelet
 // client but the API server reaches it.
 
 import (
+	"cmp"
 	"context"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	translator "k8s.io/apiserver/pkg/util/proxy"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	"k8s.io/streaming/pkg/httpstream/wsstream"
 )
@@ -32,6 +38,8 @@ import (
 func (k *Kubelet) newServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", k.serveContainerLogs)
+	mux.HandleFunc("GET /healthz", serveHealthz)
+	mux.HandleFunc("GET /pods", k.servePods)
 	for _, m := range []string{http.MethodGet, http.MethodPost} {
 		mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", k.serveExec)
 		mux.HandleFunc(m+" /exec/{namespace}/{pod}/{uid}/{container}", k.serveExec)
@@ -41,6 +49,39 @@ func (k *Kubelet) newServer() *http.Server {
 		mux.HandleFunc(m+" /portForward/{namespace}/{pod}/{uid}", k.servePortForward)
 	}
 	return &http.Server{Handler: mux, ConnContext: trackConn}
+}
+
+// serveHealthz is the kubelet's /healthz: ok while it serves.
+func serveHealthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = w.Write([]byte("ok"))
+}
+
+// servePods is the kubelet's /pods: a v1 PodList of the pods bound to its
+// node, as its pod manager has them from the API server.
+func (k *Kubelet) servePods(w http.ResponseWriter, req *http.Request) {
+	pods, err := k.pods.List(labels.Everything())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	list := &corev1.PodList{}
+	for _, p := range pods {
+		if p.Spec.NodeName == nodeOf(req.Context()) {
+			list.Items = append(list.Items, *p)
+		}
+	}
+	slices.SortFunc(list.Items, func(a, b corev1.Pod) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	data, err := runtime.Encode(scheme.Codecs.LegacyCodec(corev1.SchemeGroupVersion), list)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(data)
 }
 
 // dialNode connects to the kubelet server of the node.

@@ -49,10 +49,11 @@ func proxyTo(ctx context.Context, loc *url.URL, transport http.RoundTripper, res
 }
 
 // nodeProxyREST is nodes/proxy and nodes/proxy/{path}: the node's kubelet,
-// or another port of the node. The simulated kubelet serves only what
+// or another port of the node. The simulated kubelet serves what
 // kube-apiserver's own subresources call (containerLogs, exec, attach,
-// portForward: controllers/kubelet's server); any other path answers what
-// its server answers for a path it does not know, 404.
+// portForward: controllers/kubelet's server), healthz and pods; any other
+// path (stats, metrics, configz) answers what its server answers for a
+// path it does not know, 404.
 type nodeProxyREST struct {
 	nodes     *registry.Store
 	transport http.RoundTripper
