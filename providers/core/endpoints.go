@@ -1,8 +1,8 @@
 package core
 
 import (
-	"fmt"
-	"strings"
+	"net"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kubeembed/apiserver/providers/internal/endpointip"
+	"github.com/kubeembed/apiserver/providers/internal/printers"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -41,26 +42,33 @@ var endpoints = registry.Kind[*corev1.Endpoints]{
 		}
 		return errs
 	},
-	Columns: []registry.Column{registry.ColumnOf("Endpoints", "string", corev1.Endpoints{}.SwaggerDoc()["subsets"], 0, func(e *corev1.Endpoints) any {
-		var list []string
-		for _, s := range e.Subsets {
+	Columns: []registry.Column{registry.ColumnOf("Endpoints", "string", corev1.Endpoints{}.SwaggerDoc()["subsets"], 0, endpointsString)},
+}
+
+// endpointsString is the ENDPOINTS cell of kubectl get endpoints: for each
+// subset, each port's ready addresses in turn (a subset without ports
+// lists its addresses alone), three at most. Not-ready addresses are left
+// out, so subsets holding only those print nothing; <none> is for no
+// subsets at all.
+func endpointsString(e *corev1.Endpoints) any {
+	if len(e.Subsets) == 0 {
+		return "<none>"
+	}
+	var list []string
+	for _, s := range e.Subsets {
+		if len(s.Ports) == 0 {
 			for _, a := range s.Addresses {
-				if len(s.Ports) == 0 {
-					list = append(list, a.IP)
-				}
-				for _, p := range s.Ports {
-					list = append(list, fmt.Sprintf("%s:%d", a.IP, p.Port))
-				}
+				list = append(list, a.IP)
+			}
+			continue
+		}
+		for _, p := range s.Ports {
+			for _, a := range s.Addresses {
+				list = append(list, net.JoinHostPort(a.IP, strconv.Itoa(int(p.Port))))
 			}
 		}
-		switch {
-		case len(list) == 0:
-			return "<none>"
-		case len(list) > 3:
-			return strings.Join(list[:3], ",") + fmt.Sprintf(" + %d more...", len(list)-3)
-		}
-		return strings.Join(list, ",")
-	})},
+	}
+	return printers.Abbreviated(list)
 }
 
 func defaultEndpoints(e *corev1.Endpoints) {

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -42,13 +43,13 @@ var nodes = registry.Kind[*corev1.Node]{
 	NoAge: true,
 	Columns: []registry.Column{
 		registry.ColumnOf("Status", "string", "The status of the node", 0, func(n *corev1.Node) any { return nodeStatus(n) }),
-		registry.ColumnOf("Roles", "string", "The roles of the node", 0, func(n *corev1.Node) any { return "<none>" }),
+		registry.ColumnOf("Roles", "string", "The roles of the node", 0, func(n *corev1.Node) any { return nodeRoles(n) }),
 		registry.AgeColumn(),
 		registry.ColumnOf("Version", "string", "Kubelet Version reported by the node.", 0, func(n *corev1.Node) any { return n.Status.NodeInfo.KubeletVersion }),
 		nodeAddress("Internal-IP", corev1.NodeInternalIP),
 		nodeAddress("External-IP", corev1.NodeExternalIP),
 		registry.ColumnOf("OS-Image", "string", corev1.NodeSystemInfo{}.SwaggerDoc()["osImage"], 1, func(n *corev1.Node) any { return orUnknown(n.Status.NodeInfo.OSImage) }),
-		registry.ColumnOf("Kernel-Version", "string", corev1.NodeSystemInfo{}.SwaggerDoc()["kernelVersion"], 1, func(n *corev1.Node) any { return orUnknown(n.Status.NodeInfo.KernelVersion) }),
+		registry.ColumnOf("Kernel-Version", "string", corev1.NodeSystemInfo{}.SwaggerDoc()["kernelVersion"], 1, kernelVersion),
 		registry.ColumnOf("Container-Runtime", "string", corev1.NodeSystemInfo{}.SwaggerDoc()["containerRuntimeVersion"], 1, func(n *corev1.Node) any {
 			return orUnknown(n.Status.NodeInfo.ContainerRuntimeVersion)
 		}),
@@ -75,6 +76,40 @@ func nodeStatus(n *corev1.Node) string {
 		status += ",SchedulingDisabled"
 	}
 	return status
+}
+
+// nodeRoles are the roles the node's labels give it, sorted: the <role>
+// of each node-role.kubernetes.io/<role> label and the value of
+// kubernetes.io/role, as kubectl get nodes shows them.
+func nodeRoles(n *corev1.Node) string {
+	var roles []string
+	for k, v := range n.Labels {
+		role := ""
+		switch {
+		case strings.HasPrefix(k, "node-role.kubernetes.io/"):
+			role = strings.TrimPrefix(k, "node-role.kubernetes.io/")
+		case k == "kubernetes.io/role":
+			role = v
+		}
+		if role != "" && !slices.Contains(roles, role) {
+			roles = append(roles, role)
+		}
+	}
+	if len(roles) == 0 {
+		return "<none>"
+	}
+	slices.Sort(roles)
+	return strings.Join(roles, ",")
+}
+
+// kernelVersion is the node's kernel version followed by its architecture
+// in parentheses, when the kubelet reports one.
+func kernelVersion(n *corev1.Node) any {
+	v := orUnknown(n.Status.NodeInfo.KernelVersion)
+	if arch := n.Status.NodeInfo.Architecture; arch != "" {
+		v += " (" + arch + ")"
+	}
+	return v
 }
 
 func boolString(b bool) string {

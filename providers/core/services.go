@@ -1,10 +1,13 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -430,23 +433,12 @@ func serviceColumns() []registry.Column {
 	return []registry.Column{
 		c("Type", "string", corev1.ServiceSpec{}.SwaggerDoc()["type"], 0, func(s *corev1.Service) any { return string(s.Spec.Type) }),
 		c("Cluster-IP", "string", corev1.ServiceSpec{}.SwaggerDoc()["clusterIP"], 0, func(s *corev1.Service) any {
-			if s.Spec.ClusterIP == "" {
+			if len(s.Spec.ClusterIPs) == 0 {
 				return "<none>"
 			}
-			return s.Spec.ClusterIP
+			return s.Spec.ClusterIPs[0]
 		}),
-		c("External-IP", "string", corev1.ServiceSpec{}.SwaggerDoc()["externalIPs"], 0, func(s *corev1.Service) any {
-			if s.Spec.Type == corev1.ServiceTypeExternalName {
-				return s.Spec.ExternalName
-			}
-			if len(s.Status.LoadBalancer.Ingress) > 0 {
-				return s.Status.LoadBalancer.Ingress[0].IP
-			}
-			if s.Spec.Type == corev1.ServiceTypeLoadBalancer {
-				return "<pending>"
-			}
-			return "<none>"
-		}),
+		c("External-IP", "string", corev1.ServiceSpec{}.SwaggerDoc()["externalIPs"], 0, serviceExternalIP),
 		c("Port(s)", "string", corev1.ServiceSpec{}.SwaggerDoc()["ports"], 0, func(s *corev1.Service) any {
 			out := ""
 			for i, p := range s.Spec.Ports {
@@ -472,6 +464,37 @@ func serviceColumns() []registry.Column {
 			return metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: s.Spec.Selector})
 		}),
 	}
+}
+
+// serviceExternalIP is what kubectl get services shows as EXTERNAL-IP: the
+// external IPs a ClusterIP or NodePort service is also reachable at; for a
+// load balancer the addresses of its ingress points, sorted and each once,
+// then its external IPs.
+func serviceExternalIP(s *corev1.Service) any {
+	switch s.Spec.Type {
+	case corev1.ServiceTypeClusterIP, corev1.ServiceTypeNodePort:
+		if len(s.Spec.ExternalIPs) == 0 {
+			return "<none>"
+		}
+		return strings.Join(s.Spec.ExternalIPs, ",")
+	case corev1.ServiceTypeLoadBalancer:
+		var addrs []string
+		for _, in := range s.Status.LoadBalancer.Ingress {
+			a := cmp.Or(in.IP, in.Hostname)
+			if a != "" && !slices.Contains(addrs, a) {
+				addrs = append(addrs, a)
+			}
+		}
+		slices.Sort(addrs)
+		addrs = append(addrs, s.Spec.ExternalIPs...)
+		if len(addrs) == 0 {
+			return "<pending>"
+		}
+		return strings.Join(addrs, ",")
+	case corev1.ServiceTypeExternalName:
+		return s.Spec.ExternalName
+	}
+	return "<unknown>"
 }
 
 // ipAddresses writes the networking.k8s.io IPAddress objects that record

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -65,22 +66,30 @@ var persistentVolumeClaims = registry.Kind[*corev1.PersistentVolumeClaim]{
 	ValidateUpdate: validatePVCUpdate,
 
 	Columns: []registry.Column{
-		registry.ColumnOf("Status", "string", corev1.PersistentVolumeClaimStatus{}.SwaggerDoc()["phase"], 0, func(c *corev1.PersistentVolumeClaim) any { return string(c.Status.Phase) }),
+		registry.ColumnOf("Status", "string", corev1.PersistentVolumeClaimStatus{}.SwaggerDoc()["phase"], 0, func(c *corev1.PersistentVolumeClaim) any {
+			return phaseOrTerminating(&c.ObjectMeta, string(c.Status.Phase))
+		}),
 		registry.ColumnOf("Volume", "string", corev1.PersistentVolumeClaimSpec{}.SwaggerDoc()["volumeName"], 0, func(c *corev1.PersistentVolumeClaim) any { return c.Spec.VolumeName }),
+		// A claim's capacity and access modes are its volume's: none
+		// before it names one ("0" if the volume's capacity is unknown).
 		registry.ColumnOf("Capacity", "string", corev1.PersistentVolumeClaimStatus{}.SwaggerDoc()["capacity"], 0, func(c *corev1.PersistentVolumeClaim) any {
-			if q, ok := c.Status.Capacity[corev1.ResourceStorage]; ok {
-				return q.String()
+			if c.Spec.VolumeName == "" {
+				return ""
 			}
-			return ""
+			q := c.Status.Capacity[corev1.ResourceStorage]
+			return q.String()
 		}),
 		registry.ColumnOf("Access Modes", "string", corev1.PersistentVolumeClaimStatus{}.SwaggerDoc()["accessModes"], 0, func(c *corev1.PersistentVolumeClaim) any {
+			if c.Spec.VolumeName == "" {
+				return ""
+			}
 			return accessModesString(c.Status.AccessModes)
 		}),
 		registry.ColumnOf("StorageClass", "string", "StorageClass of the pvc", 0, func(c *corev1.PersistentVolumeClaim) any {
-			if c.Spec.StorageClassName == nil {
-				return ""
+			if class, ok := c.Annotations[corev1.BetaStorageClassAnnotation]; ok {
+				return class
 			}
-			return *c.Spec.StorageClassName
+			return ptr.Deref(c.Spec.StorageClassName, "")
 		}),
 		registry.ColumnOf("VolumeAttributesClass", "string", "VolumeAttributesClass of the pvc", 0, func(c *corev1.PersistentVolumeClaim) any {
 			if c.Spec.VolumeAttributesClassName == nil {
@@ -131,16 +140,29 @@ func classFromNil(c, old *corev1.PersistentVolumeClaim) bool {
 	return c.Spec.StorageClassName != nil && old.Spec.StorageClassName == nil && (!annotated || *c.Spec.StorageClassName == annotation)
 }
 
+// accessModesString abbreviates the access modes as kubectl shows them:
+// each once, in the order RWO, ROX, RWX, RWOP, whatever order they were
+// given in.
 func accessModesString(modes []corev1.PersistentVolumeAccessMode) string {
-	short := map[corev1.PersistentVolumeAccessMode]string{corev1.ReadWriteOnce: "RWO", corev1.ReadOnlyMany: "ROX", corev1.ReadWriteMany: "RWX", corev1.ReadWriteOncePod: "RWOP"}
-	out := ""
-	for i, m := range modes {
-		if i > 0 {
-			out += ","
+	var out []string
+	for _, m := range []struct {
+		mode  corev1.PersistentVolumeAccessMode
+		short string
+	}{{corev1.ReadWriteOnce, "RWO"}, {corev1.ReadOnlyMany, "ROX"}, {corev1.ReadWriteMany, "RWX"}, {corev1.ReadWriteOncePod, "RWOP"}} {
+		if slices.Contains(modes, m.mode) {
+			out = append(out, m.short)
 		}
-		out += short[m]
 	}
-	return out
+	return strings.Join(out, ",")
+}
+
+// phaseOrTerminating is a volume's or claim's phase, or Terminating once
+// it is being deleted.
+func phaseOrTerminating(m *metav1.ObjectMeta, phase string) string {
+	if m.DeletionTimestamp != nil {
+		return "Terminating"
+	}
+	return phase
 }
 
 // persistentVolumes are served (cluster-scoped) with /status. A new
@@ -182,14 +204,21 @@ var persistentVolumes = registry.Kind[*corev1.PersistentVolume]{
 		registry.ColumnOf("Reclaim Policy", "string", pvSpecDoc["persistentVolumeReclaimPolicy"], 0, func(p *corev1.PersistentVolume) any {
 			return string(p.Spec.PersistentVolumeReclaimPolicy)
 		}),
-		registry.ColumnOf("Status", "string", corev1.PersistentVolumeStatus{}.SwaggerDoc()["phase"], 0, func(p *corev1.PersistentVolume) any { return string(p.Status.Phase) }),
+		registry.ColumnOf("Status", "string", corev1.PersistentVolumeStatus{}.SwaggerDoc()["phase"], 0, func(p *corev1.PersistentVolume) any {
+			return phaseOrTerminating(&p.ObjectMeta, string(p.Status.Phase))
+		}),
 		registry.ColumnOf("Claim", "string", pvSpecDoc["claimRef"], 0, func(p *corev1.PersistentVolume) any {
 			if c := p.Spec.ClaimRef; c != nil {
 				return c.Namespace + "/" + c.Name
 			}
 			return ""
 		}),
-		registry.ColumnOf("StorageClass", "string", "StorageClass of the pv", 0, func(p *corev1.PersistentVolume) any { return p.Spec.StorageClassName }),
+		registry.ColumnOf("StorageClass", "string", "StorageClass of the pv", 0, func(p *corev1.PersistentVolume) any {
+			if class, ok := p.Annotations[corev1.BetaStorageClassAnnotation]; ok {
+				return class
+			}
+			return p.Spec.StorageClassName
+		}),
 		registry.ColumnOf("VolumeAttributesClass", "string", "VolumeAttributesClass of the pv", 0, func(p *corev1.PersistentVolume) any {
 			if p.Spec.VolumeAttributesClassName == nil {
 				return "<unset>"

@@ -2,10 +2,9 @@
 package discovery
 
 import (
-	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/internal/endpointip"
+	"github.com/kubeembed/apiserver/providers/internal/printers"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -147,31 +147,37 @@ func validateAddress(t discoveryv1.AddressType, a string, p *field.Path) field.E
 	return errs
 }
 
+// ports is the PORTS cell of kubectl get endpointslices: each port's
+// number, or its name if it has none ("*" for neither), three at most.
 func ports(s *discoveryv1.EndpointSlice) any {
-	if len(s.Ports) == 0 {
-		return "<unset>"
-	}
-	var out []string
+	var list []string
 	for _, p := range s.Ports {
-		if p.Port == nil {
-			out = append(out, "<unset>")
-			continue
+		switch {
+		case p.Port != nil:
+			list = append(list, strconv.Itoa(int(*p.Port)))
+		case p.Name != nil:
+			list = append(list, *p.Name)
+		default:
+			list = append(list, "*")
 		}
-		out = append(out, fmt.Sprint(*p.Port))
 	}
-	return strings.Join(out, ",")
+	return orUnset(list)
 }
 
+// endpoints is the ENDPOINTS cell: the endpoints' addresses, three at most.
 func endpoints(s *discoveryv1.EndpointSlice) any {
 	var addrs []string
 	for _, e := range s.Endpoints {
 		addrs = append(addrs, e.Addresses...)
 	}
-	if len(addrs) == 0 {
-		return "<unset>"
+	return orUnset(addrs)
+}
+
+// orUnset abbreviates list, or is <unset> if that prints nothing (as for
+// one unnamed port without a number).
+func orUnset(list []string) string {
+	if s := printers.Abbreviated(list); s != "" {
+		return s
 	}
-	if len(addrs) > 3 {
-		return strings.Join(addrs[:3], ",") + fmt.Sprintf(" + %d more...", len(addrs)-3)
-	}
-	return strings.Join(addrs, ",")
+	return "<unset>"
 }

@@ -4,7 +4,7 @@
 package eventstore
 
 import (
-	"fmt"
+	"cmp"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -82,29 +82,23 @@ func table() []registry.Column {
 	c := func(name, typ, desc string, priority int32, v func(e *corev1.Event) any) registry.Column {
 		return registry.ColumnOf(name, typ, desc, priority, v)
 	}
+	doc := corev1.Event{}.SwaggerDoc()
 	return []registry.Column{
-		c("Last Seen", "string", corev1.Event{}.SwaggerDoc()["lastTimestamp"], 0, func(e *corev1.Event) any { return printers.Since(lastSeen(e)) }),
-		c("Type", "string", corev1.Event{}.SwaggerDoc()["type"], 0, func(e *corev1.Event) any { return e.Type }),
-		c("Reason", "string", corev1.Event{}.SwaggerDoc()["reason"], 0, func(e *corev1.Event) any { return e.Reason }),
-		c("Object", "string", corev1.Event{}.SwaggerDoc()["involvedObject"], 0, func(e *corev1.Event) any {
-			return fmt.Sprintf("%s/%s", strings.ToLower(e.InvolvedObject.Kind), e.InvolvedObject.Name)
+		c("Last Seen", "string", doc["lastTimestamp"], 0, func(e *corev1.Event) any { return lastSeen(e) }),
+		c("Type", "string", doc["type"], 0, func(e *corev1.Event) any { return e.Type }),
+		c("Reason", "string", doc["reason"], 0, func(e *corev1.Event) any { return e.Reason }),
+		c("Object", "string", doc["involvedObject"], 0, func(e *corev1.Event) any {
+			kind := strings.ToLower(e.InvolvedObject.Kind)
+			if e.InvolvedObject.Name == "" {
+				return kind
+			}
+			return kind + "/" + e.InvolvedObject.Name
 		}),
 		c("Subobject", "string", corev1.ObjectReference{}.SwaggerDoc()["fieldPath"], 1, func(e *corev1.Event) any { return e.InvolvedObject.FieldPath }),
-		c("Source", "string", "The component reporting this event. Should be a short machine understandable string.", 1, func(e *corev1.Event) any {
-			// events.k8s.io events name a reporting controller instead.
-			if e.Source.Component == "" && e.ReportingController != "" {
-				return e.ReportingController + ", " + e.ReportingInstance
-			}
-			return e.Source.Component
-		}),
-		c("Message", "string", "A human-readable description of the status of this operation.", 0, func(e *corev1.Event) any { return e.Message }),
-		c("First Seen", "string", corev1.Event{}.SwaggerDoc()["firstTimestamp"], 1, func(e *corev1.Event) any {
-			if e.FirstTimestamp.IsZero() && !e.EventTime.IsZero() {
-				return printers.Since(metav1.Time{Time: e.EventTime.Time})
-			}
-			return printers.Since(e.FirstTimestamp)
-		}),
-		c("Count", "string", "The number of times this event has occurred.", 1, func(e *corev1.Event) any {
+		c("Source", "string", doc["source"], 1, eventSource),
+		c("Message", "string", doc["message"], 0, func(e *corev1.Event) any { return strings.TrimSpace(e.Message) }),
+		c("First Seen", "string", doc["firstTimestamp"], 1, func(e *corev1.Event) any { return firstSeen(e) }),
+		c("Count", "string", doc["count"], 1, func(e *corev1.Event) any {
 			// A series counts itself; an event without a count happened once.
 			switch {
 			case e.Series != nil:
@@ -118,14 +112,34 @@ func table() []registry.Column {
 	}
 }
 
-func lastSeen(e *corev1.Event) metav1.Time {
-	switch {
-	case !e.LastTimestamp.IsZero():
-		return e.LastTimestamp
-	case e.Series != nil:
-		return metav1.Time{Time: e.Series.LastObservedTime.Time}
-	case !e.EventTime.IsZero():
-		return metav1.Time{Time: e.EventTime.Time}
+// eventSource is "component, host" (host left out when empty), where
+// events.k8s.io events name their reporting controller and instance
+// instead.
+func eventSource(e *corev1.Event) any {
+	component := cmp.Or(e.Source.Component, e.ReportingController)
+	if instance := cmp.Or(e.Source.Host, e.ReportingInstance); instance != "" {
+		return component + ", " + instance
 	}
-	return e.FirstTimestamp
+	return component
+}
+
+// firstSeen is the time since firstTimestamp, or since eventTime for an
+// event that has none (as events.k8s.io events).
+func firstSeen(e *corev1.Event) string {
+	if e.FirstTimestamp.IsZero() {
+		return printers.Since(metav1.Time{Time: e.EventTime.Time})
+	}
+	return printers.Since(e.FirstTimestamp)
+}
+
+// lastSeen is the time since the series' last observation if the event
+// is a series, else since lastTimestamp, else the same as firstSeen.
+func lastSeen(e *corev1.Event) string {
+	switch {
+	case e.Series != nil:
+		return printers.Since(metav1.Time{Time: e.Series.LastObservedTime.Time})
+	case !e.LastTimestamp.IsZero():
+		return printers.Since(e.LastTimestamp)
+	}
+	return firstSeen(e)
 }
