@@ -205,14 +205,21 @@ func paramKind(k *admissionv1.ParamKind) any {
 	return k.APIVersion + "/" + k.Kind
 }
 
+// paramRef is a binding's PARAMREF column as kube-apiserver prints it: the
+// param's "namespace/name" ("*/name" without a namespace), else its
+// selector in Go syntax, else "<unset>".
 func paramRef(r *admissionv1.ParamRef) any {
-	if r == nil {
+	switch {
+	case r == nil:
 		return "<unset>"
-	}
-	if r.Namespace != "" {
+	case r.Name != "" && r.Namespace != "":
 		return r.Namespace + "/" + r.Name
+	case r.Name != "":
+		return "*/" + r.Name
+	case r.Selector != nil:
+		return r.Selector.String()
 	}
-	return "*/" + r.Name
+	return "<unset>"
 }
 
 var failurePolicies = []string{string(admissionv1.Ignore), string(admissionv1.Fail)}

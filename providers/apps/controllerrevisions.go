@@ -1,10 +1,13 @@
 package apps
 
 import (
+	"strings"
+
 	appsv1 "k8s.io/api/apps/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kubeembed/apiserver/providers/registry"
@@ -28,10 +31,17 @@ var controllerRevisions = registry.Kind[*appsv1.ControllerRevision]{
 	},
 	Columns: []registry.Column{
 		registry.ColumnOf("Controller", "string", "Controller of the object", 0, func(r *appsv1.ControllerRevision) any {
-			if ref := metav1.GetControllerOf(r); ref != nil {
-				return ref.Kind + "/" + ref.Name
+			ref := metav1.GetControllerOf(r)
+			if ref == nil {
+				return "<none>"
 			}
-			return "<none>"
+			// Metadata validation refuses an apiVersion that does not parse.
+			gv, _ := schema.ParseGroupVersion(ref.APIVersion)
+			gk := schema.GroupKind{Group: gv.Group, Kind: ref.Kind}
+			if gk.Empty() {
+				return ref.Name
+			}
+			return strings.ToLower(gk.String()) + "/" + ref.Name
 		}),
 		registry.ColumnOf("Revision", "string", "Revision indicates the revision of the state represented by Data.", 0,
 			func(r *appsv1.ControllerRevision) any { return r.Revision }),

@@ -74,22 +74,101 @@ var group = registry.Group{
 	}},
 }
 
-// targets is the Targets column: "<current>/<target>" per metric, the
-// current value <unknown> until the controller reports one.
+// maxTargets is how many metrics the TARGETS column shows before it counts
+// the rest.
+const maxTargets = 2
+
+// unknown is a current value the status does not report.
+const unknown = "<unknown>"
+
+// targets is the TARGETS column as kube-apiserver prints it:
+// "<current>/<target>" per metric, the current value read from the status
+// metric at the same index, the first two, then " + N more...".
 func targets(h *autoscalingv2.HorizontalPodAutoscaler) any {
 	if len(h.Spec.Metrics) == 0 {
 		return "<none>"
 	}
-	var out []string
-	for _, m := range h.Spec.Metrics {
-		switch {
-		case m.Resource != nil && m.Resource.Target.AverageUtilization != nil:
-			out = append(out, fmt.Sprintf("%s: <unknown>/%d%%", m.Resource.Name, *m.Resource.Target.AverageUtilization))
-		case m.Resource != nil && m.Resource.Target.AverageValue != nil:
-			out = append(out, fmt.Sprintf("%s: <unknown>/%s", m.Resource.Name, m.Resource.Target.AverageValue.String()))
-		default:
-			out = append(out, "<unknown>/<unknown>")
+	list := make([]string, len(h.Spec.Metrics))
+	for i, m := range h.Spec.Metrics {
+		var st *autoscalingv2.MetricStatus
+		if i < len(h.Status.CurrentMetrics) {
+			st = &h.Status.CurrentMetrics[i]
 		}
+		list[i] = metricTarget(m, st)
 	}
-	return strings.Join(out, ", ")
+	if len(list) <= maxTargets {
+		return strings.Join(list, ", ")
+	}
+	return fmt.Sprintf("%s + %d more...", strings.Join(list[:maxTargets], ", "), len(list)-maxTargets)
+}
+
+// metricTarget prints one metric of the TARGETS column; st is the status
+// metric at its index, nil when there is none.
+func metricTarget(m autoscalingv2.MetricSpec, st *autoscalingv2.MetricStatus) string {
+	switch m.Type {
+	case autoscalingv2.ExternalMetricSourceType:
+		if st == nil || st.External == nil {
+			return valueTarget(m.External.Target, nil)
+		}
+		return valueTarget(m.External.Target, &st.External.Current)
+	case autoscalingv2.ObjectMetricSourceType:
+		if st == nil || st.Object == nil {
+			return valueTarget(m.Object.Target, nil)
+		}
+		return valueTarget(m.Object.Target, &st.Object.Current)
+	case autoscalingv2.PodsMetricSourceType:
+		current := unknown
+		if st != nil && st.Pods != nil {
+			current = st.Pods.Current.AverageValue.String()
+		}
+		return current + "/" + m.Pods.Target.AverageValue.String()
+	case autoscalingv2.ResourceMetricSourceType:
+		if st == nil || st.Resource == nil {
+			return resourceTarget(m.Resource.Name, m.Resource.Target, nil)
+		}
+		return resourceTarget(m.Resource.Name, m.Resource.Target, &st.Resource.Current)
+	case autoscalingv2.ContainerResourceMetricSourceType:
+		if st == nil || st.ContainerResource == nil {
+			return resourceTarget(m.ContainerResource.Name, m.ContainerResource.Target, nil)
+		}
+		return resourceTarget(m.ContainerResource.Name, m.ContainerResource.Target, &st.ContainerResource.Current)
+	}
+	return "<unknown type>"
+}
+
+// valueTarget prints an Object or External metric: its average value
+// ("(avg)") if it targets one, else its value.
+func valueTarget(t autoscalingv2.MetricTarget, cur *autoscalingv2.MetricValueStatus) string {
+	current := unknown
+	if t.AverageValue != nil {
+		if cur != nil && cur.AverageValue != nil {
+			current = cur.AverageValue.String()
+		}
+		return current + "/" + t.AverageValue.String() + " (avg)"
+	}
+	if cur != nil {
+		current = cur.Value.String()
+	}
+	return current + "/" + t.Value.String()
+}
+
+// resourceTarget prints a Resource or ContainerResource metric: its
+// average value if it targets one, else its utilization ("<auto>" without
+// a target).
+func resourceTarget(name corev1.ResourceName, t autoscalingv2.MetricTarget, cur *autoscalingv2.MetricValueStatus) string {
+	current := unknown
+	if t.AverageValue != nil {
+		if cur != nil {
+			current = cur.AverageValue.String()
+		}
+		return fmt.Sprintf("%s: %s/%s", name, current, t.AverageValue.String())
+	}
+	if cur != nil && cur.AverageUtilization != nil {
+		current = fmt.Sprintf("%d%%", *cur.AverageUtilization)
+	}
+	target := "<auto>"
+	if t.AverageUtilization != nil {
+		target = fmt.Sprintf("%d%%", *t.AverageUtilization)
+	}
+	return fmt.Sprintf("%s: %s/%s", name, current, target)
 }

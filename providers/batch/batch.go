@@ -164,18 +164,35 @@ var jobs = registry.Kind[*batchv1.Job]{
 	},
 }
 
+// jobStatus is the STATUS column, in kube-apiserver's precedence: Complete,
+// Failed, Terminating (being deleted), Suspended, FailureTarget,
+// SuccessCriteriaMet, else Running.
 func jobStatus(j *batchv1.Job) any {
-	for _, c := range []batchv1.JobConditionType{batchv1.JobFailed, batchv1.JobComplete, batchv1.JobSuspended, batchv1.JobFailureTarget, batchv1.JobSuccessCriteriaMet} {
-		for _, cond := range j.Status.Conditions {
-			if cond.Type == c && cond.Status == corev1.ConditionTrue {
-				return string(c)
-			}
-		}
-	}
-	if j.DeletionTimestamp != nil {
+	switch {
+	case hasJobCondition(j, batchv1.JobComplete):
+		return "Complete"
+	case hasJobCondition(j, batchv1.JobFailed):
+		return "Failed"
+	case j.DeletionTimestamp != nil:
 		return "Terminating"
 	}
+	for _, c := range []batchv1.JobConditionType{batchv1.JobSuspended, batchv1.JobFailureTarget, batchv1.JobSuccessCriteriaMet} {
+		if hasJobCondition(j, c) {
+			return string(c)
+		}
+	}
 	return "Running"
+}
+
+// hasJobCondition reports whether the first condition of type t is true,
+// as kube-apiserver's printer reads it.
+func hasJobCondition(j *batchv1.Job, t batchv1.JobConditionType) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == t {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func validateJobSpec(s *batchv1.JobSpec, p *field.Path) field.ErrorList {

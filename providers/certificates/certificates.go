@@ -232,32 +232,35 @@ func mergeConditions(next, old []certificatesv1.CertificateSigningRequestConditi
 	return out
 }
 
+// conditionSummary is the CONDITION column as kube-apiserver prints it:
+// Denied, Approved or Pending (by the presence of the condition, whatever
+// its status), then ",Failed" and ",Issued".
 func conditionSummary(c *certificatesv1.CertificateSigningRequest) any {
-	var approved, denied bool
-	var rest []string
+	var approved, denied, failed bool
 	for _, cond := range c.Status.Conditions {
 		switch cond.Type {
 		case certificatesv1.CertificateApproved:
-			approved = cond.Status != corev1.ConditionFalse
+			approved = true
 		case certificatesv1.CertificateDenied:
-			denied = cond.Status != corev1.ConditionFalse
-		default:
-			rest = append(rest, string(cond.Type))
+			denied = true
+		case certificatesv1.CertificateFailed:
+			failed = true
 		}
 	}
-	var parts []string
+	status := "Pending"
 	switch {
 	case denied:
-		parts = append(parts, "Denied")
+		status = "Denied"
 	case approved:
-		parts = append(parts, "Approved")
-	default:
-		parts = append(parts, "Pending")
+		status = "Approved"
+	}
+	if failed {
+		status += ",Failed"
 	}
 	if len(c.Status.Certificate) > 0 {
-		parts = append(parts, "Issued")
+		status += ",Issued"
 	}
-	return strings.Join(append(parts, rest...), ",")
+	return status
 }
 
 // trustBundles are cluster trust bundles: PEM CA certificates published

@@ -5,11 +5,13 @@
 package flowcontrol
 
 import (
-	"fmt"
+	"cmp"
+	"strings"
 
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
@@ -73,6 +75,13 @@ var flowSchemas = registry.Kind[*flowcontrolv1.FlowSchema]{
 		}),
 	},
 	NoAge: true,
+	// A list prints by matching precedence, then name.
+	ListOrder: func(a, b *flowcontrolv1.FlowSchema) int {
+		if c := cmp.Compare(a.Spec.MatchingPrecedence, b.Spec.MatchingPrecedence); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	},
 }
 
 var priorityLevels = registry.Kind[*flowcontrolv1.PriorityLevelConfiguration]{
@@ -130,8 +139,8 @@ var priorityLevels = registry.Kind[*flowcontrolv1.PriorityLevelConfiguration]{
 	Columns: []registry.Column{
 		registry.ColumnOf("Type", "string", flowcontrolv1.PriorityLevelConfigurationSpec{}.SwaggerDoc()["type"], 0, func(pl *flowcontrolv1.PriorityLevelConfiguration) any { return string(pl.Spec.Type) }),
 		registry.ColumnOf("NominalConcurrencyShares", "string", flowcontrolv1.LimitedPriorityLevelConfiguration{}.SwaggerDoc()["nominalConcurrencyShares"], 0, func(pl *flowcontrolv1.PriorityLevelConfiguration) any {
-			if l := pl.Spec.Limited; l != nil && l.NominalConcurrencyShares != nil {
-				return int64(*l.NominalConcurrencyShares)
+			if l := pl.Spec.Limited; l != nil {
+				return int64(ptr.Deref(l.NominalConcurrencyShares, 0))
 			}
 			return "<none>"
 		}),
@@ -144,7 +153,7 @@ var priorityLevels = registry.Kind[*flowcontrolv1.PriorityLevelConfiguration]{
 func queuing(name, field string, f func(*flowcontrolv1.QueuingConfiguration) int32) registry.Column {
 	return registry.ColumnOf(name, "string", flowcontrolv1.QueuingConfiguration{}.SwaggerDoc()[field], 0, func(pl *flowcontrolv1.PriorityLevelConfiguration) any {
 		if l := pl.Spec.Limited; l != nil && l.LimitResponse.Queuing != nil {
-			return fmt.Sprint(f(l.LimitResponse.Queuing))
+			return int64(f(l.LimitResponse.Queuing))
 		}
 		return "<none>"
 	})

@@ -8,6 +8,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kubeembed/apiserver/providers/registry"
@@ -108,11 +109,11 @@ var ipAddresses = registry.Kind[*networkingv1.IPAddress]{
 			if r == nil {
 				return "<none>"
 			}
-			res := r.Resource
-			if r.Group != "" {
-				res = r.Group + "/" + res
+			ref := strings.ToLower(schema.GroupResource{Group: r.Group, Resource: r.Resource}.String())
+			if r.Namespace != "" {
+				ref += "/" + r.Namespace
 			}
-			return res + "/" + r.Namespace + "/" + r.Name
+			return ref + "/" + r.Name
 		}),
 		func() registry.Column { c := registry.AgeColumn(); c.CellOnly = true; return c }(),
 	},

@@ -3,6 +3,7 @@
 package networking
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -172,15 +173,39 @@ var ingressClasses = registry.Kind[*networkingv1.IngressClass]{
 	NewObj:   func() runtime.Object { return &networkingv1.IngressClass{} },
 	NewList:  func() runtime.Object { return &networkingv1.IngressClassList{} },
 	Validate: validateIngressClass,
-	Columns: []registry.Column{
+	Table: []registry.Column{
+		ingressClassName(),
 		registry.ColumnOf("Controller", "string", "Controller that is responsible for handling this class", 0, func(c *networkingv1.IngressClass) any { return c.Spec.Controller }),
-		registry.ColumnOf("Parameters", "string", "A reference to a resource with additional parameters", 0, func(c *networkingv1.IngressClass) any {
-			if c.Spec.Parameters == nil {
-				return "<none>"
-			}
-			return c.Spec.Parameters.Kind + "/" + c.Spec.Parameters.Name
-		}),
+		registry.ColumnOf("Parameters", "string", "A reference to a resource with additional parameters", 0, ingressClassParameters),
+		registry.AgeColumn(),
 	},
+}
+
+// ingressClassName is the NAME column of ingress classes: the default
+// class is marked, whether listed or not.
+func ingressClassName() registry.Column {
+	c := registry.NameColumn()
+	c.Value = func(obj runtime.Object) any {
+		ic := obj.(*networkingv1.IngressClass)
+		if ic.Annotations[networkingv1.AnnotationIsDefaultIngressClass] == "true" {
+			return ic.Name + " (default)"
+		}
+		return ic.Name
+	}
+	return c
+}
+
+// ingressClassParameters is the PARAMETERS column: "Kind[.apiGroup]/name".
+func ingressClassParameters(c *networkingv1.IngressClass) any {
+	p := c.Spec.Parameters
+	if p == nil {
+		return "<none>"
+	}
+	kind := p.Kind
+	if p.APIGroup != nil {
+		kind += "." + *p.APIGroup
+	}
+	return kind + "/" + p.Name
 }
 
 var ingresses = registry.Kind[*networkingv1.Ingress]{
@@ -198,18 +223,7 @@ var ingresses = registry.Kind[*networkingv1.Ingress]{
 			}
 			return *i.Spec.IngressClassName
 		}),
-		registry.ColumnOf("Hosts", "string", "Hosts that incoming requests are matched against before the ingress rule", 0, func(i *networkingv1.Ingress) any {
-			var hosts []string
-			for _, r := range i.Spec.Rules {
-				if r.Host != "" {
-					hosts = append(hosts, r.Host)
-				}
-			}
-			if len(hosts) == 0 {
-				return "*"
-			}
-			return strings.Join(hosts, ",")
-		}),
+		registry.ColumnOf("Hosts", "string", "Hosts that incoming requests are matched against before the ingress rule", 0, ingressHosts),
 		registry.ColumnOf("Address", "string", "Address is a list containing ingress points for the load-balancer", 0, func(i *networkingv1.Ingress) any {
 			var addrs []string
 			for _, lb := range i.Status.LoadBalancer.Ingress {
@@ -219,7 +233,8 @@ var ingresses = registry.Kind[*networkingv1.Ingress]{
 					addrs = append(addrs, lb.Hostname)
 				}
 			}
-			return strings.Join(addrs, ",")
+			slices.Sort(addrs)
+			return strings.Join(slices.Compact(addrs), ",")
 		}),
 		registry.ColumnOf("Ports", "string", "Ports of TLS configurations that open", 0, func(i *networkingv1.Ingress) any {
 			if len(i.Spec.TLS) > 0 {
@@ -229,4 +244,31 @@ var ingresses = registry.Kind[*networkingv1.Ingress]{
 		}),
 		registry.AgeColumn(),
 	},
+}
+
+// maxHosts is how many hosts kube-apiserver prints of an ingress.
+const maxHosts = 3
+
+// ingressHosts is the HOSTS column as kube-apiserver prints it: the first
+// three hosts, then " + N more..." where N counts every further rule, with
+// a host or not; "*" without hosts.
+func ingressHosts(i *networkingv1.Ingress) any {
+	var hosts []string
+	more := false
+	for _, r := range i.Spec.Rules {
+		if len(hosts) == maxHosts {
+			more = true
+			break
+		}
+		if r.Host != "" {
+			hosts = append(hosts, r.Host)
+		}
+	}
+	if len(hosts) == 0 {
+		return "*"
+	}
+	if more {
+		return fmt.Sprintf("%s + %d more...", strings.Join(hosts, ","), len(i.Spec.Rules)-maxHosts)
+	}
+	return strings.Join(hosts, ",")
 }

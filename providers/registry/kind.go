@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"reflect"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -120,6 +121,14 @@ type Kind[T runtime.Object] struct {
 	// Table, if set, is the whole table instead, for kinds whose NAME does
 	// not come first (events).
 	Table []Column
+	// ListOrder, if set, orders the rows of a listed table (the list itself
+	// keeps its order), as kube-apiserver prints flow schemas by matching
+	// precedence.
+	ListOrder func(a, b T) int
+	// ListName, if set, is given a listed table's items and returns the
+	// NAME of each row: kube-apiserver marks the effective default storage
+	// class in a list, which one object alone cannot tell.
+	ListName func(items []T) func(T) string
 	// FieldAnnotations are annotations in which the kind's version keeps
 	// fields of kube-apiserver's internal type
 	// (deprecated.daemonset.template.generation): a Table's rows, whose
@@ -187,7 +196,7 @@ func (k Kind[T]) Store(cfg providers.Config) (*Store, error) {
 		Resource: schema.GroupResource{Group: k.GroupVersion.Group, Resource: k.Resource}, Singular: k.Singular,
 		NewFunc: k.NewObj, NewList: k.NewList,
 		Strategy: k.strategy(cfg.Scheme), ShortNames: k.ShortNames, Categories: k.Categories,
-		Table:    tableConvertor{columns: k.columns(), hidden: k.FieldAnnotations},
+		Table:    tableConvertor{columns: k.columns(), hidden: k.FieldAnnotations, list: k.listColumns()},
 		AttrFunc: attrFunc[T](k.Namespaced, k.Fields),
 		TTL:      k.TTL, ShouldDeleteDuringUpdate: k.ShouldDeleteDuringUpdate,
 		ReturnDeleted: k.ReturnDeleted,
@@ -288,6 +297,32 @@ func (k Kind[T]) columns() []Column {
 		columns = append(columns, AgeColumn())
 	}
 	return columns
+}
+
+// listColumns is the table's list hook made of ListOrder and ListName; nil
+// without them.
+func (k Kind[T]) listColumns() func(items []runtime.Object) []Column {
+	if k.ListOrder == nil && k.ListName == nil {
+		return nil
+	}
+	columns := k.columns()
+	return func(items []runtime.Object) []Column {
+		if k.ListOrder != nil {
+			slices.SortStableFunc(items, func(a, b runtime.Object) int { return k.ListOrder(a.(T), b.(T)) })
+		}
+		i := slices.IndexFunc(columns, func(c Column) bool { return c.Name == "Name" })
+		if k.ListName == nil || i < 0 {
+			return columns
+		}
+		typed := make([]T, len(items))
+		for j, obj := range items {
+			typed[j] = obj.(T)
+		}
+		name := k.ListName(typed)
+		out := slices.Clone(columns)
+		out[i].Value = func(obj runtime.Object) any { return name(obj.(T)) }
+		return out
+	}
 }
 
 // addStatusWrites adds /status and the status-like subresources to out.

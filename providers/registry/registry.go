@@ -288,6 +288,10 @@ func Table(columns ...Column) rest.TableConvertor {
 type tableConvertor struct {
 	columns []Column
 	hidden  []string
+	// list, if set, sees a list's items before they are printed, as
+	// kube-apiserver's list printers do: it may reorder them in place, and
+	// returns the columns to print them with (the same definitions).
+	list func(items []runtime.Object) []Column
 }
 
 func (c tableConvertor) ConvertToTable(_ context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
@@ -300,17 +304,24 @@ func (c tableConvertor) ConvertToTable(_ context.Context, object runtime.Object,
 			}
 		}
 	}
-	row := func(obj runtime.Object) error {
-		cells := make([]any, len(c.columns))
-		for i, col := range c.columns {
+	row := func(columns []Column, obj runtime.Object) {
+		cells := make([]any, len(columns))
+		for i, col := range columns {
 			cells[i] = col.Value(obj)
 		}
 		table.Rows = append(table.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: c.rowObject(obj)}})
-		return nil
 	}
 	if meta.IsListType(object) {
-		if err := meta.EachListItem(object, row); err != nil {
+		items, err := meta.ExtractList(object)
+		if err != nil {
 			return nil, err
+		}
+		columns := c.columns
+		if c.list != nil {
+			columns = c.list(items)
+		}
+		for _, obj := range items {
+			row(columns, obj)
 		}
 		if l, err := meta.ListAccessor(object); err == nil {
 			table.ResourceVersion = l.GetResourceVersion()
@@ -319,9 +330,7 @@ func (c tableConvertor) ConvertToTable(_ context.Context, object runtime.Object,
 		}
 		return table, nil
 	}
-	if err := row(object); err != nil {
-		return nil, err
-	}
+	row(c.columns, object)
 	if m, err := meta.Accessor(object); err == nil {
 		table.ResourceVersion = m.GetResourceVersion()
 	}

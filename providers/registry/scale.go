@@ -48,7 +48,24 @@ type scaleREST struct {
 var (
 	_ rest.Patcher                  = (*scaleREST)(nil)
 	_ rest.GroupVersionKindProvider = (*scaleREST)(nil)
+	_ rest.TableConvertor           = (*scaleREST)(nil)
 )
+
+// ConvertToTable implements rest.TableConvertor. kube-apiserver's scale
+// storage hands tables to the object's printers, which print a Scale with
+// these columns (a NAME without the "name" format).
+func (r *scaleREST) ConvertToTable(ctx context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
+	name := NameColumn()
+	name.Format = ""
+	return tableConvertor{columns: []Column{
+		name,
+		ColumnOf("Desired", "integer", autoscalingv1.ScaleSpec{}.SwaggerDoc()["replicas"], 0,
+			func(s *autoscalingv1.Scale) any { return int64(s.Spec.Replicas) }),
+		ColumnOf("Available", "integer", autoscalingv1.ScaleStatus{}.SwaggerDoc()["replicas"], 0,
+			func(s *autoscalingv1.Scale) any { return int64(s.Status.Replicas) }),
+		AgeColumn(),
+	}}.ConvertToTable(ctx, object, tableOptions)
+}
 
 func (r *scaleREST) New() runtime.Object { return &autoscalingv1.Scale{} }
 func (r *scaleREST) Destroy()            {}

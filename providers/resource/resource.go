@@ -5,14 +5,18 @@
 package resource
 
 import (
+	"strings"
+
 	resourcev1 "k8s.io/api/resource/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/providers"
+	"github.com/kubeembed/apiserver/providers/internal/printers"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -111,20 +115,28 @@ var claims = registry.Kind[*resourcev1.ResourceClaim]{
 		return nil
 	},
 	Columns: []registry.Column{
-		registry.ColumnOf("State", "string", "A summary of the current state (allocated, pending, reserved, etc.).", 0, func(c *resourcev1.ResourceClaim) any {
-			state := "pending"
-			if c.Status.Allocation != nil {
-				state = "allocated"
-				if len(c.Status.ReservedFor) > 0 {
-					state += ",reserved"
-				}
-			}
-			if c.DeletionTimestamp != nil {
-				state += ",deleted"
-			}
-			return state
-		}),
+		registry.ColumnOf("State", "string", "A summary of the current state (allocated, pending, reserved, etc.).", 0, claimState),
 	},
+}
+
+// claimState is the STATE column as kube-apiserver prints it: "deleted"
+// first when the claim is being deleted, then "pending" (unless deleted) or
+// "allocated" and "reserved".
+func claimState(c *resourcev1.ResourceClaim) any {
+	var states []string
+	if c.DeletionTimestamp != nil {
+		states = append(states, "deleted")
+	}
+	switch {
+	case c.Status.Allocation != nil:
+		states = append(states, "allocated")
+		if len(c.Status.ReservedFor) > 0 {
+			states = append(states, "reserved")
+		}
+	case c.DeletionTimestamp == nil:
+		states = append(states, "pending")
+	}
+	return strings.Join(states, ",")
 }
 
 var claimTemplates = registry.Kind[*resourcev1.ResourceClaimTemplate]{
@@ -171,10 +183,7 @@ var slices = registry.Kind[*resourcev1.ResourceSlice]{
 	},
 	Columns: []registry.Column{
 		registry.ColumnOf("Node", "string", resourcev1.ResourceSliceSpec{}.SwaggerDoc()["nodeName"], 0, func(s *resourcev1.ResourceSlice) any {
-			if s.Spec.NodeName == nil {
-				return "<none>"
-			}
-			return *s.Spec.NodeName
+			return ptr.Deref(s.Spec.NodeName, "")
 		}),
 		registry.ColumnOf("Driver", "string", resourcev1.ResourceSliceSpec{}.SwaggerDoc()["driver"], 0, func(s *resourcev1.ResourceSlice) any { return s.Spec.Driver }),
 		registry.ColumnOf("Pool", "string", resourcev1.ResourcePool{}.SwaggerDoc()["name"], 0, func(s *resourcev1.ResourceSlice) any { return s.Spec.Pool.Name }),
@@ -210,9 +219,9 @@ var taintRules = registry.Kind[*resourcev1.DeviceTaintRule]{
 		registry.ColumnOf("Effect", "string", resourcev1.DeviceTaint{}.SwaggerDoc()["effect"], 0, func(r *resourcev1.DeviceTaintRule) any { return string(r.Spec.Taint.Effect) }),
 		registry.ColumnOf("TimeAdded", "string", resourcev1.DeviceTaint{}.SwaggerDoc()["timeAdded"], 0, func(r *resourcev1.DeviceTaintRule) any {
 			if r.Spec.Taint.TimeAdded == nil {
-				return "<unset>"
+				return ""
 			}
-			return r.Spec.Taint.TimeAdded.UTC().Format("2006-01-02T15:04:05Z")
+			return printers.Since(*r.Spec.Taint.TimeAdded)
 		}),
 	},
 }

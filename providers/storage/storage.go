@@ -108,6 +108,7 @@ var storageClasses = registry.Kind[*storagev1.StorageClass]{
 		}
 		return append(errs, apivalidation.ValidateImmutableField(sc.VolumeBindingMode, old.VolumeBindingMode, field.NewPath("volumeBindingMode"))...)
 	},
+	ListName: listedStorageClassName,
 	Columns: []registry.Column{
 		registry.ColumnOf("Provisioner", "string", "provisioner indicates the type of the provisioner.", 0, func(sc *storagev1.StorageClass) any { return sc.Provisioner }),
 		registry.ColumnOf("ReclaimPolicy", "string", "reclaimPolicy controls the reclaimPolicy for dynamically provisioned PersistentVolumes of this storage class. Defaults to Delete.", 0, func(sc *storagev1.StorageClass) any {
@@ -124,6 +125,40 @@ var storageClasses = registry.Kind[*storagev1.StorageClass]{
 		}),
 		registry.ColumnOf("AllowVolumeExpansion", "string", "allowVolumeExpansion shows whether the storage class allow volume expand.", 0, func(sc *storagev1.StorageClass) any { return ptr.Deref(sc.AllowVolumeExpansion, false) }),
 	},
+}
+
+// listedStorageClassName names the effective default class of a list
+// "<name> (default)", as kube-apiserver prints a list (one class alone is
+// printed by its name).
+func listedStorageClassName(items []*storagev1.StorageClass) func(*storagev1.StorageClass) string {
+	def := effectiveDefaultClass(items)
+	return func(sc *storagev1.StorageClass) string {
+		if sc.Name == def {
+			return sc.Name + " (default)"
+		}
+		return sc.Name
+	}
+}
+
+// effectiveDefaultClass is the name of the class marked default that was
+// created last (of those created in the same second, the first by name),
+// or "" when none is marked.
+func effectiveDefaultClass(items []*storagev1.StorageClass) string {
+	var def *storagev1.StorageClass
+	for _, sc := range items {
+		if sc.Annotations["storageclass.kubernetes.io/is-default-class"] != "true" &&
+			sc.Annotations["storageclass.beta.kubernetes.io/is-default-class"] != "true" {
+			continue
+		}
+		if def == nil || sc.CreationTimestamp.After(def.CreationTimestamp.Time) ||
+			(sc.CreationTimestamp.Equal(&def.CreationTimestamp) && sc.Name < def.Name) {
+			def = sc
+		}
+	}
+	if def == nil {
+		return ""
+	}
+	return def.Name
 }
 
 var csiDrivers = registry.Kind[*storagev1.CSIDriver]{

@@ -46,12 +46,18 @@ var group = registry.Group{
 				return r.Resource + "." + r.Group
 			}),
 			registry.ColumnOf("Status", "string", "Status of the migration", 0, func(m *storagemigrationv1.StorageVersionMigration) any {
+				// The last true condition of these types, as kube-apiserver
+				// prints it.
+				status := "Unknown"
 				for _, c := range m.Status.Conditions {
-					if c.Status == metav1.ConditionTrue {
-						return c.Type
+					switch storagemigrationv1.MigrationConditionType(c.Type) {
+					case storagemigrationv1.MigrationRunning, storagemigrationv1.MigrationFailed, storagemigrationv1.MigrationSucceeded:
+						if c.Status == metav1.ConditionTrue {
+							status = c.Type
+						}
 					}
 				}
-				return "Unknown"
+				return status
 			}),
 		},
 		NoAge: true, PlainName: true,
