@@ -1,7 +1,6 @@
 package apiserver_test
 
 import (
-	"encoding/json"
 	"slices"
 	"testing"
 	"time"
@@ -22,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 )
 
 // The tests of this file compare the cells of Tables with what
@@ -435,23 +433,12 @@ func TestPrintersMoreScale(t *testing.T) {
 	_, err = c.AppsV1().Deployments("default").UpdateStatus(t.Context(), d, metav1.UpdateOptions{})
 	require.NoError(t, err)
 
-	table := rawTable(t, c, "/apis/apps/v1/namespaces/default/deployments/web/scale")
+	tab := table(t, c, "/apis/apps/v1/namespaces/default/deployments/web/scale")
 	var columns []string
-	for _, col := range table.ColumnDefinitions {
+	for _, col := range tab.ColumnDefinitions {
 		columns = append(columns, col.Name+":"+col.Type+":"+col.Format)
 	}
 	assert.Equal(t, []string{"Name:string:", "Desired:integer:", "Available:integer:", "Age:string:"}, columns)
-	require.Len(t, table.Rows, 1)
-	assert.Equal(t, []any{"web", float64(3), float64(2)}, table.Rows[0].Cells[:3])
-}
-
-// rawTable gets path as a Table, column definitions and all.
-func rawTable(t *testing.T, c kubernetes.Interface, path string) metav1.Table {
-	t.Helper()
-	raw, err := c.CoreV1().RESTClient().Get().AbsPath(path).
-		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(t.Context())
-	require.NoError(t, err, "%s", raw)
-	var table metav1.Table
-	require.NoError(t, json.Unmarshal(raw, &table))
-	return table
+	require.Len(t, tab.Rows, 1)
+	assert.Equal(t, []any{"web", float64(3), float64(2)}, tab.Rows[0].Cells[:3])
 }

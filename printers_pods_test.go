@@ -108,7 +108,7 @@ func TestPrintersPodSidecarsAndRestarts(t *testing.T) {
 }
 
 // A gated pod is SchedulingGated; a pod being deleted is Terminating
-// unless its phase is over.
+// unless its phase is over; a finished pod's row is marked Completed.
 func TestPrintersPodGatedAndDeleted(t *testing.T) {
 	t.Parallel()
 	c := quietServer(t)
@@ -130,4 +130,7 @@ func TestPrintersPodGatedAndDeleted(t *testing.T) {
 	}
 	assert.Equal(t, "Terminating", tableCell(t, c, "/api/v1/namespaces/default/pods/kept-running", "Status"))
 	assert.Equal(t, "Succeeded", tableCell(t, c, "/api/v1/namespaces/default/pods/kept-succeeded", "Status"))
+	assert.Equal(t, []metav1.TableRowCondition{{Type: metav1.RowCompleted, Status: metav1.ConditionTrue, Reason: "Succeeded",
+		Message: "The pod has completed successfully."}}, table(t, c, "/api/v1/namespaces/default/pods/kept-succeeded").Rows[0].Conditions)
+	assert.Empty(t, table(t, c, "/api/v1/namespaces/default/pods/kept-running").Rows[0].Conditions)
 }

@@ -24,21 +24,28 @@ func quietServer(t *testing.T) kubernetes.Interface {
 	return clientset(t, srv)
 }
 
-// tableCells gets path (a collection or one object) as a Table, as
-// kubectl get asks, and returns each row's cells by column name (wide
-// columns included; a cell without a column, as IPAddresses' age, is
-// left out).
-func tableCells(t *testing.T, c kubernetes.Interface, path string) []map[string]any {
+// table gets path (a collection or one object) as a Table, as kubectl get
+// asks.
+func table(t *testing.T, c kubernetes.Interface, path string) metav1.Table {
 	t.Helper()
 	raw, err := c.CoreV1().RESTClient().Get().AbsPath(path).
 		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(t.Context())
 	require.NoError(t, err, "%s", raw)
-	var table metav1.Table
-	require.NoError(t, json.Unmarshal(raw, &table))
+	var out metav1.Table
+	require.NoError(t, json.Unmarshal(raw, &out))
+	return out
+}
+
+// tableCells gets path's Table and returns each row's cells by column name
+// (wide columns included; a cell without a column, as IPAddresses' age,
+// is left out).
+func tableCells(t *testing.T, c kubernetes.Interface, path string) []map[string]any {
+	t.Helper()
+	tab := table(t, c, path)
 	var out []map[string]any
-	for _, r := range table.Rows {
+	for _, r := range tab.Rows {
 		row := map[string]any{}
-		for i, col := range table.ColumnDefinitions {
+		for i, col := range tab.ColumnDefinitions {
 			if i < len(r.Cells) {
 				row[col.Name] = r.Cells[i]
 			}

@@ -172,6 +172,17 @@ func (r podRow) restartsCell() string {
 	return strconv.Itoa(r.restarts)
 }
 
+// podRowConditions mark the row of a pod whose phase is over Completed.
+func podRowConditions(p *corev1.Pod) []metav1.TableRowCondition {
+	switch p.Status.Phase {
+	case corev1.PodSucceeded:
+		return []metav1.TableRowCondition{{Type: metav1.RowCompleted, Status: metav1.ConditionTrue, Reason: string(corev1.PodSucceeded), Message: "The pod has completed successfully."}}
+	case corev1.PodFailed:
+		return []metav1.TableRowCondition{{Type: metav1.RowCompleted, Status: metav1.ConditionTrue, Reason: string(corev1.PodFailed), Message: "The pod failed."}}
+	}
+	return nil
+}
+
 // podColumns are kubectl get pods' columns after NAME.
 func podColumns() []registry.Column {
 	c := registry.ColumnOf[*corev1.Pod]

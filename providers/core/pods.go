@@ -94,7 +94,7 @@ var pods = registry.Kind[*corev1.Pod]{
 		p.OwnerReferences = old.OwnerReferences
 	},
 	ValidateStatus: validatePodStatus,
-	NoAge:          true, Columns: podColumns(),
+	NoAge:          true, Columns: podColumns(), RowConditions: podRowConditions,
 	Fields: podFieldSet, FieldNames: podFields,
 	Customize: podSubresources,
 }

@@ -129,6 +129,9 @@ type Kind[T runtime.Object] struct {
 	// NAME of each row: kube-apiserver marks the effective default storage
 	// class in a list, which one object alone cannot tell.
 	ListName func(items []T) func(T) string
+	// RowConditions, if set, are the conditions of an object's row
+	// (kube-apiserver marks a finished pod's row Completed).
+	RowConditions func(T) []metav1.TableRowCondition
 	// FieldAnnotations are annotations in which the kind's version keeps
 	// fields of kube-apiserver's internal type
 	// (deprecated.daemonset.template.generation): a Table's rows, whose
@@ -196,7 +199,7 @@ func (k Kind[T]) Store(cfg providers.Config) (*Store, error) {
 		Resource: schema.GroupResource{Group: k.GroupVersion.Group, Resource: k.Resource}, Singular: k.Singular,
 		NewFunc: k.NewObj, NewList: k.NewList,
 		Strategy: k.strategy(cfg.Scheme), ShortNames: k.ShortNames, Categories: k.Categories,
-		Table:    tableConvertor{columns: k.columns(), hidden: k.FieldAnnotations, list: k.listColumns()},
+		Table:    tableConvertor{columns: k.columns(), hidden: k.FieldAnnotations, list: k.listColumns(), conditions: k.rowConditions()},
 		AttrFunc: attrFunc[T](k.Namespaced, k.Fields),
 		TTL:      k.TTL, ShouldDeleteDuringUpdate: k.ShouldDeleteDuringUpdate,
 		ReturnDeleted: k.ReturnDeleted,
@@ -297,6 +300,14 @@ func (k Kind[T]) columns() []Column {
 		columns = append(columns, AgeColumn())
 	}
 	return columns
+}
+
+// rowConditions is RowConditions for any object; nil without it.
+func (k Kind[T]) rowConditions() func(runtime.Object) []metav1.TableRowCondition {
+	if k.RowConditions == nil {
+		return nil
+	}
+	return func(obj runtime.Object) []metav1.TableRowCondition { return k.RowConditions(obj.(T)) }
 }
 
 // listColumns is the table's list hook made of ListOrder and ListName; nil

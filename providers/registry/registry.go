@@ -292,6 +292,8 @@ type tableConvertor struct {
 	// kube-apiserver's list printers do: it may reorder them in place, and
 	// returns the columns to print them with (the same definitions).
 	list func(items []runtime.Object) []Column
+	// conditions, if set, are a row's conditions.
+	conditions func(runtime.Object) []metav1.TableRowCondition
 }
 
 func (c tableConvertor) ConvertToTable(_ context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
@@ -309,7 +311,11 @@ func (c tableConvertor) ConvertToTable(_ context.Context, object runtime.Object,
 		for i, col := range columns {
 			cells[i] = col.Value(obj)
 		}
-		table.Rows = append(table.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: c.rowObject(obj)}})
+		r := metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: c.rowObject(obj)}}
+		if c.conditions != nil {
+			r.Conditions = c.conditions(obj)
+		}
+		table.Rows = append(table.Rows, r)
 	}
 	if meta.IsListType(object) {
 		items, err := meta.ExtractList(object)
