@@ -6,9 +6,11 @@ package resource
 
 import (
 	"strings"
+	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -158,7 +160,14 @@ var claimTemplates = registry.Kind[*resourcev1.ResourceClaimTemplate]{
 
 var slices = registry.Kind[*resourcev1.ResourceSlice]{
 	ReturnDeleted: true,
-	GroupVersion:  gv, Resource: "resourceslices", Singular: "resourceslice", Generation: true,
+	Default: func(s *resourcev1.ResourceSlice) {
+		for i := range s.Spec.Devices {
+			for j := range s.Spec.Devices[i].Taints {
+				defaultTaint(&s.Spec.Devices[i].Taints[j])
+			}
+		}
+	},
+	GroupVersion: gv, Resource: "resourceslices", Singular: "resourceslice", Generation: true,
 	NewObj:  func() runtime.Object { return &resourcev1.ResourceSlice{} },
 	NewList: func() runtime.Object { return &resourcev1.ResourceSliceList{} },
 	Validate: func(s *resourcev1.ResourceSlice) field.ErrorList {
@@ -200,8 +209,10 @@ var slices = registry.Kind[*resourcev1.ResourceSlice]{
 
 var taintRules = registry.Kind[*resourcev1.DeviceTaintRule]{
 	GroupVersion: gv, Resource: "devicetaintrules", Singular: "devicetaintrule", Generation: true, Status: true,
-	NewObj:  func() runtime.Object { return &resourcev1.DeviceTaintRule{} },
-	NewList: func() runtime.Object { return &resourcev1.DeviceTaintRuleList{} },
+	Default:       func(r *resourcev1.DeviceTaintRule) { defaultTaint(&r.Spec.Taint) },
+	PrepareUpdate: bumpTaintTime,
+	NewObj:        func() runtime.Object { return &resourcev1.DeviceTaintRule{} },
+	NewList:       func() runtime.Object { return &resourcev1.DeviceTaintRuleList{} },
 	Validate: func(r *resourcev1.DeviceTaintRule) field.ErrorList {
 		p := field.NewPath("spec", "taint")
 		var errs field.ErrorList
@@ -224,4 +235,21 @@ var taintRules = registry.Kind[*resourcev1.DeviceTaintRule]{
 			return printers.Since(*r.Spec.Taint.TimeAdded)
 		}),
 	},
+}
+
+// defaultTaint sets when a device taint was added, if not given: now, to
+// the second (what survives encoding), as resource.k8s.io's defaulter.
+func defaultTaint(t *resourcev1.DeviceTaint) {
+	if t.TimeAdded == nil {
+		t.TimeAdded = &metav1.Time{Time: time.Now().Truncate(time.Second)}
+	}
+}
+
+// bumpTaintTime makes a rule's timeAdded the time its effect changed,
+// unless the update sets it itself, as kube-apiserver's DeviceTaintRule
+// strategy does: the toleration of affected claims counts from it.
+func bumpTaintTime(r, old *resourcev1.DeviceTaintRule) {
+	if r.Spec.Taint.Effect != old.Spec.Taint.Effect && r.Spec.Taint.TimeAdded.Equal(old.Spec.Taint.TimeAdded) {
+		r.Spec.Taint.TimeAdded = &metav1.Time{Time: time.Now().Truncate(time.Second)}
+	}
 }
