@@ -130,6 +130,13 @@ func (e env) watch(t *testing.T, resource, name, rv string, done func(watch.Even
 // every reason of want, and returns them.
 func (e env) events(t *testing.T, ns, name string, want ...string) []corev1.Event {
 	t.Helper()
+	return e.eventsOf(t, ns, name, "", want...)
+}
+
+// eventsOf is events of the field of name (a container:
+// spec.containers{app}), or of any field if field is "".
+func (e env) eventsOf(t *testing.T, ns, name, field string, want ...string) []corev1.Event {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	var got []corev1.Event
@@ -137,7 +144,7 @@ func (e env) events(t *testing.T, ns, name string, want ...string) []corev1.Even
 		list, err := e.client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
 			FieldSelector: fields.OneTermEqualSelector("involvedObject.name", name).String()})
 		require.NoError(t, err)
-		got = list.Items
+		got = slices.DeleteFunc(list.Items, func(ev corev1.Event) bool { return field != "" && ev.InvolvedObject.FieldPath != field })
 		if containsAll(reasons(got), want) {
 			return got
 		}

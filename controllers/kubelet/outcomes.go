@@ -63,7 +63,7 @@ func (r *Rule) matches(pod *corev1.Pod, c *container) bool {
 	if r.Container != "" {
 		return r.Container == c.spec.Name && r.matchesPod(pod)
 	}
-	return !c.init && r.matchesPod(pod)
+	return !c.init && !c.ephemeral && r.matchesPod(pod)
 }
 
 // matchesPod: the rule selects pod.
@@ -204,6 +204,9 @@ func (k *Kubelet) Fail(ctx context.Context, namespace, pod string, code int32) e
 func (k *Kubelet) SetReady(ctx context.Context, namespace, pod, containerName string, ready bool) error {
 	return k.act(namespace, pod, func(r *podRuntime, _ time.Time) error {
 		for _, c := range r.all() {
+			if c.spec.Name == containerName && c.ephemeral {
+				return fmt.Errorf("set ready: container %q of pod %s/%s is ephemeral: it has no probes", containerName, namespace, pod)
+			}
 			if c.spec.Name == containerName {
 				c.ready = &ready
 				if !ready && c.instance.running() {

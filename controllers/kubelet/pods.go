@@ -96,7 +96,9 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 	if r.deleted {
 		return podWork{}, false
 	}
-	r.addEphemeral(pod)
+	if !terminal(pod) {
+		r.addEphemeral(pod) // a finished pod's worker takes no more updates
+	}
 	now := k.clock.Now()
 	if r.admitted {
 		r.sandbox = true // the admission status is written: the sandbox starts
@@ -107,12 +109,17 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 		r.stopping, r.stopAt, r.stopCode = now, now.Add(after), code
 	}
 	r.advance(pod, now, &k.outcomes)
-	w := podWork{status: podStatus(pod, r, n.internalIP(), now), events: r.takeEvents(), version: r.version, next: r.next(now)}
+	status := podStatus(pod, r, n.internalIP(), now)
+	if phaseOver(status.Phase) && !r.stopped() {
+		_, code := k.outcomes.stopPlan(pod)
+		r.kill(now, code) // the pod is over: what still runs is stopped (killPod)
+		status = podStatus(pod, r, n.internalIP(), now)
+	}
+	w := podWork{status: status, events: r.takeEvents(), version: r.version, next: r.next(now)}
 	if added := r.reportedAdded(); !r.sandbox || added {
 		w.next = now // the sandbox and containers start at the next sync
 	}
-	terminal := w.status.Phase == corev1.PodSucceeded || w.status.Phase == corev1.PodFailed
-	if terminal && r.stopped() && r.ip != "" && !pod.Spec.HostNetwork {
+	if phaseOver(w.status.Phase) && r.stopped() && r.ip != "" && !pod.Spec.HostNetwork {
 		n.ipam.release(r.ip) // the sandbox is gone; the status keeps the address
 	}
 	if !r.stopping.IsZero() && r.stopped() {

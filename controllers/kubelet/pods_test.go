@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/controllers/kubelet"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
 
@@ -195,12 +196,12 @@ func TestEphemeralContainerRuns(t *testing.T) {
 	assert.False(t, s.Ready)
 	assert.Equal(t, &corev1.ResourceRequirements{}, s.Resources)
 	assert.True(t, ready(p), "an ephemeral container does not change the pod's readiness")
-	events := e.events(t, "default", "debugged", "Pulled", "Created", "Started")
-	var fields []string
-	for _, ev := range events {
-		fields = append(fields, ev.InvolvedObject.FieldPath)
+	var messages []string
+	for _, ev := range e.eventsOf(t, "default", "debugged", "spec.ephemeralContainers{dbg}", "Pulled", "Created", "Started") {
+		messages = append(messages, ev.Reason+": "+ev.Message)
 	}
-	assert.Contains(t, fields, "spec.ephemeralContainers{dbg}")
+	assert.ElementsMatch(t, []string{`Pulled: Container image "busybox:1.36" already present on machine and can be accessed by the pod`,
+		"Created: Container created", "Started: Container started"}, messages)
 
 	require.NoError(t, e.k.Exit(t.Context(), "default", "debugged", "dbg", 1))
 	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return p.Status.EphemeralContainerStatuses[0].State.Terminated != nil })
@@ -232,4 +233,65 @@ func TestContainerStatusResources(t *testing.T) {
 	assert.True(t, s.Resources.Requests.Cpu().Equal(resource.MustParse("100m")), "%v", s.Resources)
 	assert.True(t, s.Resources.Limits.Memory().Equal(resource.MustParse("64Mi")), "%v", s.Resources)
 	assert.True(t, s.AllocatedResources.Cpu().Equal(resource.MustParse("100m")), "%v", s.AllocatedResources)
+}
+
+// addDebugContainer adds the ephemeral container dbg to the pod.
+func (e env) addDebugContainer(t *testing.T, p *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	p = p.DeepCopy()
+	p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+		Name: "dbg", Image: "busybox:1.36", TerminationMessagePolicy: corev1.TerminationMessageReadFile, ImagePullPolicy: corev1.PullIfNotPresent}})
+	p, err := e.client.CoreV1().Pods(p.Namespace).UpdateEphemeralContainers(t.Context(), p.Name, p, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	return p
+}
+
+// A pod whose containers are done stops what still runs in it, an
+// ephemeral container too (killPod); an ephemeral container added to a
+// finished pod is never reported, as a finished pod's worker takes no more
+// updates.
+func TestEphemeralContainerEndsWithThePod(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	pod := simplePod("job")
+	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	p := e.addDebugContainer(t, e.runningPod(t, pod))
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool {
+		return len(p.Status.EphemeralContainerStatuses) == 1 && p.Status.EphemeralContainerStatuses[0].State.Running != nil
+	})
+	require.NoError(t, e.k.Exit(t.Context(), "default", "job", "app", 0))
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	term := p.Status.EphemeralContainerStatuses[0].State.Terminated
+	require.NotNil(t, term, "stopped with the pod: %+v", p.Status.EphemeralContainerStatuses[0].State)
+	assert.Equal(t, int32(143), term.ExitCode, "ended by the kubelet's SIGTERM")
+	e.eventsOf(t, "default", "job", "spec.ephemeralContainers{dbg}", "Killing")
+
+	done := simplePod("done")
+	done.Spec.RestartPolicy = corev1.RestartPolicyNever
+	d := e.runningPod(t, done)
+	require.NoError(t, e.k.Exit(t.Context(), "default", "done", "app", 0))
+	d = e.waitPod(t, d, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	e.addDebugContainer(t, d)
+	apiservertest.WaitIdle(t, e.srv)
+	d, err := e.client.CoreV1().Pods("default").Get(t.Context(), "done", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, d.Status.EphemeralContainerStatuses)
+}
+
+// A test's rule for a pod's containers is for its regular ones: an
+// ephemeral container added later runs on; it has no probes to set.
+func TestRulesLeaveEphemeralContainersAlone(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	p := e.runningPod(t, simplePod("p"))
+	e.k.AddRule(kubelet.Rule{Namespace: "default", Exit: &kubelet.Exit{Code: 0}})
+	p = e.addDebugContainer(t, p)
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool {
+		return len(p.Status.EphemeralContainerStatuses) == 1 && p.Status.EphemeralContainerStatuses[0].State.Running != nil
+	})
+	apiservertest.WaitIdle(t, e.srv)
+	p, err := e.client.CoreV1().Pods("default").Get(t.Context(), "p", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotNil(t, p.Status.EphemeralContainerStatuses[0].State.Running, "%+v", p.Status.EphemeralContainerStatuses[0].State)
+	assert.ErrorContains(t, e.k.SetReady(t.Context(), "default", "p", "dbg", false), "ephemeral")
 }

@@ -195,9 +195,9 @@ func (r *podRuntime) step(pod *corev1.Pod, now time.Time, plans planner) bool {
 }
 
 // terminal: the pod's phase is Succeeded or Failed, as written.
-func terminal(pod *corev1.Pod) bool {
-	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
-}
+func terminal(pod *corev1.Pod) bool { return phaseOver(pod.Status.Phase) }
+
+func phaseOver(p corev1.PodPhase) bool { return p == corev1.PodSucceeded || p == corev1.PodFailed }
 
 // advance makes the container's next change if it is due: its first start,
 // its exit, its restart after back-off.
@@ -346,17 +346,22 @@ func restartable(pod *corev1.Pod, c *container, code int32) bool {
 	return false
 }
 
-// stop stops every running container, as the kubelet kills a deleted
-// pod's: each asked to stop exits 0 (a process that handles SIGTERM) at
-// stopAt.
+// stop stops every running container at stopAt, as the kubelet kills a
+// deleted pod's.
 func (r *podRuntime) stop(now time.Time) {
 	if now.Before(r.stopAt) {
 		return
 	}
+	r.kill(r.stopAt, r.stopCode)
+}
+
+// kill stops every running container at t with code (the SIGTERM's
+// outcome) and cancels restarts, as the kubelet's killPod.
+func (r *podRuntime) kill(t time.Time, code int32) {
 	for _, c := range r.all() {
 		if c.instance.running() {
 			c.events = append(c.events, event{corev1.EventTypeNormal, "Killing", "Stopping container " + c.spec.Name})
-			c.exit(r.stopAt, r.stopCode)
+			c.exit(t, code)
 		}
 		c.restartAt = time.Time{}
 	}
