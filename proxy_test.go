@@ -136,7 +136,7 @@ func TestNodeProxy(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "started\n", string(got))
 
-	_, err = nodeProxy("node-0", "healthz")
+	_, err = nodeProxy("node-0", "stats", "summary")
 	assert.Equal(t, int32(http.StatusNotFound), statusOf(t, err).Code, "a path the simulated kubelet does not serve")
 	_, err = nodeProxy("nope", "healthz")
 	status := statusOf(t, err)
