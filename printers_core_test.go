@@ -104,29 +104,30 @@ func TestPrintersCoreEvent(t *testing.T) {
 	t.Parallel()
 	c := quietServer(t)
 	ctx := t.Context()
+	// Ages print the same for half an hour either way ("20h", "12h", "10d").
 	ago := func(d time.Duration) time.Time { return time.Now().Add(-d) }
 	for _, e := range []*corev1.Event{
 		{ObjectMeta: metav1.ObjectMeta{Name: "kubelet"}, Type: corev1.EventTypeNormal, Reason: "Pulled", Message: "  pulled image\n",
 			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "p", FieldPath: "spec.containers{app}"},
 			Source:         corev1.EventSource{Component: "kubelet", Host: "node1"}, Count: 3,
-			FirstTimestamp: metav1.NewTime(ago(5 * time.Hour)), LastTimestamp: metav1.NewTime(ago(30 * time.Minute))},
+			FirstTimestamp: metav1.NewTime(ago(20*time.Hour + 30*time.Minute)), LastTimestamp: metav1.NewTime(ago(12*time.Hour + 30*time.Minute))},
 		{ObjectMeta: metav1.ObjectMeta{Name: "controller"}, Type: corev1.EventTypeWarning, Reason: "Failed",
 			InvolvedObject: corev1.ObjectReference{Kind: "Node"}, ReportingController: "example.com/ctrl",
-			FirstTimestamp: metav1.NewTime(ago(5 * time.Hour))},
+			FirstTimestamp: metav1.NewTime(ago(20*time.Hour + 30*time.Minute))},
 		{ObjectMeta: metav1.ObjectMeta{Name: "event-time"}, Type: corev1.EventTypeNormal, Reason: "Synced", Action: "Sync",
 			InvolvedObject:      corev1.ObjectReference{Kind: "ConfigMap", Namespace: "default", Name: "cm"},
 			ReportingController: "ctrl", ReportingInstance: "ctrl-1",
-			FirstTimestamp: metav1.NewTime(ago(5 * time.Hour)), EventTime: metav1.NewMicroTime(ago(30 * time.Minute))},
+			FirstTimestamp: metav1.NewTime(ago(20*time.Hour + 30*time.Minute)), EventTime: metav1.NewMicroTime(ago(12*time.Hour + 30*time.Minute))},
 		{ObjectMeta: metav1.ObjectMeta{Name: "series"}, Type: corev1.EventTypeNormal, Reason: "BackOff",
 			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "p"}, Source: corev1.EventSource{Component: "kubelet"},
-			FirstTimestamp: metav1.NewTime(ago(240 * time.Hour)), LastTimestamp: metav1.NewTime(ago(5 * time.Hour)),
-			Series: &corev1.EventSeries{Count: 4, LastObservedTime: metav1.NewMicroTime(ago(30 * time.Minute))}},
+			FirstTimestamp: metav1.NewTime(ago(240 * time.Hour)), LastTimestamp: metav1.NewTime(ago(20*time.Hour + 30*time.Minute)),
+			Series: &corev1.EventSeries{Count: 4, LastObservedTime: metav1.NewMicroTime(ago(12*time.Hour + 30*time.Minute))}},
 	} {
 		_, err := c.CoreV1().Events("default").Create(ctx, e, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
 	_, err := c.EventsV1().Events("default").Create(ctx, &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: "new-style"},
-		EventTime: metav1.NewMicroTime(ago(5 * time.Hour)), Series: &eventsv1.EventSeries{Count: 2, LastObservedTime: metav1.NewMicroTime(ago(30 * time.Minute))},
+		EventTime: metav1.NewMicroTime(ago(20*time.Hour + 30*time.Minute)), Series: &eventsv1.EventSeries{Count: 2, LastObservedTime: metav1.NewMicroTime(ago(12*time.Hour + 30*time.Minute))},
 		ReportingController: "example.com/ctrl", ReportingInstance: "ctrl-0", Action: "Scale", Reason: "Scaled", Type: corev1.EventTypeNormal,
 		Regarding: corev1.ObjectReference{Kind: "Deployment", Namespace: "default", Name: "d"}, Note: "scaled \n"}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -138,11 +139,11 @@ func TestPrintersCoreEvent(t *testing.T) {
 		byName[r["Name"].(string)] = []any{r["Last Seen"], r["Object"], r["Source"], r["Message"], r["First Seen"], r["Count"]}
 	}
 	assert.Equal(t, map[string][]any{
-		"kubelet":    {"30m", "pod/p", "kubelet, node1", "pulled image", "5h", 3.0},
-		"controller": {"5h", "node", "example.com/ctrl", "", "5h", 1.0},
-		"event-time": {"5h", "configmap/cm", "ctrl, ctrl-1", "", "5h", 1.0},
-		"series":     {"30m", "pod/p", "kubelet", "", "10d", 4.0},
-		"new-style":  {"30m", "deployment/d", "example.com/ctrl, ctrl-0", "scaled", "5h", 2.0},
+		"kubelet":    {"12h", "pod/p", "kubelet, node1", "pulled image", "20h", 3.0},
+		"controller": {"20h", "node", "example.com/ctrl", "", "20h", 1.0},
+		"event-time": {"20h", "configmap/cm", "ctrl, ctrl-1", "", "20h", 1.0},
+		"series":     {"12h", "pod/p", "kubelet", "", "10d", 4.0},
+		"new-style":  {"12h", "deployment/d", "example.com/ctrl, ctrl-0", "scaled", "20h", 2.0},
 	}, byName)
 }
 

@@ -91,7 +91,7 @@ func TestPrintersPodSidecarsAndRestarts(t *testing.T) {
 		InitContainers: []corev1.Container{{Name: "proxy", Image: "envoy", RestartPolicy: ptr(corev1.ContainerRestartPolicyAlways)}},
 		Containers:     []corev1.Container{{Name: "app", Image: "nginx"}}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	ago := metav1.NewTime(time.Now().Add(-20 * time.Minute))
+	ago := metav1.NewTime(time.Now().Add(-10*time.Hour - 30*time.Minute)) // "10h" for half an hour either way
 	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7", PodIPs: []corev1.PodIP{{IP: "10.0.0.7"}},
 		Conditions: []corev1.PodCondition{{Type: corev1.PodInitialized, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionTrue}},
 		InitContainerStatuses: []corev1.ContainerStatus{{Name: "proxy", Started: ptr(true), Ready: true, RestartCount: 1,
@@ -103,7 +103,7 @@ func TestPrintersPodSidecarsAndRestarts(t *testing.T) {
 	row := tableCells(t, c, "/api/v1/namespaces/default/pods/p")[0]
 	assert.Equal(t, "2/2", row["Ready"])
 	assert.Equal(t, "Running", row["Status"])
-	assert.Equal(t, "3 (20m ago)", row["Restarts"])
+	assert.Equal(t, "3 (10h ago)", row["Restarts"])
 	assert.Equal(t, "10.0.0.7", row["IP"])
 }
 

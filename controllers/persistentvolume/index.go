@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
+
+	"github.com/kubeembed/apiserver/internal/volumes"
 )
 
 // accessModesIndex indexes the controller's volumes by their access modes
@@ -23,36 +25,8 @@ func newVolumeIndex() cache.Indexer {
 		if !ok {
 			return []string{""}, fmt.Errorf("object is not a persistent volume: %T", obj)
 		}
-		return []string{modesString(pv.Spec.AccessModes)}, nil
+		return []string{volumes.AccessModesString(pv.Spec.AccessModes)}, nil
 	}})
-}
-
-// modeNames are the short names upstream's index uses, in its order.
-var modeNames = []struct {
-	mode  corev1.PersistentVolumeAccessMode
-	short string
-}{{corev1.ReadWriteOnce, "RWO"}, {corev1.ReadOnlyMany, "ROX"}, {corev1.ReadWriteMany, "RWX"}, {corev1.ReadWriteOncePod, "RWOP"}}
-
-func modesString(modes []corev1.PersistentVolumeAccessMode) string {
-	var out []string
-	for _, n := range modeNames {
-		if slices.Contains(modes, n.mode) {
-			out = append(out, n.short)
-		}
-	}
-	return strings.Join(out, ",")
-}
-
-func modesFromString(s string) []corev1.PersistentVolumeAccessMode {
-	var out []corev1.PersistentVolumeAccessMode
-	for _, part := range strings.Split(s, ",") {
-		for _, n := range modeNames {
-			if strings.TrimSpace(part) == n.short {
-				out = append(out, n.mode)
-			}
-		}
-	}
-	return out
 }
 
 // findBestMatch is upstream's findBestMatchForClaim: for each set of access
@@ -64,12 +38,12 @@ func modesFromString(s string) []corev1.PersistentVolumeAccessMode {
 func findBestMatch(index cache.Indexer, claim *corev1.PersistentVolumeClaim, delayBinding bool) (*corev1.PersistentVolume, error) {
 	var sets []string
 	for _, key := range index.ListIndexFuncValues(accessModesIndex) {
-		if containsAll(modesFromString(key), claim.Spec.AccessModes) {
+		if containsAll(volumes.AccessModesFromString(key), claim.Spec.AccessModes) {
 			sets = append(sets, key)
 		}
 	}
 	slices.SortFunc(sets, func(a, b string) int {
-		return cmp.Or(cmp.Compare(len(modesFromString(a)), len(modesFromString(b))), strings.Compare(a, b))
+		return cmp.Or(cmp.Compare(len(volumes.AccessModesFromString(a)), len(volumes.AccessModesFromString(b))), strings.Compare(a, b))
 	})
 	for _, key := range sets {
 		objs, err := index.ByIndex(accessModesIndex, key)

@@ -1,10 +1,8 @@
 package persistentvolume
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,14 +13,12 @@ import (
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 
+	"github.com/kubeembed/apiserver/internal/volumes"
 	"github.com/kubeembed/apiserver/internal/writes"
 )
 
 // The default class annotations, as upstream's volume util names them.
-const (
-	isDefaultClassAnnotation     = "storageclass.kubernetes.io/is-default-class"
-	betaIsDefaultClassAnnotation = "storageclass.beta.kubernetes.io/is-default-class"
-)
+const ()
 
 // class returns the named StorageClass, from the informer or else from
 // the server: a class created just before its claim may reach this
@@ -71,7 +67,7 @@ func (c *Controller) assignDefaultStorageClass(ctx context.Context, pvc *corev1.
 	if err != nil {
 		return false, fmt.Errorf("list storage classes: %w", err)
 	}
-	def := defaultClass(classes)
+	def := volumes.DefaultClass(classes)
 	if def == nil {
 		return false, nil
 	}
@@ -82,24 +78,6 @@ func (c *Controller) assignDefaultStorageClass(ctx context.Context, pvc *corev1.
 	}
 	klog.FromContext(ctx).V(4).Info("Assigned the default StorageClass", "PVC", klog.KObj(pvc), "storageClassName", def.Name)
 	return true, nil
-}
-
-// defaultClass is upstream's GetDefaultClass: of the classes annotated as
-// the default, the newest, then the first by name; nil if none is.
-func defaultClass(classes []*storagev1.StorageClass) *storagev1.StorageClass {
-	var defaults []*storagev1.StorageClass
-	for _, class := range classes {
-		if class.Annotations[isDefaultClassAnnotation] == "true" || class.Annotations[betaIsDefaultClassAnnotation] == "true" {
-			defaults = append(defaults, class)
-		}
-	}
-	if len(defaults) == 0 {
-		return nil
-	}
-	slices.SortFunc(defaults, func(a, b *storagev1.StorageClass) int {
-		return cmp.Or(cmp.Compare(b.CreationTimestamp.UnixNano(), a.CreationTimestamp.UnixNano()), strings.Compare(a.Name, b.Name))
-	})
-	return defaults[0]
 }
 
 // eventForDelayedClaim tells why a WaitForFirstConsumer claim waits: for

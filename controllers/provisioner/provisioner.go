@@ -60,6 +60,7 @@ import (
 	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/internal/controller"
 	"github.com/kubeembed/apiserver/internal/version"
+	"github.com/kubeembed/apiserver/internal/volumes"
 )
 
 // Name is the provisioner's name, the default class's provisioner.
@@ -69,7 +70,7 @@ const Name = "kubeembed.io/simulated"
 const DefaultClass = "standard"
 
 // IsDefaultClassAnnotation marks a StorageClass as the default.
-const IsDefaultClassAnnotation = "storageclass.kubernetes.io/is-default-class"
+const IsDefaultClassAnnotation = volumes.IsDefaultClassAnnotation
 
 // BasePath is where local-path-provisioner puts volumes on kind's nodes.
 const BasePath = "/var/local-path-provisioner"

@@ -1,11 +1,8 @@
 package admission
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -13,14 +10,13 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/client-go/kubernetes"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
+
+	"github.com/kubeembed/apiserver/internal/volumes"
 )
 
 // The annotations that mark the default StorageClass (the beta one still
 // counts).
-const (
-	isDefaultClassAnnotation     = "storageclass.kubernetes.io/is-default-class"
-	betaIsDefaultClassAnnotation = "storageclass.beta.kubernetes.io/is-default-class"
-)
+const ()
 
 // DefaultStorageClass is kube-apiserver's DefaultStorageClass plugin: a
 // PersistentVolumeClaim created with no class (no spec.storageClassName and
@@ -56,26 +52,12 @@ func (d *DefaultStorageClass) Admit(ctx context.Context, a admission.Attributes,
 	if err != nil {
 		return admission.NewForbidden(a, fmt.Errorf("list storage classes: %w", err))
 	}
-	if def := defaultClass(classes.Items); def != nil {
+	items := make([]*storagev1.StorageClass, len(classes.Items))
+	for i := range classes.Items {
+		items[i] = &classes.Items[i]
+	}
+	if def := volumes.DefaultClass(items); def != nil {
 		pvc.Spec.StorageClassName = &def.Name
 	}
 	return nil
-}
-
-// defaultClass is upstream's GetDefaultClass: of the classes annotated as
-// the default, the newest, then the first by name; nil if none is.
-func defaultClass(classes []storagev1.StorageClass) *storagev1.StorageClass {
-	var defaults []*storagev1.StorageClass
-	for i := range classes {
-		if a := classes[i].Annotations; a[isDefaultClassAnnotation] == "true" || a[betaIsDefaultClassAnnotation] == "true" {
-			defaults = append(defaults, &classes[i])
-		}
-	}
-	if len(defaults) == 0 {
-		return nil
-	}
-	slices.SortFunc(defaults, func(x, y *storagev1.StorageClass) int {
-		return cmp.Or(cmp.Compare(y.CreationTimestamp.UnixNano(), x.CreationTimestamp.UnixNano()), strings.Compare(x.Name, y.Name))
-	})
-	return defaults[0]
 }

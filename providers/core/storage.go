@@ -3,15 +3,16 @@ package core
 import (
 	"context"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubeembed/apiserver/internal/volumes"
 	"github.com/kubeembed/apiserver/providers/internal/validation"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
@@ -83,13 +84,10 @@ var persistentVolumeClaims = registry.Kind[*corev1.PersistentVolumeClaim]{
 			if c.Spec.VolumeName == "" {
 				return ""
 			}
-			return accessModesString(c.Status.AccessModes)
+			return volumes.AccessModesString(c.Status.AccessModes)
 		}),
 		registry.ColumnOf("StorageClass", "string", "StorageClass of the pvc", 0, func(c *corev1.PersistentVolumeClaim) any {
-			if class, ok := c.Annotations[corev1.BetaStorageClassAnnotation]; ok {
-				return class
-			}
-			return ptr.Deref(c.Spec.StorageClassName, "")
+			return volumehelpers.GetPersistentVolumeClaimClass(c)
 		}),
 		registry.ColumnOf("VolumeAttributesClass", "string", "VolumeAttributesClass of the pvc", 0, func(c *corev1.PersistentVolumeClaim) any {
 			if c.Spec.VolumeAttributesClassName == nil {
@@ -140,22 +138,6 @@ func classFromNil(c, old *corev1.PersistentVolumeClaim) bool {
 	return c.Spec.StorageClassName != nil && old.Spec.StorageClassName == nil && (!annotated || *c.Spec.StorageClassName == annotation)
 }
 
-// accessModesString abbreviates the access modes as kubectl shows them:
-// each once, in the order RWO, ROX, RWX, RWOP, whatever order they were
-// given in.
-func accessModesString(modes []corev1.PersistentVolumeAccessMode) string {
-	var out []string
-	for _, m := range []struct {
-		mode  corev1.PersistentVolumeAccessMode
-		short string
-	}{{corev1.ReadWriteOnce, "RWO"}, {corev1.ReadOnlyMany, "ROX"}, {corev1.ReadWriteMany, "RWX"}, {corev1.ReadWriteOncePod, "RWOP"}} {
-		if slices.Contains(modes, m.mode) {
-			out = append(out, m.short)
-		}
-	}
-	return strings.Join(out, ",")
-}
-
 // phaseOrTerminating is a volume's or claim's phase, or Terminating once
 // it is being deleted.
 func phaseOrTerminating(m *metav1.ObjectMeta, phase string) string {
@@ -200,7 +182,7 @@ var persistentVolumes = registry.Kind[*corev1.PersistentVolume]{
 			q := p.Spec.Capacity[corev1.ResourceStorage]
 			return q.String()
 		}),
-		registry.ColumnOf("Access Modes", "string", pvSpecDoc["accessModes"], 0, func(p *corev1.PersistentVolume) any { return accessModesString(p.Spec.AccessModes) }),
+		registry.ColumnOf("Access Modes", "string", pvSpecDoc["accessModes"], 0, func(p *corev1.PersistentVolume) any { return volumes.AccessModesString(p.Spec.AccessModes) }),
 		registry.ColumnOf("Reclaim Policy", "string", pvSpecDoc["persistentVolumeReclaimPolicy"], 0, func(p *corev1.PersistentVolume) any {
 			return string(p.Spec.PersistentVolumeReclaimPolicy)
 		}),
@@ -214,10 +196,7 @@ var persistentVolumes = registry.Kind[*corev1.PersistentVolume]{
 			return ""
 		}),
 		registry.ColumnOf("StorageClass", "string", "StorageClass of the pv", 0, func(p *corev1.PersistentVolume) any {
-			if class, ok := p.Annotations[corev1.BetaStorageClassAnnotation]; ok {
-				return class
-			}
-			return p.Spec.StorageClassName
+			return volumehelpers.GetPersistentVolumeClass(p)
 		}),
 		registry.ColumnOf("VolumeAttributesClass", "string", "VolumeAttributesClass of the pv", 0, func(p *corev1.PersistentVolume) any {
 			if p.Spec.VolumeAttributesClassName == nil {

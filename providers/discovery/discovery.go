@@ -174,7 +174,7 @@ func endpoints(s *discoveryv1.EndpointSlice) any {
 }
 
 // orUnset abbreviates list, or is <unset> if that prints nothing (as for
-// one unnamed port without a number).
+// one port without a number whose name is empty).
 func orUnset(list []string) string {
 	if s := printers.Abbreviated(list); s != "" {
 		return s

@@ -119,15 +119,15 @@ type Kind[T runtime.Object] struct {
 	// kube-apiserver's printers define it.
 	PlainName bool
 	// Table, if set, is the whole table instead, for kinds whose NAME does
-	// not come first (events).
+	// not come first (events) or is not the object's name alone.
 	Table []Column
 	// ListOrder, if set, orders the rows of a listed table (the list itself
 	// keeps its order), as kube-apiserver prints flow schemas by matching
 	// precedence.
 	ListOrder func(a, b T) int
-	// ListName, if set, is given a listed table's items and returns the
-	// NAME of each row: kube-apiserver marks the effective default storage
-	// class in a list, which one object alone cannot tell.
+	// ListName, if set, is given a listed table's items (maybe none) and
+	// returns the NAME of each row: kube-apiserver marks the effective
+	// default storage class in a list, which one object alone cannot tell.
 	ListName func(items []T) func(T) string
 	// RowConditions, if set, are the conditions of an object's row
 	// (kube-apiserver marks a finished pod's row Completed).

@@ -26,7 +26,10 @@ func TestKindListTable(t *testing.T) {
 		ListOrder: func(a, b *corev1.Secret) int { return strings.Compare(string(a.Type), string(b.Type)) },
 		// The last item of the list is marked.
 		ListName: func(items []*corev1.Secret) func(*corev1.Secret) string {
-			last := items[len(items)-1].Name
+			var last string
+			if len(items) > 0 {
+				last = items[len(items)-1].Name
+			}
 			return func(s *corev1.Secret) string {
 				if s.Name == last {
 					return s.Name + " (last)"

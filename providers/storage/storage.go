@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubeembed/apiserver/internal/volumes"
 	"github.com/kubeembed/apiserver/providers"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
@@ -131,34 +132,13 @@ var storageClasses = registry.Kind[*storagev1.StorageClass]{
 // "<name> (default)", as kube-apiserver prints a list (one class alone is
 // printed by its name).
 func listedStorageClassName(items []*storagev1.StorageClass) func(*storagev1.StorageClass) string {
-	def := effectiveDefaultClass(items)
+	def := volumes.DefaultClass(items)
 	return func(sc *storagev1.StorageClass) string {
-		if sc.Name == def {
+		if def != nil && sc.Name == def.Name {
 			return sc.Name + " (default)"
 		}
 		return sc.Name
 	}
-}
-
-// effectiveDefaultClass is the name of the class marked default that was
-// created last (of those created in the same second, the first by name),
-// or "" when none is marked.
-func effectiveDefaultClass(items []*storagev1.StorageClass) string {
-	var def *storagev1.StorageClass
-	for _, sc := range items {
-		if sc.Annotations["storageclass.kubernetes.io/is-default-class"] != "true" &&
-			sc.Annotations["storageclass.beta.kubernetes.io/is-default-class"] != "true" {
-			continue
-		}
-		if def == nil || sc.CreationTimestamp.After(def.CreationTimestamp.Time) ||
-			(sc.CreationTimestamp.Equal(&def.CreationTimestamp) && sc.Name < def.Name) {
-			def = sc
-		}
-	}
-	if def == nil {
-		return ""
-	}
-	return def.Name
 }
 
 var csiDrivers = registry.Kind[*storagev1.CSIDriver]{
