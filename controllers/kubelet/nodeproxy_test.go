@@ -29,6 +29,12 @@ func TestNodeProxyHealthzAndPods(t *testing.T) {
 	body, err := proxy("healthz")
 	require.NoError(t, err)
 	assert.Equal(t, "ok", string(body))
+	body, err = e.client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes/node-0/proxy/healthz").Param("verbose", "").DoRaw(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, "[+]ping ok\n[+]log ok\n[+]syncloop ok\nhealthz check passed\n", string(body))
+	body, err = proxy("healthz/syncloop")
+	require.NoError(t, err)
+	assert.Equal(t, "ok", string(body))
 
 	body, err = proxy("pods")
 	require.NoError(t, err)

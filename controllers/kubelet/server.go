@@ -16,6 +16,8 @@ package kubelet
 import (
 	"cmp"
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -38,7 +40,8 @@ import (
 func (k *Kubelet) newServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", k.serveContainerLogs)
-	mux.HandleFunc("GET /healthz", serveHealthz)
+	mux.HandleFunc("/healthz", serveHealthz)
+	mux.HandleFunc("/healthz/{check}", serveHealthCheck)
 	mux.HandleFunc("GET /pods", k.servePods)
 	for _, m := range []string{http.MethodGet, http.MethodPost} {
 		mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", k.serveExec)
@@ -51,11 +54,40 @@ func (k *Kubelet) newServer() *http.Server {
 	return &http.Server{Handler: mux, ConnContext: trackConn}
 }
 
-// serveHealthz is the kubelet's /healthz: ok while it serves.
-func serveHealthz(w http.ResponseWriter, _ *http.Request) {
+// kubeletChecks are the kubelet's health checks; each passes while its
+// server serves.
+var kubeletChecks = []string{"ping", "log", "syncloop"}
+
+// serveHealthz is the kubelet's /healthz, as k8s.io/apiserver's healthz
+// handler serves its checks: ok, or each check's line with ?verbose
+// (?exclude=name skips one).
+func serveHealthz(w http.ResponseWriter, req *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	_, _ = w.Write([]byte("ok"))
+	if _, verbose := req.URL.Query()["verbose"]; !verbose {
+		_, _ = io.WriteString(w, "ok")
+		return
+	}
+	excluded := req.URL.Query()["exclude"]
+	for _, c := range kubeletChecks {
+		if slices.Contains(excluded, c) {
+			fmt.Fprintf(w, "[+]%s excluded: ok\n", c)
+			continue
+		}
+		fmt.Fprintf(w, "[+]%s ok\n", c)
+	}
+	_, _ = io.WriteString(w, "healthz check passed\n")
+}
+
+// serveHealthCheck is /healthz/{check}: ok for one of the kubelet's.
+func serveHealthCheck(w http.ResponseWriter, req *http.Request) {
+	if !slices.Contains(kubeletChecks, req.PathValue("check")) {
+		http.NotFound(w, req)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = io.WriteString(w, "ok")
 }
 
 // servePods is the kubelet's /pods: a v1 PodList of the pods bound to its
