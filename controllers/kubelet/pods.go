@@ -32,6 +32,8 @@ type podWork struct {
 	// kubelet first saw (its pod manager keeps that object and merges
 	// later updates into it, resourceVersion aside).
 	version string
+	// podEvents are the kubelet's events about the pod itself (resizes).
+	podEvents []event
 	// remove: the pod is stopped and deleted; delete it from the API.
 	remove bool
 	next   time.Time
@@ -108,6 +110,10 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 		after, code := k.outcomes.stopPlan(pod)
 		r.stopping, r.stopAt, r.stopCode = now, now.Add(after), code
 	}
+	var podEvents []event
+	if r.sandbox && r.stopping.IsZero() && !terminal(pod) {
+		podEvents = k.resize(pod, r, n, now, &k.outcomes)
+	}
 	r.advance(pod, now, &k.outcomes)
 	status := podStatus(pod, r, n.internalIP(), now)
 	if phaseOver(status.Phase) && !r.stopped() {
@@ -115,9 +121,12 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 		r.kill(now, code) // the pod is over: what still runs is stopped (killPod)
 		status = podStatus(pod, r, n.internalIP(), now)
 	}
-	w := podWork{status: status, events: r.takeEvents(), version: r.version, next: r.next(now)}
-	if added := r.reportedAdded(); !r.sandbox || added {
-		w.next = now // the sandbox and containers start at the next sync
+	w := podWork{status: status, events: r.takeEvents(), podEvents: podEvents, version: r.version, next: r.next(now)}
+	if added := r.reportedAdded(); !r.sandbox || added || r.inProgress != nil {
+		w.next = now // the sandbox and containers start (a resize is actuated) at the next sync
+	}
+	if retry := now.Add(deferredRetry); r.pending != nil && (w.next.IsZero() || retry.Before(w.next)) {
+		w.next = retry
 	}
 	if phaseOver(w.status.Phase) && r.stopped() && r.ip != "" && !pod.Spec.HostNetwork {
 		n.ipam.release(r.ip) // the sandbox is gone; the status keeps the address
@@ -168,11 +177,15 @@ func (k *Kubelet) forgetLocked(key string, keep types.UID) {
 			n.ipam.release(r.ip)
 		}
 	}
+	gone := k.running[uid]
 	delete(k.running, uid)
 	delete(k.keys, key)
 	if t := k.timers[key]; t != nil {
 		t.Stop()
 		delete(k.timers, key)
+	}
+	if gone != nil {
+		k.retryDeferredLocked(gone.node)
 	}
 }
 
@@ -248,12 +261,17 @@ func (k *Kubelet) deletePod(ctx context.Context, pod *corev1.Pod) error {
 	return err
 }
 
-// record records the containers' events, as the kubelet of node n.
+// record records the containers' events and the pod's, as the kubelet of
+// node n (the pod's name the pod it read, with no field).
 func (k *Kubelet) record(pod *corev1.Pod, n *node, w podWork) {
-	if len(w.events) == 0 {
+	if len(w.events) == 0 && len(w.podEvents) == 0 {
 		return
 	}
 	rec := k.recorder(n.spec.Name)
+	for _, e := range w.podEvents {
+		rec.Event(&corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
+			UID: pod.UID, ResourceVersion: pod.ResourceVersion}, e.kind, e.reason, e.message)
+	}
 	for _, e := range w.events {
 		field := "spec.containers{" + e.container.spec.Name + "}"
 		switch {

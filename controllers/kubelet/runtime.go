@@ -51,6 +51,9 @@ type podRuntime struct {
 	// reported is the server's answer to the kubelet's last status patch
 	// (statusBase).
 	reported *corev1.Pod
+	// inProgress is the condition of a resize allocated and not yet
+	// actuated; pending, of one the node cannot take yet (resize.go).
+	inProgress, pending *corev1.PodCondition
 }
 
 // container is one container of a pod: its current instance and the
@@ -63,6 +66,12 @@ type container struct {
 	// added: an ephemeral container whose waiting status is not reported
 	// yet (the kubelet reports the status it read before it starts one).
 	added bool
+	// allocated are the resources the kubelet admitted it with (its
+	// allocation checkpoint), actuated those its runtime applied; they
+	// differ while a resize is in progress, whose actuation restarts it
+	// if restartOnResize.
+	allocated, actuated corev1.ResourceRequirements
+	restartOnResize     bool
 	// instance is the current run: zero before the first start.
 	instance run
 	last     *run
@@ -109,12 +118,19 @@ func newRuntime(pod *corev1.Pod, node, ip string, now time.Time) *podRuntime {
 	r := &podRuntime{uid: pod.UID, node: node, ip: ip, startTime: now, version: pod.ResourceVersion}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		r.init = append(r.init, &container{spec: c, init: true, sidecar: c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways})
+		r.init = append(r.init, newContainer(c, true, c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways))
 	}
 	for i := range pod.Spec.Containers {
-		r.main = append(r.main, &container{spec: &pod.Spec.Containers[i]})
+		r.main = append(r.main, newContainer(&pod.Spec.Containers[i], false, false))
 	}
 	return r
+}
+
+// newContainer is a container of spec, allocated the resources it asks.
+func newContainer(spec *corev1.Container, init, sidecar bool) *container {
+	c := &container{spec: spec, init: init, sidecar: sidecar, allocated: *spec.Resources.DeepCopy()}
+	c.actuated = *c.allocated.DeepCopy()
+	return c
 }
 
 // all are the pod's containers: init, regular, then ephemeral.
@@ -128,7 +144,9 @@ func (r *podRuntime) all() []*container {
 func (r *podRuntime) addEphemeral(pod *corev1.Pod) {
 	for i := len(r.ephemeral); i < len(pod.Spec.EphemeralContainers); i++ {
 		spec := (*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
-		r.ephemeral = append(r.ephemeral, &container{spec: spec, ephemeral: true, added: true})
+		c := newContainer(spec, false, false)
+		c.ephemeral, c.added = true, true
+		r.ephemeral = append(r.ephemeral, c)
 	}
 }
 

@@ -35,7 +35,7 @@ func podStatus(pod *corev1.Pod, r *podRuntime, hostIP string, now time.Time) cor
 		QOSClass:              podqos.Class(pod),
 		InitContainerStatuses: init, ContainerStatuses: main, EphemeralContainerStatuses: ephemeral,
 		Resources:          &corev1.ResourceRequirements{},
-		AllocatedResources: nonEmpty(resource.PodRequests(pod, resource.PodResourcesOptions{})),
+		AllocatedResources: nonEmpty(resource.PodRequests(r.allocatedPod(pod), resource.PodResourcesOptions{})),
 	}
 	if r.sandbox && r.ip != "" {
 		s.PodIP, s.PodIPs = r.ip, []corev1.PodIP{{IP: r.ip}}
@@ -101,7 +101,7 @@ func containerStatus(pod *corev1.Pod, c *container, waiting string, now time.Tim
 		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: waiting}
 		return s
 	}
-	s.Resources, s.AllocatedResources = c.spec.Resources.DeepCopy(), nonEmpty(c.spec.Resources.Requests)
+	s.Resources, s.AllocatedResources = c.actuated.DeepCopy(), nonEmpty(c.allocated.Requests)
 	switch i := c.instance; {
 	case i.running():
 		s.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(i.started.Truncate(time.Second))}
@@ -244,6 +244,13 @@ func conditions(pod *corev1.Pod, r *podRuntime, s corev1.PodStatus, now time.Tim
 	for _, c := range pod.Status.Conditions {
 		if !slices.Contains(kubeletConditions, c.Type) {
 			out = append(out, c)
+		}
+	}
+	if !phaseOver(s.Phase) { // a finished pod's resize conditions are cleared
+		for _, c := range []*corev1.PodCondition{r.pending, r.inProgress} {
+			if c != nil {
+				out = append(out, *c)
+			}
 		}
 	}
 	containersReady := containersReadyCondition(pod, s)

@@ -1,0 +1,222 @@
+package kubelet
+
+// In-place resize, as the v1.37 kubelet's allocation manager and pod sync
+// do it: a resize of running containers' resources (pods/resize) is
+// allocated when the node has room (PodResizeInProgress, event
+// ResizeStarted), then actuated at the next sync (the runtime reports the
+// new resources; containers whose resizePolicy says RestartContainer are
+// restarted; ResizeCompleted); one the node cannot take yet is deferred
+// (PodResizePending, reason Deferred, event ResizeDeferred) and tried
+// again at every sync of the pod, and when a pod of the node goes.
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-helpers/resource"
+)
+
+// deferredRetry is how soon a deferred resize is tried again without
+// another cause (the allocation manager's first retry).
+const deferredRetry = 30 * time.Second
+
+// resize advances pod's resize: actuates what was allocated, then
+// allocates or defers what the spec asks now. It returns the kubelet's
+// events about the pod. Called with k.mu held, once the sandbox runs.
+func (k *Kubelet) resize(pod *corev1.Pod, r *podRuntime, n *node, now time.Time, plans planner) []event {
+	var events []event
+	if r.inProgress != nil {
+		r.actuate(pod, now, plans)
+		events = append(events, event{corev1.EventTypeNormal, "ResizeCompleted",
+			resizeMessage("Pod resize completed", r.allocatedPod(pod), r.inProgress.ObservedGeneration, "")})
+		r.inProgress = nil
+	}
+	desired := r.desired(pod)
+	if desired == nil {
+		r.pending = nil // reverted, or nothing asked
+		return events
+	}
+	if reason, msg := k.fits(pod, r, n, desired); reason != "" {
+		if r.pending == nil || r.pending.ObservedGeneration != pod.Generation {
+			events = append(events, event{corev1.EventTypeWarning, "ResizeDeferred", resizeMessage("Pod resize "+reason, pod, pod.Generation, msg)})
+		}
+		r.pending = resizeCondition(corev1.PodResizePending, corev1.PodReasonDeferred, msg, pod.Generation, now, r.pending)
+		return events
+	}
+	for _, c := range append(append([]*container{}, r.init...), r.main...) {
+		if want, ok := desired[c.spec.Name]; ok {
+			c.restartOnResize = needsRestart(c.allocated, want.Resources, want.ResizePolicy)
+			c.allocated = *want.Resources.DeepCopy()
+		}
+	}
+	r.pending = nil
+	r.inProgress = resizeCondition(corev1.PodResizeInProgress, "", "", pod.Generation, now, nil)
+	return append(events, event{corev1.EventTypeNormal, "ResizeStarted", resizeMessage("Pod resize started", pod, pod.Generation, "")})
+}
+
+// desired are the init and regular containers of pod whose resources
+// differ from their allocation, by name; nil if none does.
+func (r *podRuntime) desired(pod *corev1.Pod) map[string]corev1.Container {
+	var out map[string]corev1.Container
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range list {
+			if rc := r.byName(c.Name); !rc.ephemeral && rc.spec != nil && !apiequality.Semantic.DeepEqual(rc.allocated, c.Resources) {
+				if out == nil {
+					out = map[string]corev1.Container{}
+				}
+				out[c.Name] = c
+			}
+		}
+	}
+	return out
+}
+
+// actuate applies what is allocated, as the runtime does: a container
+// whose resize policy asks for it restarts (the kubelet kills it, then
+// starts it again).
+func (r *podRuntime) actuate(pod *corev1.Pod, now time.Time, plans planner) {
+	for _, c := range r.all() {
+		if c.restartOnResize && c.instance.running() {
+			c.events = append(c.events, event{corev1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s resize requires restart", c.spec.Name)})
+			c.exit(now, sigtermExitCode)
+			previous := c.instance
+			c.last = &previous
+			c.restarts++
+			c.start(now, plans, pod)
+		}
+		c.restartOnResize = false
+		c.actuated = *c.allocated.DeepCopy()
+	}
+}
+
+// needsRestart: a resource that changes from old to want has the resize
+// policy RestartContainer.
+func needsRestart(old, want corev1.ResourceRequirements, policy []corev1.ContainerResizePolicy) bool {
+	for _, p := range policy {
+		if p.RestartPolicy != corev1.RestartContainer {
+			continue
+		}
+		if !old.Requests[p.ResourceName].Equal(want.Requests[p.ResourceName]) || !old.Limits[p.ResourceName].Equal(want.Limits[p.ResourceName]) {
+			return true
+		}
+	}
+	return false
+}
+
+// fits is the kubelet's admission of a resize: the pod's requests with
+// desired against the node's allocatable less what its other pods
+// allocated, CPU then memory. It returns the admission's reason (OutOfcpu)
+// and message, or "" when the resize fits.
+func (k *Kubelet) fits(pod *corev1.Pod, r *podRuntime, n *node, desired map[string]corev1.Container) (reason, msg string) {
+	want := r.allocatedPod(pod)
+	for _, list := range [][]corev1.Container{want.Spec.InitContainers, want.Spec.Containers} {
+		for i := range list {
+			if c, ok := desired[list[i].Name]; ok {
+				list[i].Resources = c.Resources
+			}
+		}
+	}
+	used := corev1.ResourceList{}
+	for _, other := range k.running {
+		if other != r && other.node == n.spec.Name && !other.deleted && other.stopping.IsZero() {
+			addList(used, resource.PodRequests(other.allocatedPod(&corev1.Pod{}), resource.PodResourcesOptions{}))
+		}
+	}
+	requested, capacity := resource.PodRequests(want, resource.PodResourcesOptions{}), allocatable(capacityOf(n.spec))
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		req, u, c := amount(requested, name), amount(used, name), amount(capacity, name)
+		if req > 0 && req > c-u {
+			return "OutOf" + string(name), fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d", name, req, u, c)
+		}
+	}
+	return "", ""
+}
+
+// amount is the quantity in the scheduler's units: millicores of CPU,
+// bytes of the others.
+func amount(l corev1.ResourceList, name corev1.ResourceName) int64 {
+	q := l[name]
+	if name == corev1.ResourceCPU {
+		return q.MilliValue()
+	}
+	return q.Value()
+}
+
+func addList(sum, l corev1.ResourceList) {
+	for name, q := range l {
+		s := sum[name]
+		s.Add(q)
+		sum[name] = s
+	}
+}
+
+// allocatedPod is pod with its containers' resources as allocated (a
+// pod's spec carries what is asked, not what the node gave).
+func (r *podRuntime) allocatedPod(pod *corev1.Pod) *corev1.Pod {
+	out := &corev1.Pod{ObjectMeta: pod.ObjectMeta, Spec: corev1.PodSpec{Overhead: pod.Spec.Overhead, Resources: pod.Spec.Resources}}
+	for _, c := range r.init {
+		spec := *c.spec
+		spec.Resources = c.allocated
+		out.Spec.InitContainers = append(out.Spec.InitContainers, spec)
+	}
+	for _, c := range r.main {
+		spec := *c.spec
+		spec.Resources = c.allocated
+		out.Spec.Containers = append(out.Spec.Containers, spec)
+	}
+	return out
+}
+
+// resizeCondition is a resize condition set now, or kept as old (its
+// times) when only its message changes.
+func resizeCondition(t corev1.PodConditionType, reason, msg string, generation int64, now time.Time, old *corev1.PodCondition) *corev1.PodCondition {
+	at := metav1.NewTime(now.Truncate(time.Second))
+	c := &corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: generation,
+		LastProbeTime: at, LastTransitionTime: at}
+	if old != nil {
+		c.LastProbeTime, c.LastTransitionTime = old.LastProbeTime, old.LastTransitionTime
+	}
+	return c
+}
+
+// resizeMessage is the message of the kubelet's resize events: prefix,
+// then the containers' resources of pod, the resize's generation and the
+// error, as JSON.
+func resizeMessage(prefix string, pod *corev1.Pod, generation int64, errMsg string) string {
+	type allocation struct {
+		Name      string                      `json:"name"`
+		Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+	}
+	summary := struct {
+		InitContainers []allocation `json:"initContainers,omitempty"`
+		Containers     []allocation `json:"containers,omitempty"`
+		Generation     int64        `json:"generation"`
+		Error          string       `json:"error,omitempty"`
+	}{Generation: generation, Error: errMsg}
+	for _, c := range pod.Spec.InitContainers {
+		summary.InitContainers = append(summary.InitContainers, allocation{c.Name, c.Resources})
+	}
+	for _, c := range pod.Spec.Containers {
+		summary.Containers = append(summary.Containers, allocation{c.Name, c.Resources})
+	}
+	b, err := json.Marshal(summary)
+	if err != nil {
+		return prefix
+	}
+	return prefix + ": " + string(b)
+}
+
+// retryDeferredLocked syncs again the pods of node whose resize is
+// deferred: a pod of the node went, which may have made room. Called with
+// k.mu held.
+func (k *Kubelet) retryDeferredLocked(node string) {
+	for key, uid := range k.keys {
+		if r := k.running[uid]; r != nil && r.node == node && r.pending != nil {
+			k.podQueue.Add(key)
+		}
+	}
+}
