@@ -113,6 +113,8 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 	var podEvents []event
 	if r.sandbox && r.stopping.IsZero() && !terminal(pod) {
 		podEvents = k.resize(pod, r, n, now, &k.outcomes)
+	} else {
+		r.inProgress, r.pending = nil, nil // a deleted or finished pod's resize is dropped
 	}
 	r.advance(pod, now, &k.outcomes)
 	status := podStatus(pod, r, n.internalIP(), now)
@@ -128,8 +130,12 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 	if retry := now.Add(deferredRetry); r.pending != nil && (w.next.IsZero() || retry.Before(w.next)) {
 		w.next = retry
 	}
-	if phaseOver(w.status.Phase) && r.stopped() && r.ip != "" && !pod.Spec.HostNetwork {
-		n.ipam.release(r.ip) // the sandbox is gone; the status keeps the address
+	if over := phaseOver(w.status.Phase) && r.stopped(); over && !r.over {
+		r.over = true
+		if r.ip != "" && !pod.Spec.HostNetwork {
+			n.ipam.release(r.ip) // the sandbox is gone; the status keeps the address
+		}
+		k.retryDeferredLocked(n.spec.Name) // it leaves room on the node
 	}
 	if !r.stopping.IsZero() && r.stopped() {
 		r.deleted, w.remove = true, true
@@ -268,10 +274,12 @@ func (k *Kubelet) record(pod *corev1.Pod, n *node, w podWork) {
 		return
 	}
 	rec := k.recorder(n.spec.Name)
-	for _, e := range w.podEvents {
-		rec.Event(&corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
-			UID: pod.UID, ResourceVersion: pod.ResourceVersion}, e.kind, e.reason, e.message)
-	}
+	defer func() { // after the containers' (a restart's events before ResizeCompleted)
+		for _, e := range w.podEvents {
+			rec.Event(&corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
+				UID: pod.UID, ResourceVersion: w.version}, e.kind, e.reason, e.message)
+		}
+	}()
 	for _, e := range w.events {
 		field := "spec.containers{" + e.container.spec.Name + "}"
 		switch {

@@ -24,38 +24,75 @@ import (
 // another cause (the allocation manager's first retry).
 const deferredRetry = 30 * time.Second
 
-// resize advances pod's resize: actuates what was allocated, then
-// allocates or defers what the spec asks now. It returns the kubelet's
-// events about the pod. Called with k.mu held, once the sandbox runs.
+// resize advances pod's resize: allocates or defers what the spec asks
+// now, or actuates what was allocated. It returns the kubelet's events
+// about the pod. Called with k.mu held, once the sandbox runs and while
+// the pod is neither deleted nor over.
 func (k *Kubelet) resize(pod *corev1.Pod, r *podRuntime, n *node, now time.Time, plans planner) []event {
-	var events []event
-	if r.inProgress != nil {
-		r.actuate(pod, now, plans)
-		events = append(events, event{corev1.EventTypeNormal, "ResizeCompleted",
-			resizeMessage("Pod resize completed", r.allocatedPod(pod), r.inProgress.ObservedGeneration, "")})
-		r.inProgress = nil
-	}
 	desired := r.desired(pod)
 	if desired == nil {
 		r.pending = nil // reverted, or nothing asked
-		return events
+		if r.inProgress == nil {
+			return nil
+		}
+		return k.actuate(pod, r, now, plans) // allocated at the last sync
 	}
 	if reason, msg := k.fits(pod, r, n, desired); reason != "" {
+		var events []event
 		if r.pending == nil || r.pending.ObservedGeneration != pod.Generation {
-			events = append(events, event{corev1.EventTypeWarning, "ResizeDeferred", resizeMessage("Pod resize "+reason, pod, pod.Generation, msg)})
+			events = []event{{corev1.EventTypeWarning, "ResizeDeferred", resizeMessage("Pod resize "+reason, pod, pod.Generation, msg)}}
 		}
 		r.pending = resizeCondition(corev1.PodResizePending, corev1.PodReasonDeferred, msg, pod.Generation, now, r.pending)
 		return events
 	}
+	// Allocated: a resize in progress is superseded (its condition set
+	// again with this generation, no completion of its own).
+	inPlace := false
 	for _, c := range append(append([]*container{}, r.init...), r.main...) {
 		if want, ok := desired[c.spec.Name]; ok {
-			c.restartOnResize = needsRestart(c.allocated, want.Resources, want.ResizePolicy)
+			c.restartOnResize = c.restartOnResize || needsRestart(c.allocated, want.Resources, want.ResizePolicy)
 			c.allocated = *want.Resources.DeepCopy()
 		}
+		inPlace = inPlace || (!c.allocatedApplied() && c.instance.running() && (!c.init || c.sidecar))
 	}
 	r.pending = nil
 	r.inProgress = resizeCondition(corev1.PodResizeInProgress, "", "", pod.Generation, now, nil)
-	return append(events, event{corev1.EventTypeNormal, "ResizeStarted", resizeMessage("Pod resize started", pod, pod.Generation, "")})
+	events := []event{{corev1.EventTypeNormal, "ResizeStarted", resizeMessage("Pod resize started", pod, pod.Generation, "")}}
+	if !inPlace {
+		// Nothing running to apply it to: done in this sync, no condition
+		// written (IsPodResizeInProgress skips such containers).
+		events = append(events, k.actuate(pod, r, now, plans)...)
+	}
+	return events
+}
+
+// allocatedApplied: what is allocated to the container is what its runtime
+// applies.
+func (c *container) allocatedApplied() bool {
+	return apiequality.Semantic.DeepEqual(c.allocated, c.actuated)
+}
+
+// actuate applies what is allocated, as the runtime does: a running
+// container whose resize policy asks for it is killed (with the code a
+// stop gives, by the test's rules) and started again. It returns the
+// ResizeCompleted event and clears the condition.
+func (k *Kubelet) actuate(pod *corev1.Pod, r *podRuntime, now time.Time, plans planner) []event {
+	_, code := k.outcomes.stopPlan(pod)
+	for _, c := range r.all() {
+		if c.restartOnResize && c.instance.running() {
+			c.events = append(c.events, event{corev1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s resize requires restart", c.spec.Name)})
+			c.exit(now, code)
+			previous := c.instance
+			c.last = &previous
+			c.restarts++
+			c.start(now, plans, pod)
+		}
+		c.restartOnResize = false
+		c.actuated = *c.allocated.DeepCopy()
+	}
+	generation := r.inProgress.ObservedGeneration
+	r.inProgress = nil
+	return []event{{corev1.EventTypeNormal, "ResizeCompleted", resizeMessage("Pod resize completed", r.allocatedPod(pod), generation, "")}}
 }
 
 // desired are the init and regular containers of pod whose resources
@@ -73,24 +110,6 @@ func (r *podRuntime) desired(pod *corev1.Pod) map[string]corev1.Container {
 		}
 	}
 	return out
-}
-
-// actuate applies what is allocated, as the runtime does: a container
-// whose resize policy asks for it restarts (the kubelet kills it, then
-// starts it again).
-func (r *podRuntime) actuate(pod *corev1.Pod, now time.Time, plans planner) {
-	for _, c := range r.all() {
-		if c.restartOnResize && c.instance.running() {
-			c.events = append(c.events, event{corev1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s resize requires restart", c.spec.Name)})
-			c.exit(now, sigtermExitCode)
-			previous := c.instance
-			c.last = &previous
-			c.restarts++
-			c.start(now, plans, pod)
-		}
-		c.restartOnResize = false
-		c.actuated = *c.allocated.DeepCopy()
-	}
 }
 
 // needsRestart: a resource that changes from old to want has the resize
@@ -122,7 +141,7 @@ func (k *Kubelet) fits(pod *corev1.Pod, r *podRuntime, n *node, desired map[stri
 	}
 	used := corev1.ResourceList{}
 	for _, other := range k.running {
-		if other != r && other.node == n.spec.Name && !other.deleted && other.stopping.IsZero() {
+		if other != r && other.node == n.spec.Name && !other.deleted && !other.over {
 			addList(used, resource.PodRequests(other.allocatedPod(&corev1.Pod{}), resource.PodResourcesOptions{}))
 		}
 	}
@@ -171,14 +190,14 @@ func (r *podRuntime) allocatedPod(pod *corev1.Pod) *corev1.Pod {
 	return out
 }
 
-// resizeCondition is a resize condition set now, or kept as old (its
-// times) when only its message changes.
+// resizeCondition is a resize condition evaluated now: set now, or since
+// old's transition when old is one.
 func resizeCondition(t corev1.PodConditionType, reason, msg string, generation int64, now time.Time, old *corev1.PodCondition) *corev1.PodCondition {
 	at := metav1.NewTime(now.Truncate(time.Second))
 	c := &corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: generation,
 		LastProbeTime: at, LastTransitionTime: at}
 	if old != nil {
-		c.LastProbeTime, c.LastTransitionTime = old.LastProbeTime, old.LastTransitionTime
+		c.LastTransitionTime = old.LastTransitionTime
 	}
 	return c
 }

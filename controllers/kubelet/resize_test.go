@@ -82,6 +82,7 @@ func TestResizeRestartsContainer(t *testing.T) {
 	})
 	s := status(p, "app")
 	require.NotNil(t, s.LastTerminationState.Terminated)
+	assert.Equal(t, int32(143), s.LastTerminationState.Terminated.ExitCode, "stopped as the kubelet stops a container")
 	assert.NotNil(t, s.State.Running)
 	assert.Equal(t, "200m", s.Resources.Requests.Cpu().String())
 	var killing []string
@@ -143,4 +144,36 @@ func TestResizeOverAllocatableRefused(t *testing.T) {
 	got, err := e.client.CoreV1().Pods("default").Get(t.Context(), "huge", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), got.Generation)
+}
+
+// A resize of a container that is not running (crash-looping) has nothing
+// to apply it to: started and completed in one sync, no condition
+// written, the status shows what is allocated.
+func TestResizeOfAContainerNotRunning(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	p := e.runningPod(t, sizedPod("crashing", "100m"))
+	require.NoError(t, e.k.Exit(t.Context(), "default", "crashing", "app", 1)) // restarted at once
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool {
+		return status(p, "app").RestartCount == 1 && status(p, "app").State.Running != nil
+	})
+	require.NoError(t, e.k.Exit(t.Context(), "default", "crashing", "app", 1)) // a back-off the fake clock never ends
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool {
+		w := status(p, "app").State.Waiting
+		return w != nil && w.Reason == "CrashLoopBackOff"
+	})
+	p = e.resizeCPU(t, p, "300m")
+	var reasons []string
+	for _, ev := range e.events(t, "default", "crashing", "ResizeStarted", "ResizeCompleted") {
+		if ev.Reason == "ResizeStarted" || ev.Reason == "ResizeCompleted" {
+			reasons = append(reasons, ev.Reason)
+		}
+	}
+	assert.ElementsMatch(t, []string{"ResizeStarted", "ResizeCompleted"}, reasons)
+	var inProgress bool
+	e.waitPod(t, p, func(p *corev1.Pod) bool { // every version from the resize on
+		inProgress = inProgress || hasCondition(p, corev1.PodResizeInProgress)
+		return status(p, "app").Resources.Requests.Cpu().String() == "300m"
+	})
+	assert.False(t, inProgress, "no version said PodResizeInProgress")
 }

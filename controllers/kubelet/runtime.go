@@ -54,6 +54,8 @@ type podRuntime struct {
 	// inProgress is the condition of a resize allocated and not yet
 	// actuated; pending, of one the node cannot take yet (resize.go).
 	inProgress, pending *corev1.PodCondition
+	// over: its phase ended and nothing runs; it takes no room on the node.
+	over bool
 }
 
 // container is one container of a pod: its current instance and the

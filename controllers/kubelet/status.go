@@ -101,7 +101,12 @@ func containerStatus(pod *corev1.Pod, c *container, waiting string, now time.Tim
 		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: waiting}
 		return s
 	}
-	s.Resources, s.AllocatedResources = c.actuated.DeepCopy(), nonEmpty(c.allocated.Requests)
+	// A running container's resources are what its runtime applies; any
+	// other's what is allocated (convertContainerStatusResources).
+	s.Resources, s.AllocatedResources = c.allocated.DeepCopy(), nonEmpty(c.allocated.Requests)
+	if c.instance.running() {
+		s.Resources = c.actuated.DeepCopy()
+	}
 	switch i := c.instance; {
 	case i.running():
 		s.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(i.started.Truncate(time.Second))}
