@@ -53,6 +53,7 @@ func FuzzCreateEveryKind(f *testing.F) {
 			check(t, a)
 		}
 		if a.code/100 == 2 && mode&modeDryRun == 0 && k.deletable {
+			fx.printed(t, k.path, a.body)
 			fx.remove(t, k.path, a.body)
 		}
 		fx.done(t)

@@ -246,6 +246,24 @@ func (fx *fixture) healthy() error {
 // collection, its finalizers first, and returns once it is gone, so that
 // the next input meets the same state; the deletion's answers must hold
 // the property too.
+// printed gets the object just created (body) as a Table, as kubectl get
+// does: every object the server stores prints, whatever its fields.
+func (fx *fixture) printed(t testing.TB, collection string, body []byte) {
+	t.Helper()
+	var obj metav1.PartialObjectMetadata
+	if json.Unmarshal(body, &obj) != nil || obj.Name == "" {
+		return
+	}
+	path := strings.TrimSuffix(collection, "/") + "/" + url.PathEscape(obj.Name)
+	a, err := fx.send(http.MethodGet, path, "", nil, []string{"Accept", tableAccept})
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	if a.code != http.StatusOK {
+		t.Fatalf("%s as a Table: %d (want 200): %.2000s", a.what, a.code, a.body)
+	}
+}
+
 func (fx *fixture) remove(t testing.TB, collection string, body []byte) {
 	t.Helper()
 	var obj struct {
