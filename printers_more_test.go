@@ -340,7 +340,7 @@ func TestPrintersMoreResource(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "", tableCell(t, c, "/apis/resource.k8s.io/v1/resourceslices/everywhere", "Node"))
 
-	added := metav1.NewTime(time.Now().Add(-72 * time.Hour).Truncate(time.Second))
+	added := metav1.NewTime(time.Now().Add(-72*time.Hour - 30*time.Minute).Truncate(time.Second)) // "3d" for half an hour either way
 	_, err = r.DeviceTaintRules().Create(t.Context(), &resourcev1.DeviceTaintRule{ObjectMeta: metav1.ObjectMeta{Name: "broken"},
 		Spec: resourcev1.DeviceTaintRuleSpec{Taint: resourcev1.DeviceTaint{Key: "example.com/broken", Effect: resourcev1.DeviceTaintEffectNoSchedule,
 			TimeAdded: &added}}}, metav1.CreateOptions{})

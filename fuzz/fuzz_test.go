@@ -242,10 +242,6 @@ func (fx *fixture) healthy() error {
 	return nil
 }
 
-// remove deletes the object a write answered with (body), below
-// collection, its finalizers first, and returns once it is gone, so that
-// the next input meets the same state; the deletion's answers must hold
-// the property too.
 // printed gets the object just created (body) as a Table, as kubectl get
 // does: every object the server stores prints, whatever its fields.
 func (fx *fixture) printed(t testing.TB, collection string, body []byte) {
@@ -264,6 +260,10 @@ func (fx *fixture) printed(t testing.TB, collection string, body []byte) {
 	}
 }
 
+// remove deletes the object a write answered with (body), below
+// collection, its finalizers first, and returns once it is gone, so that
+// the next input meets the same state; the deletion's answers must hold
+// the property too.
 func (fx *fixture) remove(t testing.TB, collection string, body []byte) {
 	t.Helper()
 	var obj struct {

@@ -192,7 +192,8 @@ func running(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }
 func ready(p *corev1.Pod) bool { return condition(p, corev1.PodReady).Status == corev1.ConditionTrue }
 
 func status(p *corev1.Pod, container string) corev1.ContainerStatus {
-	for _, s := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+	all := append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
+	for _, s := range append(all, p.Status.EphemeralContainerStatuses...) {
 		if s.Name == container {
 			return s
 		}

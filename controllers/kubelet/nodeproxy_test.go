@@ -21,7 +21,7 @@ func TestNodeProxyHealthzAndPods(t *testing.T) {
 	e.runningPod(t, simplePod("here"))
 	elsewhere := simplePod("elsewhere")
 	elsewhere.Spec.NodeName = "node-1"
-	e.createPod(t, elsewhere)
+	e.runningPod(t, elsewhere) // in the kubelet's informer before /pods is asked
 	proxy := func(path string) ([]byte, error) {
 		return e.client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes/node-0/proxy", path).DoRaw(t.Context())
 	}

@@ -121,7 +121,9 @@ func (o *outcomes) plan(pod *corev1.Pod, c *container) (plan, bool) {
 }
 
 // stopPlan is how long a deleted pod's containers take to stop and the
-// code they exit with, by the latest matching rule that says each.
+// code they exit with, by the latest matching rule that says each; the
+// code is also that of containers the kubelet kills otherwise (what still
+// runs when a pod ends, a restart for a resize).
 func (o *outcomes) stopPlan(pod *corev1.Pod) (after time.Duration, code int32) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -132,15 +132,27 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 	}
 	if over := phaseOver(w.status.Phase) && r.stopped(); over && !r.over {
 		r.over = true
-		if r.ip != "" && !pod.Spec.HostNetwork {
-			n.ipam.release(r.ip) // the sandbox is gone; the status keeps the address
-		}
+		k.releaseIPLocked(r)               // the sandbox is gone; the status keeps the address
 		k.retryDeferredLocked(n.spec.Name) // it leaves room on the node
 	}
 	if !r.stopping.IsZero() && r.stopped() {
 		r.deleted, w.remove = true, true
 	}
 	return w, true
+}
+
+// releaseIPLocked gives r's sandbox address back to its node's pool, once
+// (the node's own address of a host network pod is not the pool's). Called
+// with k.mu held.
+func (k *Kubelet) releaseIPLocked(r *podRuntime) {
+	n := k.simulated[r.node]
+	if r.ipReleased || r.ip == "" || n == nil {
+		return
+	}
+	if r.ip != n.internalIP() {
+		n.ipam.release(r.ip)
+	}
+	r.ipReleased = true
 }
 
 // podIP is a new address for pod's sandbox: the node's for host network
@@ -178,12 +190,10 @@ func (k *Kubelet) forgetLocked(key string, keep types.UID) {
 	if !ok || uid == keep {
 		return
 	}
-	if r := k.running[uid]; r != nil && r.ip != "" {
-		if n := k.simulated[r.node]; n != nil && r.ip != n.internalIP() {
-			n.ipam.release(r.ip)
-		}
-	}
 	gone := k.running[uid]
+	if gone != nil {
+		k.releaseIPLocked(gone)
+	}
 	delete(k.running, uid)
 	delete(k.keys, key)
 	if t := k.timers[key]; t != nil {

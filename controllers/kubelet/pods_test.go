@@ -3,6 +3,7 @@ package kubelet_test
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -185,10 +186,7 @@ func TestEphemeralContainerRuns(t *testing.T) {
 		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}},
 		waiting.Status.EphemeralContainerStatuses[0], "first reported as the kubelet read it, before it starts it")
 
-	isRunning := func(p *corev1.Pod) bool {
-		return len(p.Status.EphemeralContainerStatuses) == 1 && p.Status.EphemeralContainerStatuses[0].State.Running != nil
-	}
-	p = e.waitPod(t, waiting, isRunning)
+	p = e.waitPod(t, waiting, dbgRunning)
 	s := p.Status.EphemeralContainerStatuses[0]
 	assert.Equal(t, "docker.io/library/busybox:1.36", s.Image)
 	assert.Regexp(t, `^containerd://[0-9a-f]{64}$`, s.ContainerID)
@@ -235,6 +233,9 @@ func TestContainerStatusResources(t *testing.T) {
 	assert.True(t, s.AllocatedResources.Cpu().Equal(resource.MustParse("100m")), "%v", s.AllocatedResources)
 }
 
+// dbgRunning: the ephemeral container dbg runs.
+func dbgRunning(p *corev1.Pod) bool { return status(p, "dbg").State.Running != nil }
+
 // addDebugContainer adds the ephemeral container dbg to the pod.
 func (e env) addDebugContainer(t *testing.T, p *corev1.Pod) *corev1.Pod {
 	t.Helper()
@@ -256,9 +257,7 @@ func TestEphemeralContainerEndsWithThePod(t *testing.T) {
 	pod := simplePod("job")
 	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
 	p := e.addDebugContainer(t, e.runningPod(t, pod))
-	p = e.waitPod(t, p, func(p *corev1.Pod) bool {
-		return len(p.Status.EphemeralContainerStatuses) == 1 && p.Status.EphemeralContainerStatuses[0].State.Running != nil
-	})
+	p = e.waitPod(t, p, dbgRunning)
 	require.NoError(t, e.k.Exit(t.Context(), "default", "job", "app", 0))
 	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
 	term := p.Status.EphemeralContainerStatuses[0].State.Terminated
@@ -286,12 +285,51 @@ func TestRulesLeaveEphemeralContainersAlone(t *testing.T) {
 	p := e.runningPod(t, simplePod("p"))
 	e.k.AddRule(kubelet.Rule{Namespace: "default", Exit: &kubelet.Exit{Code: 0}})
 	p = e.addDebugContainer(t, p)
-	p = e.waitPod(t, p, func(p *corev1.Pod) bool {
-		return len(p.Status.EphemeralContainerStatuses) == 1 && p.Status.EphemeralContainerStatuses[0].State.Running != nil
-	})
+	p = e.waitPod(t, p, dbgRunning)
 	apiservertest.WaitIdle(t, e.srv)
 	p, err := e.client.CoreV1().Pods("default").Get(t.Context(), "p", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.NotNil(t, p.Status.EphemeralContainerStatuses[0].State.Running, "%+v", p.Status.EphemeralContainerStatuses[0].State)
 	assert.ErrorContains(t, e.k.SetReady(t.Context(), "default", "p", "dbg", false), "ephemeral")
+}
+
+// A pod that ended keeps its containers stopped: a sidecar killed when
+// the regular containers completed is not started again, however long
+// the clock runs.
+func TestFinishedPodStaysStopped(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	pod := simplePod("job")
+	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	pod.Spec.InitContainers = []corev1.Container{{Name: "proxy", Image: "envoy:1", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}}
+	p := e.runningPod(t, pod)
+	require.NoError(t, e.k.Exit(t.Context(), "default", "job", "app", 0))
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodSucceeded && status(p, "proxy").State.Terminated != nil
+	})
+	assert.Equal(t, int32(143), status(p, "proxy").State.Terminated.ExitCode)
+	apiservertest.StepClock(t, e.srv, e.clock, time.Minute)
+	apiservertest.WaitIdle(t, e.srv)
+	p, err := e.client.CoreV1().Pods("default").Get(t.Context(), "job", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Zero(t, status(p, "proxy").RestartCount)
+	assert.NotNil(t, status(p, "proxy").State.Terminated)
+}
+
+// A finished pod's address goes back to the pool once: a pod that took it
+// keeps it alone when the finished pod is deleted.
+func TestFinishedPodReleasesItsIPOnce(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	a := simplePod("a")
+	a.Spec.RestartPolicy = corev1.RestartPolicyNever
+	pa := e.runningPod(t, a)
+	require.NoError(t, e.k.Exit(t.Context(), "default", "a", "app", 0))
+	e.waitPod(t, pa, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	b := e.waitPod(t, e.createPod(t, simplePod("b")), ready)
+	assert.Equal(t, pa.Status.PodIP, b.Status.PodIP, "a's address, released when it ended")
+	require.NoError(t, e.client.CoreV1().Pods("default").Delete(t.Context(), "a", metav1.DeleteOptions{}))
+	e.waitGone(t, pa)
+	c := e.waitPod(t, e.createPod(t, simplePod("c")), ready)
+	assert.NotEqual(t, b.Status.PodIP, c.Status.PodIP, "b still has it")
 }

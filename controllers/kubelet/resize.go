@@ -101,7 +101,7 @@ func (r *podRuntime) desired(pod *corev1.Pod) map[string]corev1.Container {
 	var out map[string]corev1.Container
 	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for _, c := range list {
-			if rc := r.byName(c.Name); !rc.ephemeral && rc.spec != nil && !apiequality.Semantic.DeepEqual(rc.allocated, c.Resources) {
+			if rc := r.byName(c.Name); !rc.ephemeral && !apiequality.Semantic.DeepEqual(rc.allocated, c.Resources) {
 				if out == nil {
 					out = map[string]corev1.Container{}
 				}
@@ -176,7 +176,7 @@ func addList(sum, l corev1.ResourceList) {
 // allocatedPod is pod with its containers' resources as allocated (a
 // pod's spec carries what is asked, not what the node gave).
 func (r *podRuntime) allocatedPod(pod *corev1.Pod) *corev1.Pod {
-	out := &corev1.Pod{ObjectMeta: pod.ObjectMeta, Spec: corev1.PodSpec{Overhead: pod.Spec.Overhead, Resources: pod.Spec.Resources}}
+	out := &corev1.Pod{ObjectMeta: pod.ObjectMeta, Spec: corev1.PodSpec{Overhead: r.overhead, Resources: r.podResources}}
 	for _, c := range r.init {
 		spec := *c.spec
 		spec.Resources = c.allocated

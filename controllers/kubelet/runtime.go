@@ -55,7 +55,13 @@ type podRuntime struct {
 	// actuated; pending, of one the node cannot take yet (resize.go).
 	inProgress, pending *corev1.PodCondition
 	// over: its phase ended and nothing runs; it takes no room on the node.
-	over bool
+	// ipReleased: its sandbox's address went back to the node's pool.
+	over, ipReleased bool
+	// overhead and podResources are the pod's spec.overhead and
+	// spec.resources as admitted: what it holds of the node beside its
+	// containers' requests.
+	overhead     corev1.ResourceList
+	podResources *corev1.ResourceRequirements
 }
 
 // container is one container of a pod: its current instance and the
@@ -117,10 +123,11 @@ func newContainerID() string {
 
 // newRuntime is the runtime of pod, just admitted on node.
 func newRuntime(pod *corev1.Pod, node, ip string, now time.Time) *podRuntime {
-	r := &podRuntime{uid: pod.UID, node: node, ip: ip, startTime: now, version: pod.ResourceVersion}
+	r := &podRuntime{uid: pod.UID, node: node, ip: ip, startTime: now, version: pod.ResourceVersion,
+		overhead: pod.Spec.Overhead, podResources: pod.Spec.Resources}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		r.init = append(r.init, newContainer(c, true, c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways))
+		r.init = append(r.init, newContainer(c, true, isSidecar(*c)))
 	}
 	for i := range pod.Spec.Containers {
 		r.main = append(r.main, newContainer(&pod.Spec.Containers[i], false, false))
@@ -172,6 +179,9 @@ func (r *podRuntime) advance(pod *corev1.Pod, now time.Time, plans planner) {
 	if !r.stopping.IsZero() {
 		r.stop(now)
 		return
+	}
+	if r.over {
+		return // its containers were killed when it ended: none starts again
 	}
 	for range 64 { // each round changes something or ends the loop
 		if !r.step(pod, now, plans) {

@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	translator "k8s.io/apiserver/pkg/util/proxy"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
@@ -68,13 +70,21 @@ func serveHealthz(w http.ResponseWriter, req *http.Request) {
 		_, _ = io.WriteString(w, "ok")
 		return
 	}
-	excluded := req.URL.Query()["exclude"]
+	excluded := sets.New(req.URL.Query()["exclude"]...)
 	for _, c := range kubeletChecks {
-		if slices.Contains(excluded, c) {
+		if excluded.Has(c) {
+			excluded.Delete(c)
 			fmt.Fprintf(w, "[+]%s excluded: ok\n", c)
 			continue
 		}
 		fmt.Fprintf(w, "[+]%s ok\n", c)
+	}
+	if excluded.Len() > 0 {
+		var quoted []string
+		for _, name := range sets.List(excluded) {
+			quoted = append(quoted, strconv.Quote(name))
+		}
+		fmt.Fprintf(w, "warn: some health checks cannot be excluded: no matches for %s\n", strings.Join(quoted, ","))
 	}
 	_, _ = io.WriteString(w, "healthz check passed\n")
 }

@@ -258,7 +258,7 @@ func conditions(pod *corev1.Pod, r *podRuntime, s corev1.PodStatus, now time.Tim
 			}
 		}
 	}
-	containersReady := containersReadyCondition(pod, s)
+	containersReady := containersReadyCondition(pod, r, s)
 	mine := []corev1.PodCondition{
 		sandboxCondition(r, s.Phase), initializedCondition(pod, r, s),
 		readyCondition(pod, s, containersReady, out), containersReady,
@@ -333,7 +333,7 @@ func initializedCondition(pod *corev1.Pod, r *podRuntime, s corev1.PodStatus) co
 	return corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionTrue}
 }
 
-func containersReadyCondition(pod *corev1.Pod, s corev1.PodStatus) corev1.PodCondition {
+func containersReadyCondition(pod *corev1.Pod, r *podRuntime, s corev1.PodStatus) corev1.PodCondition {
 	switch s.Phase {
 	case corev1.PodSucceeded:
 		return corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, Reason: "PodCompleted"}
@@ -342,7 +342,7 @@ func containersReadyCondition(pod *corev1.Pod, s corev1.PodStatus) corev1.PodCon
 	}
 	var unready []string
 	for _, c := range s.InitContainerStatuses {
-		if isSidecar(pod, c.Name) && !c.Ready {
+		if r.byName(c.Name).sidecar && !c.Ready {
 			unready = append(unready, c.Name)
 		}
 	}
@@ -358,13 +358,9 @@ func containersReadyCondition(pod *corev1.Pod, s corev1.PodStatus) corev1.PodCon
 	return corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionTrue}
 }
 
-func isSidecar(pod *corev1.Pod, name string) bool {
-	for _, c := range pod.Spec.InitContainers {
-		if c.Name == name {
-			return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
-		}
-	}
-	return false
+// isSidecar: an init container with restartPolicy Always.
+func isSidecar(c corev1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
 }
 
 // readyCondition follows ContainersReady, then the readiness gates'

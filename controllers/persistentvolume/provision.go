@@ -17,9 +17,6 @@ import (
 	"github.com/kubeembed/apiserver/internal/writes"
 )
 
-// The default class annotations, as upstream's volume util names them.
-const ()
-
 // class returns the named StorageClass, from the informer or else from
 // the server: a class created just before its claim may reach this
 // controller's informer after the claim does, which on kube-controller-

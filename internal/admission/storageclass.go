@@ -14,10 +14,6 @@ import (
 	"github.com/kubeembed/apiserver/internal/volumes"
 )
 
-// The annotations that mark the default StorageClass (the beta one still
-// counts).
-const ()
-
 // DefaultStorageClass is kube-apiserver's DefaultStorageClass plugin: a
 // PersistentVolumeClaim created with no class (no spec.storageClassName and
 // no volume.beta.kubernetes.io/storage-class annotation) gets the default
