@@ -231,6 +231,12 @@ func TestContainerStatusResources(t *testing.T) {
 	assert.True(t, s.Resources.Requests.Cpu().Equal(resource.MustParse("100m")), "%v", s.Resources)
 	assert.True(t, s.Resources.Limits.Memory().Equal(resource.MustParse("64Mi")), "%v", s.Resources)
 	assert.True(t, s.AllocatedResources.Cpu().Equal(resource.MustParse("100m")), "%v", s.AllocatedResources)
+	// The pod's: what its containers add up to.
+	require.NotNil(t, p.Status.Resources)
+	assert.Equal(t, "100m", p.Status.Resources.Requests.Cpu().String())
+	assert.Equal(t, "64Mi", p.Status.Resources.Limits.Memory().String())
+	_, cpuLimit := p.Status.Resources.Limits[corev1.ResourceCPU]
+	assert.False(t, cpuLimit, "no container has a CPU limit")
 }
 
 // dbgRunning: the ephemeral container dbg runs.

@@ -34,7 +34,7 @@ func podStatus(pod *corev1.Pod, r *podRuntime, hostIP string, now time.Time) cor
 		StartTime:             ptrTime(r.startTime),
 		QOSClass:              podqos.Class(pod),
 		InitContainerStatuses: init, ContainerStatuses: main, EphemeralContainerStatuses: ephemeral,
-		Resources:          &corev1.ResourceRequirements{},
+		Resources:          podLevelResources(r.allocatedPod(pod)),
 		AllocatedResources: nonEmpty(resource.PodRequests(r.allocatedPod(pod), resource.PodResourcesOptions{})),
 	}
 	if r.sandbox && r.ip != "" {
@@ -46,6 +46,22 @@ func podStatus(pod *corev1.Pod, r *podRuntime, hostIP string, now time.Time) cor
 	}
 	s.Conditions = conditions(pod, r, s, now)
 	return s
+}
+
+// podLevelResources is a pod's status.resources as the kubelet reports a
+// pod it admits or starts (getEffectiveAllocatedResources): its
+// spec.resources with the requests and limits of what it allocated. Once
+// it runs, the kubelet reads CPU and memory back from the pod's cgroup,
+// which holds those values (or keeps the ones reported where the cgroup
+// sets none); only a resize is seen there later than here.
+func podLevelResources(allocated *corev1.Pod) *corev1.ResourceRequirements {
+	out := allocated.Spec.Resources.DeepCopy()
+	if out == nil {
+		out = &corev1.ResourceRequirements{}
+	}
+	out.Requests = resource.PodRequests(allocated, resource.PodResourcesOptions{})
+	out.Limits = resource.PodLimits(allocated, resource.PodResourcesOptions{})
+	return out
 }
 
 func ptrTime(t time.Time) *metav1.Time {
