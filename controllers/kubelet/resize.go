@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	quota "k8s.io/apiserver/pkg/quota/v1"
 	"k8s.io/component-helpers/resource"
 )
 
@@ -48,7 +49,7 @@ func (k *Kubelet) resize(pod *corev1.Pod, r *podRuntime, n *node, now time.Time,
 	// Allocated: a resize in progress is superseded (its condition set
 	// again with this generation, no completion of its own).
 	inPlace := false
-	for _, c := range append(append([]*container{}, r.init...), r.main...) {
+	for _, c := range r.all() { // desired names no ephemeral container
 		if want, ok := desired[c.spec.Name]; ok {
 			c.restartOnResize = c.restartOnResize || needsRestart(c.allocated, want.Resources, want.ResizePolicy)
 			c.allocated = *want.Resources.DeepCopy()
@@ -142,7 +143,7 @@ func (k *Kubelet) fits(pod *corev1.Pod, r *podRuntime, n *node, desired map[stri
 	used := corev1.ResourceList{}
 	for _, other := range k.running {
 		if other != r && other.node == n.spec.Name && !other.deleted && !other.over {
-			addList(used, resource.PodRequests(other.allocatedPod(&corev1.Pod{}), resource.PodResourcesOptions{}))
+			used = quota.Add(used, resource.PodRequests(other.allocatedPod(&corev1.Pod{}), resource.PodResourcesOptions{}))
 		}
 	}
 	requested, capacity := resource.PodRequests(want, resource.PodResourcesOptions{}), allocatable(capacityOf(n.spec))
@@ -163,14 +164,6 @@ func amount(l corev1.ResourceList, name corev1.ResourceName) int64 {
 		return q.MilliValue()
 	}
 	return q.Value()
-}
-
-func addList(sum, l corev1.ResourceList) {
-	for name, q := range l {
-		s := sum[name]
-		s.Add(q)
-		sum[name] = s
-	}
 }
 
 // allocatedPod is pod with its containers' resources as allocated (a

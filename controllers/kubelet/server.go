@@ -2,10 +2,11 @@ package kubelet
 
 // The kubelet's server, as each simulated node's kubelet serves it on port
 // 10250 to kube-apiserver: containerLogs, exec, attach and portForward,
-// healthz and pods (what nodes/proxy reaches), with the kubelet's checks and errors (pkg/kubelet/server/server.go),
-// then the CRI streaming server's protocols (k8s.io/cri-streaming). A
-// WebSocket exec or attach (v5.channel.k8s.io) is translated here to the
-// SPDY the streaming server speaks, and a WebSocket port-forward tunnels
+// healthz and pods (what nodes/proxy reaches), with the kubelet's checks
+// and errors (pkg/kubelet/server/server.go), then the CRI streaming
+// server's protocols (k8s.io/cri-streaming). A WebSocket exec or attach
+// (v5.channel.k8s.io) is translated here to the SPDY the streaming server
+// speaks, and a WebSocket port-forward tunnels
 // SPDY, as a v1.37 kubelet does (ExtendWebSocketsToKubelet): the API server
 // passes them through when the Node declares that feature, and translates
 // them itself otherwise.

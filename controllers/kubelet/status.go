@@ -28,14 +28,15 @@ var kubeletConditions = []corev1.PodConditionType{corev1.PodReadyToStartContaine
 // node at hostIP, now.
 func podStatus(pod *corev1.Pod, r *podRuntime, hostIP string, now time.Time) corev1.PodStatus {
 	init, main, ephemeral := containerStatuses(pod, r, now)
+	allocated := r.allocatedPod(pod)
 	s := corev1.PodStatus{
 		ObservedGeneration: pod.Generation,
 		HostIP:             hostIP, HostIPs: []corev1.HostIP{{IP: hostIP}},
 		StartTime:             ptrTime(r.startTime),
 		QOSClass:              podqos.Class(pod),
 		InitContainerStatuses: init, ContainerStatuses: main, EphemeralContainerStatuses: ephemeral,
-		Resources:          podLevelResources(r.allocatedPod(pod)),
-		AllocatedResources: nonEmpty(resource.PodRequests(r.allocatedPod(pod), resource.PodResourcesOptions{})),
+		Resources:          podLevelResources(allocated),
+		AllocatedResources: nonEmpty(resource.PodRequests(allocated, resource.PodResourcesOptions{})),
 	}
 	if r.sandbox && r.ip != "" {
 		s.PodIP, s.PodIPs = r.ip, []corev1.PodIP{{IP: r.ip}}

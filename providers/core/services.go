@@ -480,13 +480,12 @@ func serviceExternalIP(s *corev1.Service) any {
 	case corev1.ServiceTypeLoadBalancer:
 		var addrs []string
 		for _, in := range s.Status.LoadBalancer.Ingress {
-			a := cmp.Or(in.IP, in.Hostname)
-			if a != "" && !slices.Contains(addrs, a) {
+			if a := cmp.Or(in.IP, in.Hostname); a != "" {
 				addrs = append(addrs, a)
 			}
 		}
 		slices.Sort(addrs)
-		addrs = append(addrs, s.Spec.ExternalIPs...)
+		addrs = append(slices.Compact(addrs), s.Spec.ExternalIPs...)
 		if len(addrs) == 0 {
 			return "<pending>"
 		}
