@@ -476,7 +476,7 @@ func TestInProcessAbandonedRequestsLeaveNothing(t *testing.T) {
 	require.NoError(t, warm.Start(t.Context()))
 	require.NoError(t, warm.Close())
 
-	before := goleak.IgnoreCurrent()
+	before := ignoreCurrent(t)
 	srv, err := apiserver.New(apiserver.Options{Controllers: []controllers.Name{}})
 	require.NoError(t, err)
 	require.NoError(t, srv.Start(t.Context()))
@@ -511,7 +511,7 @@ func TestInProcessAbandonedRequestsLeaveNothing(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return createdBy("k8s.io/apiserver/pkg/util/flowcontrol.(*configController).Run") == 2
 	}, 30*time.Second, time.Millisecond, "the API Priority and Fairness workers")
-	running := goleak.IgnoreCurrent()
+	running := ignoreCurrent(t)
 	for range 1000 {
 		abandon()
 	}
