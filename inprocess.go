@@ -7,8 +7,13 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/transport/websocket"
 )
 
 // InProcess returns a copy of cfg, a client configuration of this server,
@@ -24,8 +29,11 @@ import (
 // cfg may be RESTConfig, RESTConfigFor or RESTConfigForServiceAccount, or a
 // configuration made from them: what cfg sets besides how to reach the
 // server (impersonation, user agent, content type, QPS, timeout,
-// WrapTransport) is kept. Host stays the server's URL and Transport is set;
-// the TLS fields are cleared, as client-go refuses them with a Transport.
+// WrapTransport) is kept, and so are Host and the TLS fields: the copy goes
+// in process through a WrapTransport of its own (wrapping cfg's), and
+// reaches the server over the network only where client-go dials it
+// itself: the connection upgrades of exec, attach and port-forward (SPDY
+// and WebSocket), which therefore work with it as with RESTConfig.
 // Credentials still authenticate the client: a bearer token goes as the
 // Authorization header, and a client certificate is presented to the server
 // as over TLS (the request's peer certificates), so the server verifies it
@@ -38,7 +46,8 @@ import (
 //   - the remote address the server sees (its audit events' source IP is
 //     127.0.0.1 both ways, but the port is 0);
 //   - requests that take the connection over (exec, attach, port-forward
-//     through SPDY or WebSocket) are not served in process: use RESTConfig;
+//     through SPDY or WebSocket) are not served in process but over the
+//     network, as said above;
 //   - a client certificate is read once, here, not at each connection (a
 //     certificate file rotated later is not seen).
 //
@@ -66,30 +75,111 @@ func (s *Server) InProcess(cfg *rest.Config) (*rest.Config, error) {
 	if err := s.trusted(tlsCfg); err != nil {
 		return nil, fmt.Errorf("InProcess: %w", err)
 	}
-	state, err := connectionState(tlsCfg)
-	if err != nil {
+	if _, err := connectionState(tlsCfg); err != nil {
 		return nil, fmt.Errorf("InProcess: client certificate: %w", err)
 	}
-	return s.inProcess(cfg, state), nil
+	return s.inProcess(cfg), nil
 }
 
 // InProcessRESTConfig returns a new configuration for the admin user whose
 // requests are served in process: InProcess(RESTConfig()), which cannot
 // fail. Hand it to what runs in the test process (a controller-runtime
 // manager, an informer factory); RESTConfig is for other processes
-// (kubectl) and for exec, attach and port-forward.
+// (kubectl). Exec, attach and port-forward work with either (see
+// InProcess).
 func (s *Server) InProcessRESTConfig() *rest.Config {
-	return s.inProcess(s.config, noCertificate())
+	return s.inProcess(s.config)
 }
 
-// inProcess is cfg served in process as from a TLS connection of state.
-func (s *Server) inProcess(cfg *rest.Config, state *tls.ConnectionState) *rest.Config {
+// inProcess is cfg served in process.
+//
+// The copy keeps cfg's fields, TLS included, and goes in process through
+// WrapTransport: client-go builds the transport it would for the network
+// from the configuration as the client has it (a test may have changed
+// its Host or certificate since) and the wrapper serves in process what
+// that transport would send to this server, as from its TLS connection.
+// (A Transport, the other way in, cannot sit beside TLS fields: client-go
+// refuses both.)
+func (s *Server) inProcess(cfg *rest.Config) *rest.Config {
 	out := rest.CopyConfig(cfg)
-	out.TLSClientConfig = rest.TLSClientConfig{}
-	out.Transport = s.clients.Load().WithTLS(state)
-	// How to reach the server over the network, meaningless now.
-	out.Dial, out.Proxy = nil, nil
+	wrap := cfg.WrapTransport
+	out.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		if in := s.inProcessFor(rt); in != nil {
+			rt = in
+		}
+		if wrap != nil {
+			rt = wrap(rt)
+		}
+		return rt
+	}
 	return out
+}
+
+// inProcessFor returns a round tripper that serves in process the requests
+// rt, a transport client-go made for the network, would send to this
+// server, with the client certificate rt would present. It returns nil,
+// leaving rt to the network, for round trippers that take the connection
+// over (SPDY and WebSocket, for exec, attach and port-forward: client-go
+// dials the server with them itself, whatever the configuration's
+// Transport), for a transport that is not client-go's, and for a TLS
+// configuration the server's handshake would not get through (a CA that
+// does not trust the server): the network gives those their answer.
+func (s *Server) inProcessFor(rt http.RoundTripper) http.RoundTripper {
+	if takesConnectionOver(rt) {
+		return nil
+	}
+	t := httpTransportOf(rt)
+	if t == nil || s.trusted(t.TLSClientConfig) != nil {
+		return nil
+	}
+	state, err := connectionState(t.TLSClientConfig)
+	if err != nil {
+		return nil
+	}
+	scheme, host, _ := strings.Cut(s.url, "://")
+	return byHost{scheme, host, s.clients.Load().WithTLS(state), rt}
+}
+
+// httpTransportOf returns the *http.Transport rt is or wraps, or nil.
+func httpTransportOf(rt http.RoundTripper) *http.Transport {
+	for {
+		switch t := rt.(type) {
+		case *http.Transport:
+			return t
+		case utilnet.RoundTripperWrapper:
+			rt = t.WrappedRoundTripper()
+		default:
+			return nil
+		}
+	}
+}
+
+// byHost serves the server's requests in process and sends others (a copy
+// of the configuration whose Host a test changed) where client-go would.
+type byHost struct {
+	scheme, host    string
+	inProc, network http.RoundTripper
+}
+
+func (b byHost) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Host == b.host && req.URL.Scheme == b.scheme {
+		return b.inProc.RoundTrip(req)
+	}
+	return b.network.RoundTrip(req)
+}
+
+// WrappedRoundTripper is the in-process round tripper, for what looks
+// through client-go's wrappers.
+func (b byHost) WrappedRoundTripper() http.RoundTripper { return b.inProc }
+
+// takesConnectionOver reports whether rt is one of client-go's round
+// trippers that upgrade the connection (SPDY, WebSocket).
+func takesConnectionOver(rt http.RoundTripper) bool {
+	switch rt.(type) {
+	case httpstream.UpgradeRoundTripper, websocket.ConnectionHolder:
+		return true
+	}
+	return false
 }
 
 // reaches reports whether cfg is for this server: its Host names the

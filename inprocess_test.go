@@ -23,10 +23,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/transport/spdy"
 
 	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/controllers"
@@ -423,7 +425,78 @@ func TestInProcessRefusesWhatNetworkRefuses(t *testing.T) {
 	again, err := srv.InProcess(srv.InProcessRESTConfig())
 	require.NoError(t, err, "an in-process configuration is one already")
 	assert.Equal(t, srv.URL(), again.Host)
-	assert.Empty(t, again.CAData)
+	assert.Equal(t, srv.CACert(), again.CAData)
+}
+
+// An in-process configuration keeps the TLS fields of the configuration it
+// was made from, for what reads them (a kubeconfig written from it,
+// client-go's SPDY and WebSocket round trippers, which dial the server
+// themselves), and its clients still go in process: no round tripper of
+// theirs is a network transport. (The kubelet's exec, attach and
+// port-forward tests run through in-process configurations too.)
+func TestInProcessConfigKeepsTLS(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	network, err := srv.RESTConfigFor(&user.DefaultInfo{Name: "alice"})
+	require.NoError(t, err)
+	inproc, err := srv.InProcess(network)
+	require.NoError(t, err)
+	for name, cfg := range map[string]*rest.Config{"admin": srv.InProcessRESTConfig(), "alice": inproc} {
+		assert.Equal(t, srv.CACert(), cfg.CAData, name)
+		c, err := rest.HTTPClientFor(cfg)
+		require.NoError(t, err, name)
+		assert.NotContains(t, roundTripperTypes(c.Transport), "*http.Transport", name)
+		assert.Contains(t, roundTripperTypes(c.Transport), "apiserver.byHost", name)
+		upgrading, _, err := spdy.RoundTripperFor(cfg)
+		require.NoError(t, err, name)
+		assert.Contains(t, roundTripperTypes(upgrading), "*spdy.SpdyRoundTripper", name)
+	}
+	assert.Equal(t, network.CertData, inproc.CertData)
+
+	// A copy given another user's certificate is that user, as over the
+	// network, still in process.
+	bob, err := srv.RESTConfigFor(&user.DefaultInfo{Name: "bob"})
+	require.NoError(t, err)
+	asBob := rest.CopyConfig(inproc)
+	asBob.CertData, asBob.KeyData = bob.CertData, bob.KeyData
+	for name, cfg := range map[string]*rest.Config{"alice": inproc, "bob": asBob} {
+		c, err := kubernetes.NewForConfig(cfg)
+		require.NoError(t, err)
+		review, err := c.AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, name, review.Status.UserInfo.Username)
+		hc, err := rest.HTTPClientFor(cfg)
+		require.NoError(t, err)
+		assert.Contains(t, roundTripperTypes(hc.Transport), "apiserver.byHost", name)
+	}
+
+	// A copy whose Host names another server goes to that server, which
+	// does not know the admin.
+	other := apiservertest.Start(t)
+	elsewhere := srv.InProcessRESTConfig()
+	elsewhere.Host, elsewhere.CAData = other.URL(), other.CACert()
+	c, err := kubernetes.NewForConfig(elsewhere)
+	require.NoError(t, err)
+	_, err = c.CoreV1().Namespaces().Get(t.Context(), "default", metav1.GetOptions{})
+	assert.True(t, apierrors.IsUnauthorized(err), "the other server's answer: %v", err)
+	net, err := rest.HTTPClientFor(network)
+	require.NoError(t, err)
+	assert.Contains(t, roundTripperTypes(net.Transport), "*http.Transport", "the test sees a network transport")
+}
+
+// roundTripperTypes lists the types of rt and of the round trippers it
+// wraps, outermost first.
+func roundTripperTypes(rt http.RoundTripper) []string {
+	var out []string
+	for rt != nil {
+		out = append(out, fmt.Sprintf("%T", rt))
+		w, ok := rt.(utilnet.RoundTripperWrapper)
+		if !ok {
+			break
+		}
+		rt = w.WrappedRoundTripper()
+	}
+	return out
 }
 
 // Close ends in-process watches as it closes network connections: the

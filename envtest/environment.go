@@ -76,7 +76,7 @@ func SetupEnvtestDefaultBinaryAssetsDirectory() (string, error) {
 // (kubeembed's, in process, unless UseExistingCluster) and installs the
 // CRDs and webhooks; Stop takes it down. The fields are envtest's, with
 // envtest's documentation; the ones about binaries and processes are
-// accepted and ignored, and the last three are kubeembed's own.
+// accepted and ignored, and the last four are kubeembed's own.
 type Environment struct {
 	// ControlPlane is accepted and ignored: no processes are started, and
 	// the flags set on it are not read.
@@ -87,8 +87,8 @@ type Environment struct {
 	Scheme *runtime.Scheme
 
 	// Config talks to the API server: set by Start (the user "admin" in
-	// system:masters, by client certificate, as envtest's), or given with
-	// UseExistingCluster.
+	// system:masters, by client certificate, as envtest's; served in
+	// process unless NetworkClients), or given with UseExistingCluster.
 	Config *rest.Config
 
 	// KubeConfig is a kubeconfig equivalent to Config, set by Start if
@@ -149,6 +149,15 @@ type Environment struct {
 	// KUBEEMBED_TIMING chooses one (timing.Parse: "etcd", "shake",
 	// "shake:SEED"), and Start prints it with its seed to standard error.
 	ServerOptions apiserver.Options
+
+	// NetworkClients makes Config and AddUser's configurations go over
+	// the network (TLS to the server's loopback listener) as envtest's do.
+	// By default they are in process (apiserver.Server.InProcess): the
+	// same TLS fields, client certificate and answers, without TCP or TLS
+	// for each request; exec, attach and port-forward still go over the
+	// network, and a kubeconfig made from them (KubeConfig) is a network
+	// one. A baseConfig of AddUser with its own Transport stays as it is.
+	NetworkClients bool
 
 	// Server is the running server, set by Start (nil with
 	// UseExistingCluster): WaitIdle, faults, recording, snapshots.
@@ -309,8 +318,9 @@ func (te *Environment) Stop() error {
 
 // AddUser provisions a user of the Environment's server: a client
 // certificate with the user's name and groups, added to a copy of
-// baseConfig (its QPS, timeouts...). It needs the Environment's own server,
-// as envtest needs its own control plane.
+// baseConfig (its QPS, timeouts...), served in process unless
+// NetworkClients. It needs the Environment's own server, as envtest needs
+// its own control plane.
 func (te *Environment) AddUser(u User, baseConfig *rest.Config) (*AuthenticatedUser, error) {
 	if te.Server == nil {
 		return nil, errors.New("AddUser: the environment has no server of its own (not started, or UseExistingCluster)")
@@ -325,6 +335,11 @@ func (te *Environment) AddUser(u User, baseConfig *rest.Config) (*AuthenticatedU
 	}
 	cfg.Host, cfg.APIPath = certCfg.Host, certCfg.APIPath
 	cfg.TLSClientConfig = certCfg.TLSClientConfig
+	if !te.NetworkClients && cfg.Transport == nil {
+		if cfg, err = te.Server.InProcess(cfg); err != nil {
+			return nil, err
+		}
+	}
 	return &AuthenticatedUser{cfg: cfg}, nil
 }
 

@@ -1,8 +1,11 @@
 package envtest_test
 
 import (
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,6 +15,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -128,6 +132,51 @@ func TestAddUser(t *testing.T) {
 	fromKubeConfig, err := clientcmd.RESTConfigFromKubeConfig(kc)
 	require.NoError(t, err)
 	assert.Equal(t, u.Config().CertData, fromKubeConfig.CertData)
+}
+
+// Config and AddUser's configurations are served in process unless
+// NetworkClients, with the TLS fields of a network one either way (a
+// kubeconfig written from them reaches the server over the network).
+func TestConfigInProcess(t *testing.T) {
+	t.Parallel()
+	for _, network := range []bool{false, true} {
+		te := &envtest.Environment{NetworkClients: network}
+		cfg := start(t, te)
+		u, err := te.AddUser(envtest.User{Name: "alice"}, nil)
+		require.NoError(t, err)
+		for name, cfg := range map[string]*rest.Config{"admin": cfg, "alice": u.Config()} {
+			name = fmt.Sprintf("%s, NetworkClients %v", name, network)
+			assert.Equal(t, te.Server.CACert(), cfg.CAData, name)
+			assert.NotEmpty(t, cfg.CertData, name)
+			hc, err := rest.HTTPClientFor(cfg)
+			require.NoError(t, err, name)
+			assert.Equal(t, !network, servedInProcess(hc.Transport), name)
+			review, err := clientsetFor(t, cfg).AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+			require.NoError(t, err, name)
+			assert.Equal(t, strings.Split(name, ",")[0], review.Status.UserInfo.Username)
+		}
+		kc, err := clientcmd.RESTConfigFromKubeConfig(te.KubeConfig)
+		require.NoError(t, err)
+		assert.Nil(t, kc.WrapTransport)
+		_, err = clientsetFor(t, kc).CoreV1().Namespaces().Get(t.Context(), "default", metav1.GetOptions{})
+		assert.NoError(t, err, "the kubeconfig, over the network")
+	}
+}
+
+// servedInProcess reports whether rt, or a round tripper it wraps, is the
+// one of kubeembed's in-process configurations.
+func servedInProcess(rt http.RoundTripper) bool {
+	for rt != nil {
+		if fmt.Sprintf("%T", rt) == "apiserver.byHost" {
+			return true
+		}
+		w, ok := rt.(utilnet.RoundTripperWrapper)
+		if !ok {
+			return false
+		}
+		rt = w.WrappedRoundTripper()
+	}
+	return false
 }
 
 // Controllers opts in to kubeembed's controllers: new namespaces get their

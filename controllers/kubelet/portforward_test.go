@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 )
@@ -31,15 +32,20 @@ func echo(c net.Conn) {
 // dialer is how client-go connects a port-forward: SPDY, or SPDY
 // tunneled in WebSocket with the fallback to SPDY kubectl uses.
 func (e env) dialer(t *testing.T, pod string, websocket bool) httpstream.Dialer {
+	return e.dialerOf(t, e.srv.RESTConfig(), pod, websocket)
+}
+
+// dialerOf is dialer with the client configuration cfg.
+func (e env) dialerOf(t *testing.T, cfg *rest.Config, pod string, websocket bool) httpstream.Dialer {
 	t.Helper()
 	u := e.client.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name(pod).SubResource("portforward").URL()
-	transport, upgrader, err := spdy.RoundTripperFor(e.srv.RESTConfig())
+	transport, upgrader, err := spdy.RoundTripperFor(cfg)
 	require.NoError(t, err)
 	d := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u)
 	if !websocket {
 		return d
 	}
-	tunnel, err := portforward.NewSPDYOverWebsocketDialer(u, e.srv.RESTConfig())
+	tunnel, err := portforward.NewSPDYOverWebsocketDialer(u, cfg)
 	require.NoError(t, err)
 	return portforward.NewFallbackDialer(tunnel, d, func(err error) bool {
 		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
@@ -70,10 +76,16 @@ func TestPortForward(t *testing.T) {
 	e := start(t)
 	e.runningPod(t, simplePod("p"))
 	e.k.HandlePort("default", "p", 8080, echo)
-	for name, websocket := range map[string]bool{"spdy": false, "websocket": true} {
+	inProcess := e.srv.InProcessRESTConfig() // its upgrades go over the network
+	for name, d := range map[string]httpstream.Dialer{
+		"spdy":                         e.dialer(t, "p", false),
+		"websocket":                    e.dialer(t, "p", true),
+		"spdy, in-process config":      e.dialerOf(t, inProcess, "p", false),
+		"websocket, in-process config": e.dialerOf(t, inProcess, "p", true),
+	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			local, _ := e.forward(t.Context(), t, e.dialer(t, "p", websocket), 8080)
+			local, _ := e.forward(t.Context(), t, d, 8080)
 			for range 2 { // connections one after the other over one forward
 				c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(local)))
 				require.NoError(t, err)

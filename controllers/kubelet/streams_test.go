@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/streaming/pkg/httpstream"
 )
@@ -57,7 +58,10 @@ func (e env) logs(t *testing.T, pod string, opts *corev1.PodLogOptions) (string,
 	return string(b), err
 }
 
-// executors are the ways client-go runs a remote command.
+// executors are the ways client-go runs a remote command, with the
+// server's network configuration and with an in-process one (whose SPDY
+// and WebSocket round trippers reach the server over the network all the
+// same).
 var executors = map[string]func(e env, u *url.URL) (remotecommand.Executor, error){
 	"spdy": func(e env, u *url.URL) (remotecommand.Executor, error) {
 		return remotecommand.NewSPDYExecutor(e.srv.RESTConfig(), http.MethodPost, u)
@@ -66,18 +70,29 @@ var executors = map[string]func(e env, u *url.URL) (remotecommand.Executor, erro
 		return remotecommand.NewWebSocketExecutor(e.srv.RESTConfig(), http.MethodGet, u.String())
 	},
 	"fallback": func(e env, u *url.URL) (remotecommand.Executor, error) {
-		ws, err := remotecommand.NewWebSocketExecutor(e.srv.RESTConfig(), http.MethodGet, u.String())
-		if err != nil {
-			return nil, err
-		}
-		spdy, err := remotecommand.NewSPDYExecutor(e.srv.RESTConfig(), http.MethodPost, u)
-		if err != nil {
-			return nil, err
-		}
-		return remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
-			return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-		})
+		return fallbackExecutor(e.srv.RESTConfig(), u)
 	},
+	"spdy, in-process config": func(e env, u *url.URL) (remotecommand.Executor, error) {
+		return remotecommand.NewSPDYExecutor(e.srv.InProcessRESTConfig(), http.MethodPost, u)
+	},
+	"fallback, in-process config": func(e env, u *url.URL) (remotecommand.Executor, error) {
+		return fallbackExecutor(e.srv.InProcessRESTConfig(), u)
+	},
+}
+
+// fallbackExecutor is kubectl's: WebSocket, else SPDY.
+func fallbackExecutor(cfg *rest.Config, u *url.URL) (remotecommand.Executor, error) {
+	ws, err := remotecommand.NewWebSocketExecutor(cfg, http.MethodGet, u.String())
+	if err != nil {
+		return nil, err
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(cfg, http.MethodPost, u)
+	if err != nil {
+		return nil, err
+	}
+	return remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
 }
 
 // session is a remote command's result.
