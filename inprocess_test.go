@@ -33,6 +33,7 @@ import (
 	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/faults"
+	"github.com/kubeembed/apiserver/internal/leaktest"
 	"github.com/kubeembed/apiserver/storage/memory"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
@@ -549,7 +550,7 @@ func TestInProcessAbandonedRequestsLeaveNothing(t *testing.T) {
 	require.NoError(t, warm.Start(t.Context()))
 	require.NoError(t, warm.Close())
 
-	before := ignoreCurrent(t)
+	before := leaktest.IgnoreCurrent(t)
 	srv, err := apiserver.New(apiserver.Options{Controllers: []controllers.Name{}})
 	require.NoError(t, err)
 	require.NoError(t, srv.Start(t.Context()))
@@ -584,16 +585,16 @@ func TestInProcessAbandonedRequestsLeaveNothing(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return createdBy("k8s.io/apiserver/pkg/util/flowcontrol.(*configController).Run") == 2
 	}, 30*time.Second, time.Millisecond, "the API Priority and Fairness workers")
-	running := ignoreCurrent(t)
+	running := leaktest.IgnoreCurrent(t)
 	for range 1000 {
 		abandon()
 	}
 	// Idle workers of the in-process transport wait for the next request
 	// (a second, or until Close: the check after Close sees none).
 	idleWorkers := goleak.IgnoreTopFunction("github.com/kubeembed/apiserver/internal/inproc.(*Transport).worker")
-	require.NoError(t, goleak.Find(running, idleWorkers), "goroutines left by abandoned requests")
+	require.NoError(t, leaktest.Find(running, idleWorkers), "goroutines left by abandoned requests")
 	require.NoError(t, srv.Close())
-	goleak.VerifyNone(t, before)
+	leaktest.VerifyNone(t, before)
 }
 
 // A request still running at its timeout gets kube-apiserver's 504 (its

@@ -1,7 +1,6 @@
 package apiserver_test
 
 import (
-	"runtime"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/internal/leaktest"
 	"github.com/kubeembed/apiserver/timing"
 )
 
@@ -30,7 +30,7 @@ func TestNoGoroutineLeakAfterClose(t *testing.T) {
 	require.NoError(t, warm.Start(t.Context()))
 	require.NoError(t, warm.Close())
 
-	before := ignoreCurrent(t)
+	before := leaktest.IgnoreCurrent(t)
 	srv, c, w := startWatching(t, apiserver.Options{CRDPaths: []string{"testdata/crds"}})
 	// An admission policy builds the policy plugin, with its controllers
 	// and informers: they must end with the server too.
@@ -68,7 +68,7 @@ func TestNoGoroutineLeakAfterCloseWithTiming(t *testing.T) {
 	require.NoError(t, warm.Start(t.Context()))
 	require.NoError(t, warm.Close())
 
-	before := ignoreCurrent(t)
+	before := leaktest.IgnoreCurrent(t)
 	srv, _, w := startWatching(t, apiserver.Options{Timing: timing.Shake(2)})
 	require.NoError(t, srv.Close())
 	w.Stop()
@@ -96,37 +96,11 @@ func startWatching(t *testing.T, opts apiserver.Options) (*apiserver.Server, kub
 // verifyNoLeak fails t if a goroutine started since before is still there.
 func verifyNoLeak(t *testing.T, before goleak.Option) {
 	t.Helper()
-	goleak.VerifyNone(t, before,
+	leaktest.VerifyNone(t, before,
 		// client-go keeps idle HTTP/2 connections of its cached transports
 		// until they time out; they belong to clients, not the server.
 		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
 		goleak.IgnoreTopFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),
 	)
-}
-
-// ignoreCurrent is goleak.IgnoreCurrent, asked again while goleak (v1.3.0)
-// cannot parse the process's stacks: a goroutine deeper than the
-// runtime's 100-frame traceback is printed with "...N frames elided...",
-// on which goleak panics (CI saw it once, during the etcd run, a server's
-// goroutine deep in a call for a moment).
-func ignoreCurrent(t *testing.T) goleak.Option {
-	t.Helper()
-	for range 1000 {
-		if opt, ok := tryIgnoreCurrent(); ok {
-			return opt
-		}
-		runtime.Gosched()
-	}
-	t.Fatal("goleak could not parse the goroutines' stacks in 1,000 tries")
-	return nil
-}
-
-func tryIgnoreCurrent() (opt goleak.Option, ok bool) {
-	defer func() {
-		if recover() != nil {
-			opt, ok = nil, false
-		}
-	}()
-	return goleak.IgnoreCurrent(), true
 }

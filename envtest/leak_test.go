@@ -6,11 +6,11 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/envtest"
+	"github.com/kubeembed/apiserver/internal/leaktest"
 )
 
 // TestNoGoroutineLeakAfterStop checks that Stop ends every goroutine Start
@@ -27,7 +27,7 @@ func TestNoGoroutineLeakAfterStop(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, warm.Stop())
 
-	before := goleak.IgnoreCurrent()
+	before := leaktest.IgnoreCurrent(t)
 	te := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("testdata", "crds")}, Controllers: []controllers.Name{"*"},
 		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join("testdata", "webhooks")}}}
 	_, err = te.Start()
@@ -36,5 +36,5 @@ func TestNoGoroutineLeakAfterStop(t *testing.T) {
 		serveWebhooks(t, te.WebhookInstallOptions, map[string]http.Handler{"/validate-v1-configmap": &webhook.Admission{Handler: denyConfigMaps{}}})
 	})
 	require.NoError(t, te.Stop())
-	goleak.VerifyNone(t, before)
+	leaktest.VerifyNone(t, before)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/internal/leaktest"
 )
 
 const (
@@ -37,7 +38,7 @@ func FuzzManifests(f *testing.F) {
 	if err := startManifest(f, false, nil); err != nil {
 		f.Fatalf("a server without manifests: %v", err)
 	}
-	before := []goleak.Option{goleak.IgnoreCurrent(),
+	before := []goleak.Option{leaktest.IgnoreCurrent(f),
 		// The fuzzing worker's own, started between inputs.
 		goleak.IgnoreTopFunction("os/signal.NotifyContext.func1")}
 	// The root package's manifests (what its tests install) are seeds too.
@@ -81,13 +82,13 @@ subjects: [{kind: ServiceAccount, name: controller-manager, namespace: system}]
 			t.Fatalf("an error without a message: %#v", err)
 		}
 		if n++; n%leakCheckEvery == 0 {
-			if err := goleak.Find(before...); err != nil {
+			if err := leaktest.Find(before...); err != nil {
 				t.Fatalf("after %d servers: %v", n, err)
 			}
 		}
 	})
 	f.Cleanup(func() {
-		if err := goleak.Find(before...); err != nil {
+		if err := leaktest.Find(before...); err != nil {
 			f.Errorf("after %d servers: %v", n, err)
 		}
 	})

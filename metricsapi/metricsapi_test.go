@@ -21,6 +21,7 @@ import (
 
 	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/internal/certs"
+	"github.com/kubeembed/apiserver/internal/leaktest"
 	"github.com/kubeembed/apiserver/metricsapi"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
@@ -159,7 +160,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 	require.NoError(t, warm.WaitIdle(t.Context()))
 	require.NoError(t, warm.Close())
 
-	before := goleak.IgnoreCurrent()
+	before := leaktest.IgnoreCurrent(t)
 	core, logs := observer.New(zapcore.WarnLevel)
 	srv, err := apiserver.New(apiserver.Options{Logger: zap.New(core)})
 	require.NoError(t, err)
@@ -176,7 +177,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 	require.NoError(t, srv.WaitIdle(t.Context()))
 	require.NoError(t, srv.Close())
 
-	goleak.VerifyNone(t, before,
+	leaktest.VerifyNone(t, before,
 		// client-go keeps idle HTTP/2 connections of its cached transports
 		// until they time out; they belong to clients, not the server.
 		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),

@@ -19,6 +19,7 @@ import (
 	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/controllers/kubelet"
+	"github.com/kubeembed/apiserver/internal/leaktest"
 )
 
 // TestNoStreamLeftAfterClose checks that clients that give up in the
@@ -31,9 +32,9 @@ import (
 // package's parallel tests wait until the serial ones have ended.
 func TestNoStreamLeftAfterClose(t *testing.T) {
 	giveUpMidStream(t)
-	before := goleak.IgnoreCurrent()
+	before := leaktest.IgnoreCurrent(t)
 	giveUpMidStream(t)
-	goleak.VerifyNone(t, before,
+	leaktest.VerifyNone(t, before,
 		// client-go keeps idle HTTP/2 connections of its cached
 		// transports until they time out; they are the clients'.
 		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),

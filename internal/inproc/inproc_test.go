@@ -13,7 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
+
+	"github.com/kubeembed/apiserver/internal/leaktest"
 )
 
 // modes are the two ways a transport serves a request: on a worker, its
@@ -388,7 +389,7 @@ func TestInformationalStatus(t *testing.T) {
 // Not parallel: goleak sees every goroutine of the process, and the
 // parallel tests wait while this one runs.
 func TestWorkersEndAtClose(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leaktest.VerifyNone(t, leaktest.IgnoreCurrent(t))
 	tr := &Transport{}
 	tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(r.URL.Path)) }))
 	client := &http.Client{Transport: tr}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
+	"github.com/kubeembed/apiserver/internal/leaktest"
 	"github.com/kubeembed/apiserver/internal/listener"
 )
 
@@ -132,4 +132,4 @@ func TestEndRequestsKeepsIdleConnections(t *testing.T) {
 	assert.True(t, get(), "the idle connection is still open and used")
 }
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/internal/leaktest"
 	"github.com/kubeembed/apiserver/storage/etcd"
 	"github.com/kubeembed/apiserver/storage/etcd/embedded"
 )
@@ -41,9 +42,9 @@ func startAndClose(t *testing.T) {
 // Serial on purpose: goleak looks at every goroutine of the process.
 func TestNoGoroutineLeakAfterClose(t *testing.T) {
 	startAndClose(t)
-	before := goleak.IgnoreCurrent()
+	before := leaktest.IgnoreCurrent(t)
 	startAndClose(t)
-	goleak.VerifyNone(t, before,
+	leaktest.VerifyNone(t, before,
 		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
 		goleak.IgnoreTopFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),
