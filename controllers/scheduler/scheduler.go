@@ -74,7 +74,7 @@ type Scheduler struct {
 	// assumed are pods bound whose binding the informer has not shown yet;
 	// waiting the pods whose claims are provisioned for a node.
 	assumed  map[types.UID]*corev1.Pod
-	waiting  map[types.UID]string
+	waiting  map[types.UID]provisioning
 	requests *requestCache
 	// unschedulable are the pods found to fit nowhere, with the message
 	// why, kept aside until retry says (queue.go).
@@ -101,7 +101,7 @@ func New(cfg controllers.Config) (*Scheduler, error) {
 	s := &Scheduler{client: client, pods: inf.Core().V1().Pods().Lister(), nodes: inf.Core().V1().Nodes().Lister(),
 		namespaces: inf.Core().V1().Namespaces().Lister(), pvcs: inf.Core().V1().PersistentVolumeClaims().Lister(),
 		pvs: inf.Core().V1().PersistentVolumes().Lister(), classes: inf.Storage().V1().StorageClasses().Lister(),
-		queue: controller.NewQueue("scheduler", cfg.QueueMetrics), assumed: map[types.UID]*corev1.Pod{}, waiting: map[types.UID]string{}, unschedulable: map[types.UID]string{},
+		queue: controller.NewQueue("scheduler", cfg.QueueMetrics), assumed: map[types.UID]*corev1.Pod{}, waiting: map[types.UID]provisioning{}, unschedulable: map[types.UID]string{},
 		requests: newRequestCache(), stale: true}
 	s.Name, s.Observer, s.Queues = string(controllers.Scheduler), controller.NewObserver(cfg.Revisions), []*controller.Queue{s.queue}
 	return s, s.watch(cfg)
@@ -332,10 +332,10 @@ func (s *Scheduler) newCycle(pod *corev1.Pod, snap *snapshot) *cycle {
 // scheduleOne places one pod, or records why it cannot be placed.
 func (s *Scheduler) scheduleOne(ctx context.Context, pod *corev1.Pod, snap *snapshot) error {
 	s.mu.Lock()
-	node, waiting := s.waiting[pod.UID]
+	p, waiting := s.waiting[pod.UID]
 	s.mu.Unlock()
 	if waiting {
-		return s.bindWhenVolumesBound(ctx, pod, node, snap)
+		return s.bindWhenVolumesBound(ctx, pod, p, snap)
 	}
 	if len(snap.nodes) == 0 {
 		return s.fail(ctx, pod, "no nodes available to schedule pods")
@@ -368,26 +368,27 @@ func (s *Scheduler) scheduleOne(ctx context.Context, pod *corev1.Pod, snap *snap
 
 // provisionFor names node on the pod's delayed claims and waits for them.
 func (s *Scheduler) provisionFor(ctx context.Context, pod *corev1.Pod, delayed []*corev1.PersistentVolumeClaim, node string) error {
-	if err := s.selectNode(ctx, pod, delayed, node); err != nil {
+	selected, err := s.selectNode(ctx, pod, delayed, node)
+	if err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.waiting[pod.UID] = node
+	s.waiting[pod.UID] = provisioning{node, selected}
 	s.mu.Unlock()
 	return nil
 }
 
 // bindWhenVolumesBound binds a pod waiting for its claims once they are
 // bound, or gives the node up when their provisioning failed.
-func (s *Scheduler) bindWhenVolumesBound(ctx context.Context, pod *corev1.Pod, node string, snap *snapshot) error {
-	bound, err := s.volumesBound(pod, node)
+func (s *Scheduler) bindWhenVolumesBound(ctx context.Context, pod *corev1.Pod, p provisioning, snap *snapshot) error {
+	bound, err := s.volumesBound(pod, p)
 	if err != nil {
 		s.mu.Lock()
 		delete(s.waiting, pod.UID)
 		s.mu.Unlock()
 		return s.failWith(ctx, pod, "SchedulerError", fmt.Sprintf("running PreBind plugin \"VolumeBinding\": binding volumes: %v", err))
 	}
-	ni := snap.byName[node]
+	ni := snap.byName[p.node]
 	if !bound || ni == nil {
 		return nil // the claims' changes start another cycle
 	}

@@ -376,3 +376,45 @@ func TestKeptSnapshotSeesPlacedPodsAndNodesChange(t *testing.T) {
 	p := wait(t, client, create(t, client, pod("cordoned", onNode("b"))), func(p *corev1.Pod) bool { return scheduled(p) || unschedulable(p) })
 	assert.Equal(t, "", p.Spec.NodeName)
 }
+
+// Pods whose claims wait for their first consumer are scheduled once, as
+// kube-scheduler's PreBind waits for the provisioning: the claims' update
+// the scheduler made itself is not mistaken for a failed provisioning
+// while its informer has not shown it (it was, and each such pod got a
+// FailedScheduling event and a second cycle).
+func TestClaimsProvisionedWithoutAFailure(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{Nodes: controllers.Nodes(3),
+		Controllers: []controllers.Name{controllers.ServiceAccount, controllers.Kubelet, controllers.Scheduler, controllers.NodeLifecycle,
+			controllers.PersistentVolumeBinder, controllers.VolumeProvisioner}}))
+	client, err := srv.Clientset()
+	require.NoError(t, err)
+	for i := range 10 {
+		_, err := client.CoreV1().PersistentVolumeClaims("default").Create(t.Context(), &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("db-%d", i)},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	// The scheduler's informer has the claims (a pod before its claim is
+	// unschedulable until the claim comes, as upstream).
+	require.NoError(t, srv.WaitIdle(t.Context()))
+	var pods []*corev1.Pod
+	for i := range 10 {
+		name := fmt.Sprintf("db-%d", i)
+		pods = append(pods, create(t, client, pod(name, func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name}}}}
+		})))
+	}
+	for _, p := range pods {
+		wait(t, client, p, scheduled)
+	}
+	require.NoError(t, srv.WaitIdle(t.Context()))
+	failures, err := client.EventsV1().Events("default").List(t.Context(), metav1.ListOptions{FieldSelector: "reason=FailedScheduling"})
+	require.NoError(t, err)
+	for _, e := range failures.Items {
+		t.Errorf("%s: %s", e.Regarding.Name, e.Note)
+	}
+}

@@ -9,6 +9,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -87,17 +88,29 @@ func (c *cycle) volumeBinding(ni *nodeInfo) *status {
 	return nil
 }
 
+// provisioning is a pod's wait for its claims' volumes on node: selected
+// are the resourceVersions of the claims the scheduler named the node on,
+// by claim name. Until the informer shows a claim at least that new, its
+// missing selected-node annotation is the informer's delay, not a failed
+// provisioning (upstream's assume cache holds the updated claims so).
+type provisioning struct {
+	node     string
+	selected map[string]string
+}
+
 // selectNode names node on the pod's delayed claims, after recording it as
 // the pod's nominated node (kube-scheduler v1.37 does both before binding
-// volumes); the pod is bound once the claims are.
-func (s *Scheduler) selectNode(ctx context.Context, pod *corev1.Pod, delayed []*corev1.PersistentVolumeClaim, node string) error {
+// volumes), and returns the claims' resourceVersions after the update; the
+// pod is bound once the claims are.
+func (s *Scheduler) selectNode(ctx context.Context, pod *corev1.Pod, delayed []*corev1.PersistentVolumeClaim, node string) (map[string]string, error) {
 	if pod.Status.NominatedNodeName != node {
 		updated := pod.Status.DeepCopy()
 		updated.NominatedNodeName = node
 		if err := s.patchStatus(ctx, pod, *updated); err != nil {
-			return err
+			return nil, err
 		}
 	}
+	selected := map[string]string{}
 	for _, pvc := range delayed {
 		if pvc.Annotations[volumeutil.AnnSelectedNode] == node {
 			continue
@@ -107,17 +120,19 @@ func (s *Scheduler) selectNode(ctx context.Context, pod *corev1.Pod, delayed []*
 			claim.Annotations = map[string]string{}
 		}
 		claim.Annotations[volumeutil.AnnSelectedNode] = node
-		if _, err := s.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Update(ctx, claim, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("select node %s for claim %s/%s: %w", node, claim.Namespace, claim.Name, err)
+		updated, err := s.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Update(ctx, claim, metav1.UpdateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("select node %s for claim %s/%s: %w", node, claim.Namespace, claim.Name, err)
 		}
+		selected[claim.Name] = updated.ResourceVersion
 	}
-	return nil
+	return selected, nil
 }
 
 // volumesBound reports whether the pod's claims are bound now (its
 // volumes provisioned), or an error when a claim's provisioning was given
 // up (its selected node removed).
-func (s *Scheduler) volumesBound(pod *corev1.Pod, node string) (bool, error) {
+func (s *Scheduler) volumesBound(pod *corev1.Pod, p provisioning) (bool, error) {
 	for _, v := range pod.Spec.Volumes {
 		if v.PersistentVolumeClaim == nil {
 			continue
@@ -132,10 +147,21 @@ func (s *Scheduler) volumesBound(pod *corev1.Pod, node string) (bool, error) {
 		if pvc.Spec.VolumeName != "" && metav1.HasAnnotation(pvc.ObjectMeta, volumeutil.AnnBindCompleted) {
 			continue
 		}
-		if pvc.Annotations[volumeutil.AnnSelectedNode] != node {
+		if pvc.Annotations[volumeutil.AnnSelectedNode] != p.node && !olderThan(pvc, p.selected[pvc.Name]) {
 			return false, fmt.Errorf("provisioning failed for PVC %q", pvc.Name)
 		}
 		return false, nil
 	}
 	return true, nil
+}
+
+// olderThan reports whether the informer's claim is older than the
+// resourceVersion rv the scheduler's own update gave it.
+func olderThan(pvc *corev1.PersistentVolumeClaim, rv string) bool {
+	if rv == "" {
+		return false
+	}
+	have, err1 := strconv.ParseUint(pvc.ResourceVersion, 10, 64)
+	want, err2 := strconv.ParseUint(rv, 10, 64)
+	return err1 == nil && err2 == nil && have < want
 }
