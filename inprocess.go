@@ -172,6 +172,10 @@ func (b byHost) RoundTrip(req *http.Request) (*http.Response, error) {
 // through client-go's wrappers.
 func (b byHost) WrappedRoundTripper() http.RoundTripper { return b.inProc }
 
+// CloseIdleConnections closes the network transport's idle connections
+// (the in-process one has none), for utilnet.CloseIdleConnectionsFor.
+func (b byHost) CloseIdleConnections() { utilnet.CloseIdleConnectionsFor(b.network) }
+
 // takesConnectionOver reports whether rt is one of client-go's round
 // trippers that upgrade the connection (SPDY, WebSocket).
 func takesConnectionOver(rt http.RoundTripper) bool {
