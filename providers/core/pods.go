@@ -75,12 +75,20 @@ var pods = registry.Kind[*corev1.Pod]{
 	ReturnDeleted: true,
 	GenerationOf:  func(p *corev1.Pod) any { return p.Spec },
 	PrepareCreate: func(_ context.Context, p *corev1.Pod) {
+		podspec.DefaultPodLevelResources(p)
 		p.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: podqos.Class(p)}
 		if len(p.Spec.SchedulingGates) > 0 {
 			// As kube-apiserver's strategy: a gated pod says why it waits.
 			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
 				Reason: corev1.PodReasonSchedulingGated, Message: "Scheduling is blocked due to non-empty scheduling gates",
 				LastTransitionTime: metav1.Now()}}
+		}
+	},
+	// A client that does not know pod-level resources (one that dropped
+	// the field) keeps them, as kube-apiserver's strategy does.
+	PrepareUpdate: func(p, old *corev1.Pod) {
+		if p.Spec.Resources == nil && old.Spec.Resources != nil {
+			p.Spec.Resources = old.Spec.Resources.DeepCopy()
 		}
 	},
 	Validate:       func(p *corev1.Pod) field.ErrorList { return podspec.ValidateSpec(&p.Spec, field.NewPath("spec")) },

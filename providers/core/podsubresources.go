@@ -18,7 +18,6 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
 
-	"github.com/kubeembed/apiserver/internal/podqos"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
@@ -326,37 +325,6 @@ func ephemeralContainers(st *registry.Strategy) {
 				errs = append(errs, field.Forbidden(path, "existing ephemeral containers may not be changed"))
 				break
 			}
-		}
-		return errs
-	}
-}
-
-// resizeResources makes st write containers' resources and resize policies.
-func resizeResources(st *registry.Strategy) {
-	st.PrepareUpdate = func(_ context.Context, obj, old runtime.Object) {
-		p, o := obj.(*corev1.Pod), old.(*corev1.Pod)
-		resources := map[string]corev1.Container{}
-		for _, c := range p.Spec.Containers {
-			resources[c.Name] = c
-		}
-		spec := *o.Spec.DeepCopy()
-		for i, c := range spec.Containers {
-			if n, ok := resources[c.Name]; ok {
-				spec.Containers[i].Resources, spec.Containers[i].ResizePolicy = n.Resources, n.ResizePolicy
-			}
-		}
-		p.Spec = spec
-		p.Status = o.Status
-		p.Generation = o.Generation
-		if !apiequality.Semantic.DeepEqual(p.Spec, o.Spec) {
-			p.Generation++
-		}
-	}
-	st.ValidateOnUpdate = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		p, o := obj.(*corev1.Pod), old.(*corev1.Pod)
-		var errs field.ErrorList
-		if podqos.Class(p) != o.Status.QOSClass && o.Status.QOSClass != "" {
-			errs = append(errs, field.Forbidden(field.NewPath("spec", "containers"), "Pod QOS Class may not change as a result of resizing"))
 		}
 		return errs
 	}

@@ -1,0 +1,124 @@
+package apiserver_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// resources is requests and limits of cpu and memory ("" for none).
+func resources(cpuReq, cpuLim, memReq, memLim string) corev1.ResourceRequirements {
+	r := corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}
+	for _, x := range []struct {
+		list corev1.ResourceList
+		name corev1.ResourceName
+		q    string
+	}{{r.Requests, corev1.ResourceCPU, cpuReq}, {r.Limits, corev1.ResourceCPU, cpuLim},
+		{r.Requests, corev1.ResourceMemory, memReq}, {r.Limits, corev1.ResourceMemory, memLim}} {
+		if x.q != "" {
+			x.list[x.name] = resource.MustParse(x.q)
+		}
+	}
+	if len(r.Limits) == 0 {
+		r.Limits = nil // as decoded
+	}
+	return r
+}
+
+func createPod(t *testing.T, c kubernetes.Interface, p *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	p.Namespace = "default"
+	created, err := c.CoreV1().Pods("default").Create(t.Context(), p, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return created
+}
+
+// pods/resize writes pod-level resources and init containers' too, as
+// kube-apiserver v1.37 (PodLevelResources, InPlacePodLevelResourcesVerticalScaling
+// and InPlacePodVerticalScalingInitContainers on): before, a pod-level
+// resize was answered 200 and dropped, and a sidecar's was too.
+func TestResizeWritesPodLevelAndInitContainers(t *testing.T) {
+	t.Parallel()
+	c := quietServer(t)
+	limits := resources("", "1", "", "1Gi")
+	p := createPod(t, c, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: corev1.PodSpec{
+		Resources:      &limits,
+		InitContainers: []corev1.Container{{Name: "side", Image: "envoy", RestartPolicy: ptr(corev1.ContainerRestartPolicyAlways), Resources: resources("100m", "", "", "")}},
+		Containers:     []corev1.Container{{Name: "app", Image: "nginx", Resources: resources("200m", "", "", "")}}}})
+	// Created: the pod-level requests default to what the containers
+	// request (cpu), else to the pod-level limits (memory), and they
+	// decide the class.
+	assert.Equal(t, resources("300m", "1", "1Gi", "1Gi"), *p.Spec.Resources)
+	assert.Equal(t, corev1.PodQOSBurstable, p.Status.QOSClass)
+
+	p.Spec.Resources = ptr(resources("500m", "2", "1Gi", "1Gi"))
+	p.Spec.InitContainers[0].Resources = resources("300m", "", "", "")
+	r, err := c.CoreV1().Pods("default").UpdateResize(t.Context(), "a", p, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, resources("500m", "2", "1Gi", "1Gi"), *r.Spec.Resources)
+	assert.Equal(t, resources("300m", "", "", ""), r.Spec.InitContainers[0].Resources)
+	assert.Equal(t, int64(2), r.Generation)
+
+	// A client that drops the pod-level resources keeps them.
+	r.Spec.Resources = nil
+	r, err = c.CoreV1().Pods("default").UpdateResize(t.Context(), "a", r, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, resources("500m", "2", "1Gi", "1Gi"), *r.Spec.Resources)
+	assert.Equal(t, int64(2), r.Generation)
+}
+
+// What kube-apiserver v1.37 refuses of a resize, with its messages.
+func TestResizeRefusals(t *testing.T) {
+	t.Parallel()
+	c := quietServer(t)
+	base := func(name string) *corev1.Pod {
+		return createPod(t, c, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "app", Image: "nginx", Resources: resources("100m", "200m", "64Mi", "128Mi")}}}})
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(p *corev1.Pod)
+		want   string
+	}{
+		{"request over limit", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1")
+		},
+			`Pod "request-over-limit" is invalid: spec.containers[0].resources.requests: Invalid value: "1": must be less than or equal to cpu limit of 200m`},
+		{"limit removed", func(p *corev1.Pod) { delete(p.Spec.Containers[0].Resources.Limits, corev1.ResourceCPU) },
+			`Pod "limit-removed" is invalid: spec.containers[0].resources.limits: Forbidden: resource limits cannot be removed`},
+		{"other resource", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Requests[corev1.ResourceEphemeralStorage] = resource.MustParse("1Gi")
+		}, `Pod "other-resource" is invalid: spec: Forbidden: only cpu and memory resources are mutable`},
+		{"class change", func(p *corev1.Pod) { p.Spec.Containers[0].Resources = resources("200m", "200m", "128Mi", "128Mi") },
+			`Pod "class-change" is invalid: spec: Invalid value: "Burstable": Pod QOS Class may not change as a result of resizing`},
+		{"renamed", func(p *corev1.Pod) { p.Spec.Containers[0].Name = "other" },
+			`Pod "renamed" is invalid: spec.containers[0].name: Forbidden: containers may not be renamed or reordered on resize`},
+		{"resize policy", func(p *corev1.Pod) {
+			p.Spec.Containers[0].ResizePolicy = []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.RestartContainer}}
+		}, `Pod "resize-policy" is invalid: spec: Forbidden: only cpu and memory resources are mutable`},
+		{"pod-level added", func(p *corev1.Pod) {
+			p.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("1Gi")}}
+		}, `Pod "pod-level-added" is invalid: spec: Forbidden: only cpu and memory resources are mutable at pod-level`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := base(strings.ReplaceAll(tc.name, " ", "-"))
+			tc.change(p)
+			_, err := c.CoreV1().Pods("default").UpdateResize(t.Context(), p.Name, p, metav1.UpdateOptions{})
+			require.True(t, apierrors.IsInvalid(err), "%v", err)
+			assert.Equal(t, tc.want, err.Error())
+		})
+	}
+
+	static := createPod(t, c, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "static", Annotations: map[string]string{corev1.MirrorPodAnnotationKey: "x"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx", Resources: resources("100m", "", "", "")}}}})
+	static.Spec.Containers[0].Resources = resources("200m", "", "", "")
+	_, err := c.CoreV1().Pods("default").UpdateResize(t.Context(), "static", static, metav1.UpdateOptions{})
+	assert.EqualError(t, err, `Pod "static" is invalid: []: Forbidden: static pods cannot be resized`)
+}
