@@ -1,5 +1,14 @@
 package admission
 
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+)
+
 // Fresh is a lister with read-your-writes: Fresh reports whether the lister
 // holds every write to its resource so far. The plugins written here read
 // the lister then, and ask the server itself otherwise, so an object a
@@ -20,4 +29,20 @@ func (f Fresh[L]) get() (L, bool) {
 		return zero, false
 	}
 	return f.Lister, true
+}
+
+// Nodes reads nodes for the plugins that check a pod against its node
+// (PodResizeValidator, NodeDeclaredFeatureValidator): the lister while it
+// is fresh, else the server, so a node a test has just created or changed
+// is what they see.
+type Nodes struct {
+	Lister Fresh[corev1listers.NodeLister]
+	Client kubernetes.Interface
+}
+
+func (n Nodes) get(ctx context.Context, name string) (*corev1.Node, error) {
+	if lister, ok := n.Lister.get(); ok {
+		return lister.Get(name)
+	}
+	return n.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 }

@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/admission"
-	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/component-helpers/resource"
 )
 
@@ -22,19 +21,19 @@ import (
 // what the node's other pods leave is the kubelet's to defer.
 type PodResizeValidator struct {
 	*admission.Handler
-	nodes corev1listers.NodeLister
+	nodes Nodes
 }
 
 var _ admission.ValidationInterface = (*PodResizeValidator)(nil)
 
-// NewPodResizeValidator returns the plugin; nodes is the server's node
-// lister.
-func NewPodResizeValidator(nodes corev1listers.NodeLister) *PodResizeValidator {
+// NewPodResizeValidator returns the plugin; nodes reads the server's
+// nodes.
+func NewPodResizeValidator(nodes Nodes) *PodResizeValidator {
 	return &PodResizeValidator{Handler: admission.NewHandler(admission.Update), nodes: nodes}
 }
 
 // Validate implements admission.ValidationInterface.
-func (p *PodResizeValidator) Validate(_ context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+func (p *PodResizeValidator) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
 	if a.GetResource().GroupResource() != corev1.Resource("pods") || a.GetSubresource() != "resize" {
 		return nil
 	}
@@ -46,7 +45,7 @@ func (p *PodResizeValidator) Validate(_ context.Context, a admission.Attributes,
 	if pod.Spec.NodeName == "" || pod.Generation == old.Generation {
 		return nil
 	}
-	node, err := p.nodes.Get(pod.Spec.NodeName)
+	node, err := p.nodes.get(ctx, pod.Spec.NodeName)
 	if apierrors.IsNotFound(err) {
 		return admission.NewForbidden(a, fmt.Errorf("node %q not found", pod.Spec.NodeName))
 	}

@@ -92,6 +92,12 @@ func newAdmission(loopback *rest.Config, inf *informerSet, log *writes.Log, auth
 	if err != nil {
 		return nil, nil, err
 	}
+	nodeInformer := inf.kube.Core().V1().Nodes()
+	freshNodes, err := freshLister(log, corev1.Resource("nodes"), nodeInformer.Informer(), nodeInformer.Lister())
+	if err != nil {
+		return nil, nil, err
+	}
+	nodes := kubeadmission.Nodes{Lister: freshNodes, Client: client}
 	mutatingPolicies, validatingPolicies := policyPlugins(inits, inf)
 	// The webhook and policy plugins refuse requests until their
 	// configurations' informers have synced, namespace lifecycle and quota
@@ -108,7 +114,7 @@ func newAdmission(loopback *rest.Config, inf *informerSet, log *writes.Log, auth
 	}
 	return admission.NewChainHandler(nsLifecycle, limits, pods,
 		kubeadmission.NewDefaultStorageClass(client), kubeadmission.NewPodTopologyLabels(inf.kube.Core().V1().Nodes().Lister()),
-		kubeadmission.NewPodResizeValidator(inf.kube.Core().V1().Nodes().Lister()), mutatingPolicies, mutatingHooks, validatingPolicies, validatingHooks, quotas), synced, nil
+		kubeadmission.NewPodResizeValidator(nodes), mutatingPolicies, mutatingHooks, validatingPolicies, validatingHooks, quotas), synced, nil
 }
 
 // freshLister returns lister as admission's read-your-writes view of
