@@ -48,8 +48,9 @@ import (
 //   - requests that take the connection over (exec, attach, port-forward
 //     through SPDY or WebSocket) are not served in process but over the
 //     network, as said above;
-//   - a client certificate is read once, here, not at each connection (a
-//     certificate file rotated later is not seen).
+//   - a client certificate is read when a client is made from the
+//     configuration, not at each connection (a certificate file rotated
+//     later is not seen by that client).
 //
 // After Close, requests fail at once (inproc: transport closed), as network
 // ones fail to connect; Close ends watches in flight as it closes the
