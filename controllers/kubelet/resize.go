@@ -8,6 +8,13 @@ package kubelet
 // restarted; ResizeCompleted); one the node cannot take yet is deferred
 // (PodResizePending, reason Deferred, event ResizeDeferred) and tried
 // again at every sync of the pod, and when a pod of the node goes.
+//
+// A resize of the pod-level resources (spec.resources) is allocated and
+// actuated with the containers' (InPlacePodLevelResourcesVerticalScaling):
+// it is in progress while the pod's cgroup applies other cpu or memory
+// than allocated, and a pod-level limit stands for the limit of a
+// container that sets none, which may restart it. The events' JSON names
+// the containers' resources only, as the kubelet's does.
 
 import (
 	"encoding/json"
@@ -31,7 +38,7 @@ const deferredRetry = 30 * time.Second
 // the pod is neither deleted nor over.
 func (k *Kubelet) resize(pod *corev1.Pod, r *podRuntime, n *node, now time.Time, plans planner) []event {
 	desired := r.desired(pod)
-	if desired == nil {
+	if desired == nil && !r.podLevelResized(pod) {
 		r.pending = nil // reverted, or nothing asked
 		if r.inProgress == nil {
 			return nil
@@ -48,14 +55,8 @@ func (k *Kubelet) resize(pod *corev1.Pod, r *podRuntime, n *node, now time.Time,
 	}
 	// Allocated: a resize in progress is superseded (its condition set
 	// again with this generation, no completion of its own).
-	inPlace := false
-	for _, c := range r.all() { // desired names no ephemeral container
-		if want, ok := desired[c.spec.Name]; ok {
-			c.restartOnResize = c.restartOnResize || needsRestart(c.allocated, want.Resources, want.ResizePolicy)
-			c.allocated = *want.Resources.DeepCopy()
-		}
-		inPlace = inPlace || (!c.allocatedApplied() && c.instance.running() && (!c.init || c.sidecar))
-	}
+	r.allocate(pod, desired)
+	inPlace := r.resizeInProgress()
 	r.pending = nil
 	r.inProgress = resizeCondition(corev1.PodResizeInProgress, "", "", pod.Generation, now, nil)
 	events := []event{{corev1.EventTypeNormal, "ResizeStarted", resizeMessage("Pod resize started", pod, pod.Generation, "")}}
@@ -67,10 +68,91 @@ func (k *Kubelet) resize(pod *corev1.Pod, r *podRuntime, n *node, now time.Time,
 	return events
 }
 
+// allocate makes the spec's resources of pod the allocation: desired's
+// containers' and the pod-level ones (SetAllocatedResources checkpoints
+// the whole pod). A container is restarted at actuation when a resource
+// whose policy is RestartContainer changes as its runtime applies it,
+// which a pod-level limit does for a container that sets none.
+func (r *podRuntime) allocate(pod *corev1.Pod, desired map[string]corev1.Container) {
+	oldPod, newPod := r.podResources, pod.Spec.Resources.DeepCopy()
+	for _, c := range r.all() {
+		if c.ephemeral {
+			continue // not resizable: nothing allocated to it changes
+		}
+		want, policy := c.allocated, c.spec.ResizePolicy
+		if d, ok := desired[c.spec.Name]; ok {
+			want, policy = *d.Resources.DeepCopy(), d.ResizePolicy
+		}
+		c.restartOnResize = c.restartOnResize || needsRestart(applied(oldPod, c.allocated), applied(newPod, want), policy)
+		c.allocated = want
+	}
+	r.podResources = newPod
+}
+
+// resizeInProgress: the runtime does not apply yet what is allocated to a
+// running container resized in place (a sidecar, not a regular init
+// container) or to the pod's cgroup (IsPodResizeInProgress; a pod whose
+// cgroup was given no pod-level resources has none in progress).
+func (r *podRuntime) resizeInProgress() bool {
+	for _, c := range r.all() {
+		if !c.ephemeral && (!c.init || c.sidecar) && c.instance.running() && !r.allocatedApplied(c) {
+			return true
+		}
+	}
+	return r.podActuated != nil && r.podResources != nil && !sameCPUMemory(*r.podActuated, *r.podResources)
+}
+
 // allocatedApplied: what is allocated to the container is what its runtime
-// applies.
-func (c *container) allocatedApplied() bool {
-	return apiequality.Semantic.DeepEqual(c.allocated, c.actuated)
+// applies, pod-level limits standing for those it sets none of.
+func (r *podRuntime) allocatedApplied(c *container) bool {
+	return apiequality.Semantic.DeepEqual(c.allocated, c.actuated) &&
+		sameCPUMemory(applied(r.podResources, c.allocated), applied(r.podActuated, c.actuated))
+}
+
+// applied are a container's resources as its runtime applies them under
+// the pod-level resources pod: its cpu or memory limit is the pod's where
+// it sets none (GetLimits).
+func applied(pod *corev1.ResourceRequirements, c corev1.ResourceRequirements) corev1.ResourceRequirements {
+	out := *c.DeepCopy()
+	if pod == nil {
+		return out
+	}
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		own := out.Limits[name]
+		if q, ok := pod.Limits[name]; ok && !q.IsZero() && own.IsZero() {
+			if out.Limits == nil {
+				out.Limits = corev1.ResourceList{}
+			}
+			out.Limits[name] = q.DeepCopy()
+		}
+	}
+	return out
+}
+
+// sameCPUMemory: a and b request and limit the same cpu and memory.
+func sameCPUMemory(a, b corev1.ResourceRequirements) bool {
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if !a.Requests[name].Equal(b.Requests[name]) || !a.Limits[name].Equal(b.Limits[name]) {
+			return false
+		}
+	}
+	return true
+}
+
+// actuatedPodLevel are the pod-level resources a pod's cgroup is given
+// from res: none when res requests and limits nothing
+// (UpdateActuatedPodLevelResources).
+func actuatedPodLevel(res *corev1.ResourceRequirements) *corev1.ResourceRequirements {
+	if res == nil || res.Requests == nil && res.Limits == nil {
+		return nil
+	}
+	return res.DeepCopy()
+}
+
+// podLevelResized: pod's spec asks pod-level resources other than those
+// allocated.
+func (r *podRuntime) podLevelResized(pod *corev1.Pod) bool {
+	return !apiequality.Semantic.DeepEqual(pod.Spec.Resources, r.podResources)
 }
 
 // actuate applies what is allocated, as the runtime does: a running
@@ -91,6 +173,7 @@ func (k *Kubelet) actuate(pod *corev1.Pod, r *podRuntime, now time.Time, plans p
 		c.restartOnResize = false
 		c.actuated = *c.allocated.DeepCopy()
 	}
+	r.podActuated = actuatedPodLevel(r.podResources) // the pod's cgroup
 	generation := r.inProgress.ObservedGeneration
 	r.inProgress = nil
 	return []event{{corev1.EventTypeNormal, "ResizeCompleted", resizeMessage("Pod resize completed", r.allocatedPod(pod), generation, "")}}
@@ -128,11 +211,14 @@ func needsRestart(old, want corev1.ResourceRequirements, policy []corev1.Contain
 }
 
 // fits is the kubelet's admission of a resize: the pod's requests with
-// desired against the node's allocatable less what its other pods
-// allocated, CPU then memory. It returns the admission's reason (OutOfcpu)
-// and message, or "" when the resize fits.
+// desired and the spec's pod-level resources (which stand for the
+// containers' cpu and memory requests they set) against the node's
+// allocatable less what its other pods allocated, CPU then memory. It
+// returns the admission's reason (OutOfcpu) and message, or "" when the
+// resize fits.
 func (k *Kubelet) fits(pod *corev1.Pod, r *podRuntime, n *node, desired map[string]corev1.Container) (reason, msg string) {
 	want := r.allocatedPod(pod)
+	want.Spec.Resources = pod.Spec.Resources
 	for _, list := range [][]corev1.Container{want.Spec.InitContainers, want.Spec.Containers} {
 		for i := range list {
 			if c, ok := desired[list[i].Name]; ok {

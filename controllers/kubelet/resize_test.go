@@ -177,3 +177,152 @@ func TestResizeOfAContainerNotRunning(t *testing.T) {
 	})
 	assert.False(t, inProgress, "no version said PodResizeInProgress")
 }
+
+// podLevelPod is a pod whose pod-level resources request cpu and memory
+// and limit memory (Burstable); its container app sets none.
+func podLevelPod(name, cpu string) *corev1.Pod {
+	p := simplePod(name)
+	p.Spec.Resources = &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}}
+	return p
+}
+
+// resize changes the pod through pods/resize.
+func (e env) resize(t *testing.T, p *corev1.Pod, change func(*corev1.Pod)) *corev1.Pod {
+	t.Helper()
+	p = p.DeepCopy()
+	change(p)
+	p, err := e.client.CoreV1().Pods(p.Namespace).UpdateResize(t.Context(), p.Name, p, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	return p
+}
+
+// A pod-level resize is allocated (PodResizeInProgress, the pod's
+// allocated requests changed, its cgroup's not yet: status.resources),
+// then actuated (status.resources changed), with the kubelet's events,
+// whose JSON names the containers' resources only.
+func TestPodLevelResizeInPlace(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	p := e.runningPod(t, podLevelPod("pod-level", "200m"))
+	require.Equal(t, "200m", p.Status.Resources.Requests.Cpu().String())
+	p = e.resize(t, p, func(p *corev1.Pod) { p.Spec.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("500m") })
+	require.Equal(t, int64(2), p.Generation)
+
+	inProgress := e.waitPod(t, p, func(p *corev1.Pod) bool { return hasCondition(p, corev1.PodResizeInProgress) })
+	c := condition(inProgress, corev1.PodResizeInProgress)
+	assert.Equal(t, corev1.PodCondition{Type: corev1.PodResizeInProgress, Status: corev1.ConditionTrue, ObservedGeneration: 2,
+		LastProbeTime: c.LastProbeTime, LastTransitionTime: c.LastTransitionTime}, c)
+	assert.Equal(t, "500m", inProgress.Status.AllocatedResources.Cpu().String(), "allocated")
+	assert.Equal(t, "200m", inProgress.Status.Resources.Requests.Cpu().String(), "not actuated yet")
+	assert.Equal(t, "64Mi", inProgress.Status.Resources.Requests.Memory().String())
+	assert.Equal(t, "128Mi", inProgress.Status.Resources.Limits.Memory().String())
+
+	done := e.waitPod(t, inProgress, func(p *corev1.Pod) bool { return !hasCondition(p, corev1.PodResizeInProgress) })
+	assert.Equal(t, "500m", done.Status.Resources.Requests.Cpu().String(), "actuated")
+	assert.Equal(t, "500m", done.Status.AllocatedResources.Cpu().String())
+	assert.Zero(t, status(done, "app").RestartCount)
+	var messages []string
+	for _, ev := range e.events(t, "default", "pod-level", "ResizeStarted", "ResizeCompleted") {
+		if ev.Reason == "ResizeStarted" || ev.Reason == "ResizeCompleted" {
+			assert.Equal(t, corev1.EventTypeNormal, ev.Type)
+			messages = append(messages, ev.Message)
+		}
+	}
+	want := `{"containers":[{"name":"app","resources":{}}],"generation":2}`
+	assert.ElementsMatch(t, []string{"Pod resize started: " + want, "Pod resize completed: " + want}, messages)
+}
+
+// A pod-level resize the node has no room for yet is deferred, its
+// pod-level requests counted as the node's admission counts them, and
+// allocated once another pod of the node goes.
+func TestPodLevelResizeDeferredUntilRoom(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	e.runningPod(t, sizedPod("big", "3"))
+	p := e.runningPod(t, podLevelPod("growing", "500m"))
+	p = e.resize(t, p, func(p *corev1.Pod) { p.Spec.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("2") })
+
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return hasCondition(p, corev1.PodResizePending) })
+	c := condition(p, corev1.PodResizePending)
+	msg := "Node didn't have enough resource: cpu, requested: 2000, used: 3000, capacity: 4000"
+	assert.Equal(t, corev1.PodReasonDeferred, c.Reason)
+	assert.Equal(t, msg, c.Message)
+	assert.Equal(t, int64(2), c.ObservedGeneration)
+	assert.Equal(t, "500m", p.Status.AllocatedResources.Cpu().String(), "not allocated")
+	assert.False(t, hasCondition(p, corev1.PodResizeInProgress))
+	var deferred []string
+	for _, ev := range e.events(t, "default", "growing", "ResizeDeferred") {
+		if ev.Reason == "ResizeDeferred" {
+			assert.Equal(t, corev1.EventTypeWarning, ev.Type)
+			deferred = append(deferred, ev.Message)
+		}
+	}
+	assert.Equal(t, []string{`Pod resize OutOfcpu: {"containers":[{"name":"app","resources":{}}],"generation":2,"error":"` + msg + `"}`}, deferred)
+
+	require.NoError(t, e.client.CoreV1().Pods("default").Delete(t.Context(), "big", metav1.DeleteOptions{}))
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool {
+		return !hasCondition(p, corev1.PodResizePending) && !hasCondition(p, corev1.PodResizeInProgress) && p.Status.Resources.Requests.Cpu().String() == "2"
+	})
+	assert.Equal(t, "2", p.Status.AllocatedResources.Cpu().String())
+}
+
+// A pod-level limit stands for the limit of a container that sets none:
+// resizing it restarts that container where its resize policy says
+// RestartContainer, not one with a limit of its own.
+func TestPodLevelResizeRestartsInheritingContainer(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	pod := simplePod("inherits", "inherits", "own")
+	restart := []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.RestartContainer}}
+	pod.Spec.Containers[0].ResizePolicy = restart
+	pod.Spec.Containers[1].ResizePolicy = restart
+	pod.Spec.Containers[1].Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}
+	pod.Spec.Resources = &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("128Mi")}}
+	p := e.runningPod(t, pod)
+	p = e.resize(t, p, func(p *corev1.Pod) { p.Spec.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("2") })
+
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool {
+		return status(p, "inherits").RestartCount == 1 && status(p, "inherits").State.Running != nil && !hasCondition(p, corev1.PodResizeInProgress)
+	})
+	assert.Equal(t, "2", p.Status.Resources.Limits.Cpu().String(), "actuated")
+	assert.Zero(t, status(p, "own").RestartCount)
+	var killing []string
+	for _, ev := range e.events(t, "default", "inherits", "Killing", "ResizeCompleted") {
+		if ev.Reason == "Killing" {
+			killing = append(killing, ev.InvolvedObject.FieldPath+": "+ev.Message)
+		}
+	}
+	assert.Equal(t, []string{"spec.containers{inherits}: Container inherits resize requires restart"}, killing)
+}
+
+// Pod-level resources added by a resize to a pod whose cgroup was given
+// none are no resize in progress for the kubelet (no pod-level resources
+// actuated to differ from, no container's limit changed): started and
+// completed in one sync, no condition written, applied at once.
+func TestPodLevelResourcesAddedAtResize(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	p := e.runningPod(t, sizedPod("added", "100m"))
+	p = e.resize(t, p, func(p *corev1.Pod) {
+		p.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}
+	})
+	var reasons []string
+	for _, ev := range e.events(t, "default", "added", "ResizeStarted", "ResizeCompleted") {
+		if ev.Reason == "ResizeStarted" || ev.Reason == "ResizeCompleted" {
+			reasons = append(reasons, ev.Reason)
+		}
+	}
+	assert.ElementsMatch(t, []string{"ResizeStarted", "ResizeCompleted"}, reasons)
+	var inProgress bool
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool { // every version from the resize on
+		inProgress = inProgress || hasCondition(p, corev1.PodResizeInProgress)
+		return p.Status.Resources != nil && p.Status.Resources.Requests.Cpu().String() == "500m"
+	})
+	assert.False(t, inProgress, "no version said PodResizeInProgress")
+	assert.Equal(t, "500m", p.Status.AllocatedResources.Cpu().String())
+	assert.Equal(t, "100m", status(p, "app").Resources.Requests.Cpu().String(), "the container's own request")
+}

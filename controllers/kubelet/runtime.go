@@ -58,10 +58,13 @@ type podRuntime struct {
 	// ipReleased: its sandbox's address went back to the node's pool.
 	over, ipReleased bool
 	// overhead and podResources are the pod's spec.overhead and
-	// spec.resources as admitted: what it holds of the node beside its
-	// containers' requests.
+	// spec.resources as admitted (podResources: as allocated, after a
+	// resize): what it holds of the node beside its containers' requests.
+	// podActuated are the pod-level resources its cgroup applies; nil
+	// when it has none (resize.go).
 	overhead     corev1.ResourceList
 	podResources *corev1.ResourceRequirements
+	podActuated  *corev1.ResourceRequirements
 }
 
 // container is one container of a pod: its current instance and the
@@ -124,7 +127,7 @@ func newContainerID() string {
 // newRuntime is the runtime of pod, just admitted on node.
 func newRuntime(pod *corev1.Pod, node, ip string, now time.Time) *podRuntime {
 	r := &podRuntime{uid: pod.UID, node: node, ip: ip, startTime: now, version: pod.ResourceVersion,
-		overhead: pod.Spec.Overhead, podResources: pod.Spec.Resources}
+		overhead: pod.Spec.Overhead, podResources: pod.Spec.Resources, podActuated: actuatedPodLevel(pod.Spec.Resources)}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		r.init = append(r.init, newContainer(c, true, isSidecar(*c)))

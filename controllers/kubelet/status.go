@@ -35,7 +35,7 @@ func podStatus(pod *corev1.Pod, r *podRuntime, hostIP string, now time.Time) cor
 		StartTime:             ptrTime(r.startTime),
 		QOSClass:              podqos.Class(pod),
 		InitContainerStatuses: init, ContainerStatuses: main, EphemeralContainerStatuses: ephemeral,
-		Resources:          podLevelResources(allocated),
+		Resources:          podLevelResources(pod, r, allocated),
 		AllocatedResources: nonEmpty(resource.PodRequests(allocated, resource.PodResourcesOptions{})),
 	}
 	if r.sandbox && r.ip != "" {
@@ -49,19 +49,42 @@ func podStatus(pod *corev1.Pod, r *podRuntime, hostIP string, now time.Time) cor
 	return s
 }
 
-// podLevelResources is a pod's status.resources as the kubelet reports a
-// pod it admits or starts (getEffectiveAllocatedResources): its
-// spec.resources with the requests and limits of what it allocated. Once
-// it runs, the kubelet reads CPU and memory back from the pod's cgroup,
-// which holds those values (or keeps the ones reported where the cgroup
-// sets none); only a resize is seen there later than here.
-func podLevelResources(allocated *corev1.Pod) *corev1.ResourceRequirements {
-	out := allocated.Spec.Resources.DeepCopy()
+// podLevelResources is a pod's status.resources as the kubelet reports it
+// (convertToAPIPodLevelResourcesStatus): for a pod not yet Running, its
+// allocated spec.resources with the requests and limits of what it
+// allocated (getEffectiveAllocatedResources); once Running, the cpu
+// request and limit and the memory limit are read back from the pod's
+// cgroup, which applies the actuated pod-level resources, so a pod-level
+// resize shows there once actuated (the memory request, which no cgroup
+// holds, once allocated).
+func podLevelResources(pod *corev1.Pod, r *podRuntime, allocated *corev1.Pod) *corev1.ResourceRequirements {
+	out := effectiveResources(allocated)
+	if pod.Status.Phase != corev1.PodRunning {
+		return out
+	}
+	actuated := *allocated
+	actuated.Spec.Resources = r.podActuated
+	cgroup := effectiveResources(&actuated)
+	for _, l := range []struct {
+		name     corev1.ResourceName
+		from, to corev1.ResourceList
+	}{{corev1.ResourceCPU, cgroup.Requests, out.Requests}, {corev1.ResourceCPU, cgroup.Limits, out.Limits}, {corev1.ResourceMemory, cgroup.Limits, out.Limits}} {
+		if q, ok := l.from[l.name]; ok && l.to != nil {
+			l.to[l.name] = q
+		}
+	}
+	return out
+}
+
+// effectiveResources are pod's spec.resources with the requests and limits
+// of the whole pod.
+func effectiveResources(pod *corev1.Pod) *corev1.ResourceRequirements {
+	out := pod.Spec.Resources.DeepCopy()
 	if out == nil {
 		out = &corev1.ResourceRequirements{}
 	}
-	out.Requests = resource.PodRequests(allocated, resource.PodResourcesOptions{})
-	out.Limits = resource.PodLimits(allocated, resource.PodResourcesOptions{})
+	out.Requests = resource.PodRequests(pod, resource.PodResourcesOptions{})
+	out.Limits = resource.PodLimits(pod, resource.PodResourcesOptions{})
 	return out
 }
 
