@@ -122,3 +122,34 @@ func TestResizeRefusals(t *testing.T) {
 	_, err := c.CoreV1().Pods("default").UpdateResize(t.Context(), "static", static, metav1.UpdateOptions{})
 	assert.EqualError(t, err, `Pod "static" is invalid: []: Forbidden: static pods cannot be resized`)
 }
+
+// NodeDeclaredFeatureValidator: a pod-level resize of a pod bound to a
+// node that does not declare InPlacePodLevelResourcesVerticalScaling is
+// refused, 403; one whose node declares it goes through.
+func TestResizeNeedsTheNodesDeclaredFeature(t *testing.T) {
+	t.Parallel()
+	c := quietServer(t)
+	for _, name := range []string{"bare", "able"} {
+		_, err := c.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	able, err := c.CoreV1().Nodes().Get(t.Context(), "able", metav1.GetOptions{})
+	require.NoError(t, err)
+	able.Status.DeclaredFeatures = []string{"InPlacePodLevelResourcesVerticalScaling"}
+	able.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}
+	_, err = c.CoreV1().Nodes().UpdateStatus(t.Context(), able, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	for _, node := range []string{"bare", "able"} {
+		p := createPod(t, c, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "on-" + node}, Spec: corev1.PodSpec{NodeName: node,
+			Resources:  ptr(resources("100m", "1", "", "")),
+			Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}})
+		p.Spec.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("200m")
+		_, err := c.CoreV1().Pods("default").UpdateResize(t.Context(), p.Name, p, metav1.UpdateOptions{})
+		if node == "able" {
+			assert.NoError(t, err)
+			continue
+		}
+		require.True(t, apierrors.IsForbidden(err), "%v", err)
+		assert.EqualError(t, err, `pods "on-bare" is forbidden: pod update requires features InPlacePodLevelResourcesVerticalScaling which are not available on node "bare"`)
+	}
+}

@@ -130,8 +130,15 @@ func TestExecInAStoppedContainer(t *testing.T) {
 	opts := &corev1.PodExecOptions{Command: []string{"echo"}, Stdout: true}
 	s := e.stream(t, "spdy", "done", "exec", opts, nil, nil)
 	assert.EqualError(t, s.err, `unable to upgrade connection: container not found ("app")`)
-	// The node does not declare that its kubelet translates WebSocket
-	// streams: the API server does, once the client's upgrade succeeded.
+	// The node declares that its kubelet translates WebSocket streams (as
+	// a v1.37 kubelet's does): the kubelet refuses before the upgrade, and
+	// the fallback's SPDY gets the kubelet's error (TestKubeletTranslates).
+	s = e.stream(t, "fallback", "done", "exec", opts, nil, nil)
+	assert.EqualError(t, s.err, `unable to upgrade connection: container not found ("app")`)
+	// A node that does not (an older kubelet's): the API server translates,
+	// once the client's upgrade succeeded.
+	_, err := e.client.CoreV1().Nodes().PatchStatus(t.Context(), "node-0", []byte(`{"status":{"declaredFeatures":null}}`))
+	require.NoError(t, err)
 	s = e.stream(t, "fallback", "done", "exec", opts, nil, nil)
 	assert.EqualError(t, s.err, `Internal error occurred: unable to upgrade connection: container not found ("app")`)
 	s = e.stream(t, "spdy", "done", "attach", &corev1.PodAttachOptions{Stdout: true}, nil, nil)

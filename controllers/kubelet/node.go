@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/internal/nodefeatures"
 	"github.com/kubeembed/apiserver/internal/version"
 )
 
@@ -87,6 +88,10 @@ func (n *node) object(now metav1.Time) *corev1.Node {
 				{Type: corev1.NodeHostName, Address: n.spec.Name}},
 			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: kubeletPort}},
 			NodeInfo:        n.info(),
+			// What a v1.37 kubelet with its default gates declares
+			// (NodeDeclaredFeatures): admission and the scheduler match
+			// pods' needs against it.
+			DeclaredFeatures: nodefeatures.Declared(),
 		},
 	}
 }

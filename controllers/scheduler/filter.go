@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	ndf "k8s.io/component-helpers/nodedeclaredfeatures"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
@@ -37,7 +38,7 @@ func reject(c code, reasons ...string) *status { return &status{code: c, reasons
 func (c *cycle) filter(ni *nodeInfo) *status {
 	for _, f := range []func(*nodeInfo) *status{
 		c.nodeUnschedulable, c.taintToleration, c.nodeAffinity, c.nodePorts, c.resourcesFit,
-		c.volumeBinding, c.topologySpread, c.interPodAffinity,
+		c.volumeBinding, c.topologySpread, c.interPodAffinity, c.nodeDeclaredFeatures,
 	} {
 		if s := f(ni); s != nil {
 			return s
@@ -52,6 +53,18 @@ func (c *cycle) nodeUnschedulable(ni *nodeInfo) *status {
 	taint := &corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}
 	if ni.node.Spec.Unschedulable && !corev1helpers.TolerationsTolerateTaint(klog.Background(), c.pod.Spec.Tolerations, taint, false) {
 		return reject(unresolvable, "node(s) were unschedulable")
+	}
+	return nil
+}
+
+// nodeDeclaredFeatures: the node declares the features the pod needs (a
+// container restart rule that restarts all containers).
+func (c *cycle) nodeDeclaredFeatures(ni *nodeInfo) *status {
+	if c.features.IsEmpty() {
+		return nil
+	}
+	if m, err := ndf.DefaultFramework.MatchNode(c.features, ni.node); err != nil || !m.IsMatch {
+		return reject(unresolvable, "node(s) didn't match Pod's required features")
 	}
 	return nil
 }

@@ -40,12 +40,14 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	ndf "k8s.io/component-helpers/nodedeclaredfeatures"
 	"k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
 	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/internal/admission"
 	"github.com/kubeembed/apiserver/internal/controller"
+	"github.com/kubeembed/apiserver/internal/nodefeatures"
 	"github.com/kubeembed/apiserver/internal/version"
 )
 
@@ -314,12 +316,16 @@ type cycle struct {
 	// the domains placed pods' anti-affinity refuses it.
 	affinity, antiAffinity []affinityTerm
 	refused                map[string]map[string]bool
+	// features are what the pod needs its node to declare.
+	features ndf.FeatureSet
 }
 
 func (s *Scheduler) newCycle(pod *corev1.Pod, snap *snapshot) *cycle {
 	c := &cycle{s: s, pod: pod, snap: snap, requests: resource.PodRequests(pod, resource.PodResourcesOptions{}),
 		nonZero: resource.PodRequests(pod, resource.PodResourcesOptions{NonMissingContainerRequests: nonZero}),
 		spread:  spreadConstraints(pod, snap), refused: refusedDomains(pod, snap)}
+	// The spec alone, as the NodeDeclaredFeatures plugin infers them.
+	c.features, _ = ndf.DefaultFramework.InferForPodScheduling(&ndf.PodInfo{Spec: &pod.Spec}, nodefeatures.Version())
 	if a := pod.Spec.Affinity; a != nil && a.PodAffinity != nil {
 		c.affinity = terms(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, pod.Namespace, snap.namespaces)
 	}

@@ -418,3 +418,30 @@ func TestClaimsProvisionedWithoutAFailure(t *testing.T) {
 		t.Errorf("%s: %s", e.Regarding.Name, e.Note)
 	}
 }
+
+// Simulated nodes declare what a v1.37 kubelet does; a pod that needs a
+// feature (a restart rule that restarts all containers) goes only to
+// nodes that declare it, as kube-scheduler's NodeDeclaredFeatures filter
+// decides.
+func TestNodeDeclaredFeatures(t *testing.T) {
+	t.Parallel()
+	_, client := start(t, controllers.Nodes(2)...)
+	node, err := client.CoreV1().Nodes().Get(t.Context(), "node-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ExtendWebSocketsToKubelet", "InPlacePodLevelResourcesVerticalScaling",
+		"InPlacePodVerticalScalingInitContainers", "RestartAllContainersOnContainerExits"}, node.Status.DeclaredFeatures)
+	_, err = client.CoreV1().Nodes().PatchStatus(t.Context(), "node-1", []byte(`{"status":{"declaredFeatures":null}}`))
+	require.NoError(t, err)
+
+	restartsAll := func(p *corev1.Pod) {
+		p.Spec.RestartPolicy = corev1.RestartPolicyNever
+		p.Spec.Containers[0].RestartPolicy = ptrTo(corev1.ContainerRestartPolicyNever)
+		p.Spec.Containers[0].RestartPolicyRules = []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestartAllContainers,
+			ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
+	}
+	p := wait(t, client, create(t, client, pod("anywhere", restartsAll)), scheduled)
+	assert.Equal(t, "node-0", p.Spec.NodeName)
+	p = wait(t, client, create(t, client, pod("old", restartsAll, onNode("node-1"))), unschedulable)
+	assert.Equal(t, "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) didn't match Pod's required features. "+
+		"preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.", podScheduled(p).Message)
+}

@@ -114,7 +114,7 @@ func newAdmission(loopback *rest.Config, inf *informerSet, log *writes.Log, auth
 	}
 	return admission.NewChainHandler(nsLifecycle, limits, pods,
 		kubeadmission.NewDefaultStorageClass(client), kubeadmission.NewPodTopologyLabels(inf.kube.Core().V1().Nodes().Lister()),
-		kubeadmission.NewPodResizeValidator(nodes), mutatingPolicies, mutatingHooks, validatingPolicies, validatingHooks, quotas), synced, nil
+		kubeadmission.NewNodeDeclaredFeatureValidator(nodes), kubeadmission.NewPodResizeValidator(nodes), mutatingPolicies, mutatingHooks, validatingPolicies, validatingHooks, quotas), synced, nil
 }
 
 // freshLister returns lister as admission's read-your-writes view of
