@@ -105,7 +105,8 @@ func TestResizeRefusals(t *testing.T) {
 		}, `Pod "resize-policy" is invalid: spec: Forbidden: only cpu and memory resources are mutable`},
 		{"pod-level added", func(p *corev1.Pod) {
 			p.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("1Gi")}}
-		}, `Pod "pod-level-added" is invalid: spec: Forbidden: only cpu and memory resources are mutable at pod-level`},
+		}, `Pod "pod-level-added" is invalid: [spec.resources.requests[ephemeral-storage]: Unsupported value: "ephemeral-storage": supported values: "cpu", "hugepages-", "memory", ` +
+			`spec: Forbidden: only cpu and memory resources are mutable at pod-level]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := base(strings.ReplaceAll(tc.name, " ", "-"))
@@ -152,4 +153,55 @@ func TestResizeNeedsTheNodesDeclaredFeature(t *testing.T) {
 		require.True(t, apierrors.IsForbidden(err), "%v", err)
 		assert.EqualError(t, err, `pods "on-bare" is forbidden: pod update requires features InPlacePodLevelResourcesVerticalScaling which are not available on node "bare"`)
 	}
+}
+
+// Pod-level resources are validated as kube-apiserver v1.37 validates them,
+// on create and on resize.
+func TestPodLevelResourcesValidated(t *testing.T) {
+	t.Parallel()
+	c := quietServer(t)
+	for _, tc := range []struct {
+		name     string
+		pod, ctr corev1.ResourceRequirements
+		want     string
+	}{
+		{"under-containers", resources("100m", "", "", ""), resources("500m", "", "", ""),
+			`spec.resources.requests[cpu]: Invalid value: "100m": must be greater than or equal to aggregate container requests of 500m`},
+		{"over-limit", resources("2", "1", "", ""), resources("", "", "", ""),
+			`spec.resources.requests: Invalid value: "2": must be less than or equal to cpu limit of 1`},
+		{"container-over-pod", resources("1", "1", "", ""), resources("", "2", "", ""),
+			`spec.resources.containers[0][cpu].limits: Invalid value: "2": must be less than or equal to pod limits of 1`},
+		{"unsupported", corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("1Gi")}},
+			resources("", "", "", ""),
+			`spec.resources.requests[ephemeral-storage]: Unsupported value: "ephemeral-storage": supported values: "cpu", "hugepages-", "memory"`},
+	} {
+		_, err := c.CoreV1().Pods("default").Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: tc.name},
+			Spec: corev1.PodSpec{Resources: &tc.pod, Containers: []corev1.Container{{Name: "app", Image: "nginx", Resources: tc.ctr}}}}, metav1.CreateOptions{})
+		require.True(t, apierrors.IsInvalid(err), "%s: %v", tc.name, err)
+		assert.Contains(t, err.Error(), tc.want, tc.name)
+	}
+
+	// A resize to below what the containers request is refused too; one
+	// that sets empty pod-level resources changes nothing a resize may,
+	// and one that changes a label keeps the old labels.
+	p := createPod(t, c, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{"app": "a"}},
+		Spec: corev1.PodSpec{Resources: ptr(resources("1", "", "", "")),
+			Containers: []corev1.Container{{Name: "app", Image: "nginx", Resources: resources("500m", "", "", "")}}}})
+	low := p.DeepCopy()
+	low.Spec.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("100m")
+	_, err := c.CoreV1().Pods("default").UpdateResize(t.Context(), "p", low, metav1.UpdateOptions{})
+	assert.ErrorContains(t, err, "must be greater than or equal to aggregate container requests of 500m")
+
+	plain := createPod(t, c, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plain"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx", Resources: resources("100m", "", "", "")}}}})
+	plain.Spec.Resources = &corev1.ResourceRequirements{}
+	_, err = c.CoreV1().Pods("default").UpdateResize(t.Context(), "plain", plain, metav1.UpdateOptions{})
+	assert.EqualError(t, err, `Pod "plain" is invalid: spec: Forbidden: only cpu and memory resources are mutable`)
+
+	p.Labels["app"] = "b"
+	p.Spec.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("2")
+	r, err := c.CoreV1().Pods("default").UpdateResize(t.Context(), "p", p, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "a", r.Labels["app"], "a resize changes no label")
+	assert.Equal(t, "2", r.Spec.Resources.Requests.Cpu().String())
 }

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -60,6 +61,8 @@ func keepResizeOnly(p, o *corev1.Pod) {
 	}
 	spec.Resources = p.Spec.Resources
 	p.Spec = spec
+	// Nor labels, annotations, finalizers or owners.
+	metav1.ResetObjectMetaForStatus(&p.ObjectMeta, &o.ObjectMeta)
 }
 
 func sameContainers(a, b []corev1.Container) bool {
@@ -245,7 +248,9 @@ func onlyCPUMemoryChanged(p, o *corev1.Pod) bool {
 	for i := range spec.InitContainers {
 		spec.InitContainers[i] = containerWithOldCPUMemory(spec.InitContainers[i], o.Spec.InitContainers[i])
 	}
-	spec.Resources = withOldCPUMemory(spec.Resources, o.Spec.Resources)
+	if podLevelSet(p) || podLevelSet(o) {
+		spec.Resources = withOldCPUMemory(spec.Resources, o.Spec.Resources)
+	}
 	return apiequality.Semantic.DeepEqual(spec, o.Spec)
 }
 

@@ -1,10 +1,15 @@
 package podspec
 
 import (
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	resourcehelper "k8s.io/component-helpers/resource"
 )
 
@@ -65,12 +70,114 @@ func set(list corev1.ResourceList, name corev1.ResourceName, q resource.Quantity
 }
 
 // everyContainerLimits: every container, init and sidecar ones too, has a
-// limit of name.
+// limit of name; never with an ephemeral container, which has none.
 func everyContainerLimits(p *corev1.Pod, name corev1.ResourceName) bool {
+	if len(p.Spec.EphemeralContainers) > 0 {
+		return false
+	}
 	for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
 		if _, ok := c.Resources.Limits[name]; !ok {
 			return false
 		}
 	}
 	return true
+}
+
+// validatePodLevel checks a spec's pod-level resources as kube-apiserver
+// v1.37 does (PodLevelResources): not on a Windows pod, no claims, only
+// cpu, memory and hugepages, requests within limits, requests covering
+// what the containers request and limits covering each container's.
+func validatePodLevel(s *corev1.PodSpec, p *field.Path) field.ErrorList {
+	r := s.Resources
+	if r == nil {
+		return nil
+	}
+	path := p.Child("resources")
+	if s.OS != nil && s.OS.Name == corev1.Windows {
+		return field.ErrorList{field.Forbidden(path, "may not be set for a windows pod")}
+	}
+	var errs field.ErrorList
+	if r.Claims != nil {
+		errs = append(errs, field.Forbidden(path.Child("claims"), "claims may not be set for Resources at pod-level"))
+	}
+	errs = append(errs, validatePodLevelRequirements(r, path)...)
+	return append(errs, validatePodLevelConsistency(s, path)...)
+}
+
+// validatePodLevelRequirements: names and quantities, and each request
+// against its limit (equal for hugepages, which cannot be overcommitted).
+func validatePodLevelRequirements(r *corev1.ResourceRequirements, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	limits, requests := path.Child("limits"), path.Child("requests")
+	cpuOrMemory, hugePagesSet := false, false
+	for _, name := range slices.Sorted(maps.Keys(r.Limits)) {
+		errs = append(errs, podLevelQuantity(name, r.Limits[name], limits.Key(string(name)))...)
+		cpuOrMemory = cpuOrMemory || name == corev1.ResourceCPU || name == corev1.ResourceMemory
+		hugePagesSet = hugePagesSet || hugePages(name)
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.Requests)) {
+		q := r.Requests[name]
+		errs = append(errs, podLevelQuantity(name, q, requests.Key(string(name)))...)
+		limit, limited := r.Limits[name]
+		switch {
+		case limited && hugePages(name) && q.Cmp(limit) != 0:
+			errs = append(errs, field.Invalid(requests, q.String(), fmt.Sprintf("must be equal to %s limit of %s", name, limit.String())))
+		case limited && q.Cmp(limit) > 0:
+			errs = append(errs, field.Invalid(requests, q.String(), fmt.Sprintf("must be less than or equal to %s limit of %s", name, limit.String())))
+		case !limited && hugePages(name):
+			errs = append(errs, field.Required(limits, "Limit must be set for non overcommitable resources"))
+		}
+		cpuOrMemory = cpuOrMemory || name == corev1.ResourceCPU || name == corev1.ResourceMemory
+		hugePagesSet = hugePagesSet || hugePages(name)
+	}
+	if hugePagesSet && !cpuOrMemory {
+		errs = append(errs, field.Forbidden(path, "HugePages require cpu or memory"))
+	}
+	return errs
+}
+
+// podLevelQuantity: a resource pod-level resources may name, not negative.
+func podLevelQuantity(name corev1.ResourceName, q resource.Quantity, path *field.Path) field.ErrorList {
+	if !resourcehelper.IsSupportedPodLevelResource(name) {
+		supported := sets.List(resourcehelper.SupportedPodLevelResources())
+		return field.ErrorList{field.NotSupported(path, name, supported)}
+	}
+	if q.Sign() < 0 {
+		return field.ErrorList{field.Invalid(path, q.String(), "must be greater than or equal to 0")}
+	}
+	return nil
+}
+
+// validatePodLevelConsistency: pod-level requests cover what the
+// containers request together, hugepage limits what they limit together,
+// and a container's limit is within the pod's.
+func validatePodLevelConsistency(s *corev1.PodSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	pod := &corev1.Pod{Spec: *s}
+	requests := resourcehelper.AggregateContainerRequests(pod, resourcehelper.PodResourcesOptions{})
+	for _, name := range slices.Sorted(maps.Keys(requests)) {
+		sum := requests[name]
+		if q, ok := s.Resources.Requests[name]; ok && sum.Cmp(q) > 0 {
+			errs = append(errs, field.Invalid(path.Child("requests").Key(string(name)), q.String(),
+				fmt.Sprintf("must be greater than or equal to aggregate container requests of %s", sum.String())))
+		}
+	}
+	limits := resourcehelper.AggregateContainerLimits(pod, resourcehelper.PodResourcesOptions{})
+	for _, name := range slices.Sorted(maps.Keys(limits)) {
+		sum := limits[name]
+		if q, ok := s.Resources.Limits[name]; ok && hugePages(name) && sum.Cmp(q) > 0 {
+			errs = append(errs, field.Invalid(path.Child("limits").Key(string(name)), q.String(),
+				fmt.Sprintf("must be greater than or equal to aggregate container limits of %s", sum.String())))
+		}
+	}
+	for i, c := range s.Containers {
+		for _, name := range slices.Sorted(maps.Keys(c.Resources.Limits)) {
+			limit := c.Resources.Limits[name]
+			if q, ok := s.Resources.Limits[name]; ok && limit.Cmp(q) > 0 {
+				errs = append(errs, field.Invalid(path.Child("containers").Index(i).Key(string(name)).Child("limits"),
+					limit.String(), fmt.Sprintf("must be less than or equal to pod limits of %s", q.String())))
+			}
+		}
+	}
+	return errs
 }

@@ -233,6 +233,7 @@ func ValidateSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	for i := range s.Containers {
 		errs = append(errs, validateContainer(&s.Containers[i], p.Child("containers").Index(i), names, volumes)...)
 	}
+	errs = append(errs, validatePodLevel(s, p)...)
 	if !restartPolicies.Has(string(s.RestartPolicy)) {
 		errs = append(errs, field.NotSupported(p.Child("restartPolicy"), s.RestartPolicy,
 			[]string{string(corev1.RestartPolicyAlways), string(corev1.RestartPolicyOnFailure), string(corev1.RestartPolicyNever)}))
