@@ -219,3 +219,17 @@ func TestGatedPodUpdates(t *testing.T) {
 	err = update(func(s *corev1.PodSpec) { s.NodeSelector["rack"] = "r1" })
 	assert.True(t, apierrors.IsInvalid(err), "no longer gated: %v", err)
 }
+
+// Fields of features off in v1.37 are dropped on create, as
+// kube-apiserver's DropDisabledPodFields drops them: a volume mount's
+// bindMountOptions (VolumeBindMountOptions, alpha).
+func TestPodDisabledFieldsDropped(t *testing.T) {
+	t.Parallel()
+	c := quietServer(t)
+	p, err := c.CoreV1().Pods("default").Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{
+		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		Containers: []corev1.Container{{Name: "app", Image: "nginx",
+			VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data", BindMountOptions: []string{"noexec"}}}}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.Nil(t, p.Spec.Containers[0].VolumeMounts[0].BindMountOptions)
+}

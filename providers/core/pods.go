@@ -75,6 +75,7 @@ var pods = registry.Kind[*corev1.Pod]{
 	ReturnDeleted: true,
 	GenerationOf:  func(p *corev1.Pod) any { return p.Spec },
 	PrepareCreate: func(_ context.Context, p *corev1.Pod) {
+		podspec.DropDisabledFields(&p.Spec, nil)
 		podspec.DefaultPodLevelResources(p)
 		p.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: podqos.Class(p)}
 		if len(p.Spec.SchedulingGates) > 0 {
@@ -85,11 +86,13 @@ var pods = registry.Kind[*corev1.Pod]{
 		}
 	},
 	// A client that does not know pod-level resources (one that dropped
-	// the field) keeps them, as kube-apiserver's strategy does.
+	// the field) keeps them, as kube-apiserver's strategy does; fields of
+	// disabled features are dropped unless the pod had them.
 	PrepareUpdate: func(p, old *corev1.Pod) {
 		if p.Spec.Resources == nil && old.Spec.Resources != nil {
 			p.Spec.Resources = old.Spec.Resources.DeepCopy()
 		}
+		podspec.DropDisabledFields(&p.Spec, &old.Spec)
 	},
 	Validate:       func(p *corev1.Pod) field.ErrorList { return podspec.ValidateSpec(&p.Spec, field.NewPath("spec")) },
 	ValidateUpdate: func(p, old *corev1.Pod) field.ErrorList { return validatePodSpecUpdate(&p.Spec, &old.Spec) },
