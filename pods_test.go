@@ -233,3 +233,33 @@ func TestPodDisabledFieldsDropped(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, p.Spec.Containers[0].VolumeMounts[0].BindMountOptions)
 }
+
+// A pod update may not add or remove containers, and may set or lower
+// activeDeadlineSeconds, never raise or unset it: kube-apiserver's
+// messages.
+func TestPodUpdateContainersAndDeadline(t *testing.T) {
+	t.Parallel()
+	pods := quietServer(t).CoreV1().Pods("default")
+	p, err := pods.Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	update := func(mutate func(*corev1.PodSpec)) error {
+		q := p.DeepCopy()
+		mutate(&q.Spec)
+		u, err := pods.Update(t.Context(), q, metav1.UpdateOptions{})
+		if err == nil {
+			p = u
+		}
+		return err
+	}
+	err = update(func(s *corev1.PodSpec) {
+		s.Containers = append(s.Containers, corev1.Container{Name: "b", Image: "busybox"})
+	})
+	assert.EqualError(t, err, `Pod "p" is invalid: spec.containers: Forbidden: pod updates may not add or remove containers`)
+	require.NoError(t, update(func(s *corev1.PodSpec) { s.ActiveDeadlineSeconds = ptr[int64](60) }))
+	err = update(func(s *corev1.PodSpec) { s.ActiveDeadlineSeconds = ptr[int64](120) })
+	assert.EqualError(t, err, `Pod "p" is invalid: spec.activeDeadlineSeconds: Invalid value: 120: must be less than or equal to previous value`)
+	err = update(func(s *corev1.PodSpec) { s.ActiveDeadlineSeconds = nil })
+	assert.EqualError(t, err, `Pod "p" is invalid: spec.activeDeadlineSeconds: Invalid value: null: must not update from a positive integer to nil value`)
+	require.NoError(t, update(func(s *corev1.PodSpec) { s.ActiveDeadlineSeconds = ptr[int64](30) }))
+}

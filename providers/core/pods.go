@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/utils/ptr"
@@ -110,6 +112,36 @@ var pods = registry.Kind[*corev1.Pod]{
 	Customize: podSubresources,
 }
 
+// updatableContainers refuses an update that adds or removes containers,
+// as kube-apiserver's ValidateContainerUpdates, before anything else of
+// the spec is compared.
+func updatableContainers(spec, old *corev1.PodSpec) field.ErrorList {
+	if len(spec.Containers) != len(old.Containers) {
+		return field.ErrorList{field.Forbidden(field.NewPath("spec", "containers"), "pod updates may not add or remove containers")}
+	}
+	if len(spec.InitContainers) != len(old.InitContainers) {
+		return field.ErrorList{field.Forbidden(field.NewPath("spec", "initContainers"), "pod updates may not add or remove containers")}
+	}
+	return nil
+}
+
+// activeDeadlineUpdate: spec.activeDeadlineSeconds may be set, or lowered,
+// never raised or unset.
+func activeDeadlineUpdate(spec, old *corev1.PodSpec) field.ErrorList {
+	path := field.NewPath("spec", "activeDeadlineSeconds")
+	switch cur, was := spec.ActiveDeadlineSeconds, old.ActiveDeadlineSeconds; {
+	case cur == nil && was != nil:
+		return field.ErrorList{field.Invalid(path, cur, "must not update from a positive integer to nil value")}
+	case cur == nil:
+		return nil
+	case *cur < 0 || *cur > math.MaxInt32:
+		return field.ErrorList{field.Invalid(path, *cur, utilvalidation.InclusiveRangeError(0, math.MaxInt32))}
+	case was != nil && *was < *cur:
+		return field.ErrorList{field.Invalid(path, *cur, "must be less than or equal to previous value")}
+	}
+	return nil
+}
+
 // podSubresources makes deletion graceful and adds the subresources with
 // logic of their own.
 func podSubresources(cfg providers.Config, store *registry.Store, s map[string]rest.Storage) error {
@@ -151,6 +183,12 @@ func terminal(p corev1.PodPhase) bool { return p == corev1.PodSucceeded || p == 
 // validatePodSpecUpdate allows only what kube-apiserver allows in a pod's
 // spec after creation.
 func validatePodSpecUpdate(spec, old *corev1.PodSpec) field.ErrorList {
+	if errs := updatableContainers(spec, old); errs != nil {
+		return errs
+	}
+	if errs := activeDeadlineUpdate(spec, old); errs != nil {
+		return errs
+	}
 	a, b := spec.DeepCopy(), old.DeepCopy()
 	for i := range a.Containers {
 		if i < len(b.Containers) {
