@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/controllers"
@@ -193,15 +194,7 @@ func TestGatedPodUpdates(t *testing.T) {
 		SchedulingGates: []corev1.PodSchedulingGate{{Name: "one"}, {Name: "two"}}, NodeSelector: map[string]string{"disk": "ssd"},
 		Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	update := func(mutate func(*corev1.PodSpec)) error {
-		q := p.DeepCopy()
-		mutate(&q.Spec)
-		u, err := pods.Update(t.Context(), q, metav1.UpdateOptions{})
-		if err == nil {
-			p = u
-		}
-		return err
-	}
+	update := specUpdater(t, pods, &p)
 	err = update(func(s *corev1.PodSpec) {
 		s.SchedulingGates = append(s.SchedulingGates, corev1.PodSchedulingGate{Name: "three"})
 	})
@@ -243,15 +236,7 @@ func TestPodUpdateContainersAndDeadline(t *testing.T) {
 	p, err := pods.Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	update := func(mutate func(*corev1.PodSpec)) error {
-		q := p.DeepCopy()
-		mutate(&q.Spec)
-		u, err := pods.Update(t.Context(), q, metav1.UpdateOptions{})
-		if err == nil {
-			p = u
-		}
-		return err
-	}
+	update := specUpdater(t, pods, &p)
 	err = update(func(s *corev1.PodSpec) {
 		s.Containers = append(s.Containers, corev1.Container{Name: "b", Image: "busybox"})
 	})
@@ -262,4 +247,18 @@ func TestPodUpdateContainersAndDeadline(t *testing.T) {
 	err = update(func(s *corev1.PodSpec) { s.ActiveDeadlineSeconds = nil })
 	assert.EqualError(t, err, `Pod "p" is invalid: spec.activeDeadlineSeconds: Invalid value: null: must not update from a positive integer to nil value`)
 	require.NoError(t, update(func(s *corev1.PodSpec) { s.ActiveDeadlineSeconds = ptr[int64](30) }))
+}
+
+// specUpdater returns a function that updates *p's spec as mutate says and
+// keeps the updated pod in *p when the update succeeds.
+func specUpdater(t *testing.T, pods corev1client.PodInterface, p **corev1.Pod) func(mutate func(*corev1.PodSpec)) error {
+	return func(mutate func(*corev1.PodSpec)) error {
+		q := (*p).DeepCopy()
+		mutate(&q.Spec)
+		u, err := pods.Update(t.Context(), q, metav1.UpdateOptions{})
+		if err == nil {
+			*p = u
+		}
+		return err
+	}
 }

@@ -2,9 +2,12 @@ package admission
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 )
@@ -45,4 +48,17 @@ func (n Nodes) get(ctx context.Context, name string) (*corev1.Node, error) {
 		return lister.Get(name)
 	}
 	return n.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+}
+
+// forPod returns the node of a's pod, or the 403 the node plugins give
+// when it cannot be read.
+func (n Nodes) forPod(ctx context.Context, a admission.Attributes, name string) (*corev1.Node, error) {
+	node, err := n.get(ctx, name)
+	if apierrors.IsNotFound(err) {
+		return nil, admission.NewForbidden(a, fmt.Errorf("node %q not found", name))
+	}
+	if err != nil {
+		return nil, admission.NewForbidden(a, fmt.Errorf("failed to get node %q: %w", name, err))
+	}
+	return node, nil
 }

@@ -68,12 +68,9 @@ func (p *NodeDeclaredFeatureValidator) validateUpdate(ctx context.Context, a adm
 	if reqs.IsEmpty() {
 		return nil
 	}
-	node, err := p.nodes.get(ctx, pod.Spec.NodeName)
-	if apierrors.IsNotFound(err) {
-		return admission.NewForbidden(a, fmt.Errorf("node %q not found", pod.Spec.NodeName))
-	}
+	node, err := p.nodes.forPod(ctx, a, pod.Spec.NodeName)
 	if err != nil {
-		return admission.NewForbidden(a, fmt.Errorf("failed to get node %q: %w", pod.Spec.NodeName, err))
+		return err
 	}
 	result, err := ndf.DefaultFramework.MatchNode(reqs, node)
 	if err != nil {

@@ -45,12 +45,9 @@ func (p *PodResizeValidator) Validate(ctx context.Context, a admission.Attribute
 	if pod.Spec.NodeName == "" || pod.Generation == old.Generation {
 		return nil
 	}
-	node, err := p.nodes.get(ctx, pod.Spec.NodeName)
-	if apierrors.IsNotFound(err) {
-		return admission.NewForbidden(a, fmt.Errorf("node %q not found", pod.Spec.NodeName))
-	}
+	node, err := p.nodes.forPod(ctx, a, pod.Spec.NodeName)
 	if err != nil {
-		return admission.NewForbidden(a, fmt.Errorf("failed to get node %q: %w", pod.Spec.NodeName, err))
+		return err
 	}
 	if os, ok := node.Labels[corev1.LabelOSStable]; ok && os != "linux" {
 		return resizeRefused(a, fmt.Errorf("pod resize is only supported on linux nodes, node %q is %q", node.Name, os), "UnsupportedPlatform")
