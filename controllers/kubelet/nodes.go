@@ -19,6 +19,7 @@ import (
 	nodeutil "k8s.io/component-helpers/node/util"
 
 	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/internal/nodefeatures"
 	"github.com/kubeembed/apiserver/internal/retry"
 )
 
@@ -233,6 +234,7 @@ func (k *Kubelet) reportStatus(ctx context.Context, n *node) error {
 	k.mu.Lock()
 	want := cur.DeepCopy()
 	want.Status.Conditions = n.conditions(cur.Status.Conditions, metav1.NewTime(k.clock.Now()))
+	want.Status.DeclaredFeatures = nodefeatures.Declared() // setNodeStatus sets them at every sync
 	k.mu.Unlock()
 	if _, _, err := nodeutil.PatchNodeStatus(k.client.CoreV1(), types.NodeName(n.spec.Name), cur, want); err != nil {
 		return fmt.Errorf("report status of node %s: %w", n.spec.Name, err)
@@ -319,7 +321,8 @@ func (k *Kubelet) heartbeat(ctx context.Context) error {
 }
 
 // statusChanged tells whether the node's conditions on the server (as the
-// informer has them) differ from those its kubelet reports, times aside.
+// informer has them) differ from those its kubelet reports, times aside,
+// or its declared features from the kubelet's (nodeStatusHasChanged).
 func (k *Kubelet) statusChanged(n *node) bool {
 	cur, err := k.nodes.Get(n.spec.Name)
 	if err != nil {
@@ -328,9 +331,10 @@ func (k *Kubelet) statusChanged(n *node) bool {
 	k.mu.Lock()
 	want := n.conditions(cur.Status.Conditions, metav1.NewTime(k.clock.Now()))
 	k.mu.Unlock()
-	return !slices.EqualFunc(cur.Status.Conditions, want, func(a, b corev1.NodeCondition) bool {
-		return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message
-	})
+	return !slices.Equal(cur.Status.DeclaredFeatures, nodefeatures.Declared()) ||
+		!slices.EqualFunc(cur.Status.Conditions, want, func(a, b corev1.NodeCondition) bool {
+			return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message
+		})
 }
 
 // runningNodes are the registered nodes whose kubelet runs.

@@ -156,3 +156,18 @@ func TestNodeStatusRestoredAtNextBeat(t *testing.T) {
 	}, func() string { return "not reported" })
 	e.events(t, "default", "node-0", "NodeReady")
 }
+
+// A node whose declared features someone else changed gets its kubelet's
+// back at the next beat, as a kubelet's setNodeStatus sets them at every
+// status sync.
+func TestNodeDeclaredFeaturesRestoredAtNextBeat(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	n, err := e.client.CoreV1().Nodes().PatchStatus(t.Context(), "node-0", []byte(`{"status":{"declaredFeatures":null}}`))
+	require.NoError(t, err)
+	require.Empty(t, n.Status.DeclaredFeatures)
+	apiservertest.StepClock(t, e.srv, e.clock, 10*time.Second)
+	e.watch(t, "nodes", "node-0", n.ResourceVersion, func(ev watch.Event) bool {
+		return len(ev.Object.(*corev1.Node).Status.DeclaredFeatures) > 0
+	}, func() string { return "not declared again" })
+}

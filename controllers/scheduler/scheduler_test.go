@@ -425,11 +425,14 @@ func TestClaimsProvisionedWithoutAFailure(t *testing.T) {
 // decides.
 func TestNodeDeclaredFeatures(t *testing.T) {
 	t.Parallel()
-	_, client := start(t, controllers.Nodes(2)...)
+	srv, client := start(t, controllers.Nodes(2)...)
 	node, err := client.CoreV1().Nodes().Get(t.Context(), "node-0", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"ExtendWebSocketsToKubelet", "InPlacePodLevelResourcesVerticalScaling",
 		"InPlacePodVerticalScalingInitContainers", "RestartAllContainersOnContainerExits"}, node.Status.DeclaredFeatures)
+	// node-1 as an older kubelet's: stopped, its kubelet does not put its
+	// features back at its next status report.
+	require.NoError(t, srv.Kubelet().StopNode("node-1"))
 	_, err = client.CoreV1().Nodes().PatchStatus(t.Context(), "node-1", []byte(`{"status":{"declaredFeatures":null}}`))
 	require.NoError(t, err)
 
