@@ -262,3 +262,14 @@ func specUpdater(t *testing.T, pods corev1client.PodInterface, p **corev1.Pod) f
 		return err
 	}
 }
+
+// A pod in a user namespace may not share the host's network, PID or IPC
+// namespace (UserNamespacesHostNetworkSupport is off in v1.37).
+func TestPodHostUsersAndHostNamespaces(t *testing.T) {
+	t.Parallel()
+	c := quietServer(t)
+	_, err := c.CoreV1().Pods("default").Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{
+		HostUsers: ptr(false), HostNetwork: true, HostPID: true,
+		Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}}, metav1.CreateOptions{})
+	assert.EqualError(t, err, "Pod \"p\" is invalid: [spec.hostNetwork: Forbidden: when `hostUsers` is false, spec.HostPID: Forbidden: when `hostUsers` is false]")
+}

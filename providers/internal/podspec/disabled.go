@@ -1,6 +1,9 @@
 package podspec
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
 
 // DropDisabledFields drops what a pod spec sets of features off in v1.37
 // unless old (nil on create) uses them, as kube-apiserver's
@@ -41,4 +44,37 @@ func bindMountOptionsInUse(s *corev1.PodSpec) bool {
 		}
 	}
 	return false
+}
+
+// validateHostUsers: a pod in a user namespace (hostUsers false) shares no
+// other host namespace and has no volume devices, as kube-apiserver v1.37
+// requires (UserNamespacesHostNetworkSupport off).
+func validateHostUsers(s *corev1.PodSpec, p *field.Path) field.ErrorList {
+	if s.HostUsers == nil || *s.HostUsers {
+		return nil
+	}
+	var errs field.ErrorList
+	for _, shared := range []struct {
+		on   bool
+		name string
+	}{{s.HostNetwork, "hostNetwork"}, {s.HostPID, "HostPID"}, {s.HostIPC, "HostIPC"}} {
+		if shared.on {
+			errs = append(errs, field.Forbidden(p.Child(shared.name), "when `hostUsers` is false"))
+		}
+	}
+	visit := func(kind string, i int, devices []corev1.VolumeDevice) {
+		if len(devices) > 0 {
+			errs = append(errs, field.Forbidden(p.Child(kind).Index(i).Child("volumeDevices"), "when `hostUsers` is false"))
+		}
+	}
+	for i, c := range s.InitContainers {
+		visit("initContainers", i, c.VolumeDevices)
+	}
+	for i, c := range s.Containers {
+		visit("containers", i, c.VolumeDevices)
+	}
+	for i, c := range s.EphemeralContainers {
+		visit("ephemeralContainers", i, c.VolumeDevices)
+	}
+	return errs
 }

@@ -244,7 +244,7 @@ func ValidateSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	if g := s.TerminationGracePeriodSeconds; g != nil && *g < 0 {
 		errs = append(errs, field.Invalid(p.Child("terminationGracePeriodSeconds"), *g, "must be greater than or equal to 0"))
 	}
-	return errs
+	return append(errs, validateHostUsers(s, p)...)
 }
 
 func validateContainer(c *corev1.Container, p *field.Path, names, volumes sets.Set[string]) field.ErrorList {
