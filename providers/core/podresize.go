@@ -13,25 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/kubeembed/apiserver/internal/podqos"
 	"github.com/kubeembed/apiserver/providers/internal/podspec"
 	"github.com/kubeembed/apiserver/providers/registry"
 )
-
-// resizeFields are what a resize's writer owns in its managed fields: the
-// containers' and init containers' resources and resize policies, as
-// kube-apiserver's resize strategy filters them (not the pod-level
-// resources, which upstream's filter leaves out too).
-var resizeFields = map[fieldpath.APIVersion]fieldpath.Filter{
-	"v1": fieldpath.NewIncludeMatcherFilter(
-		fieldpath.MakePrefixMatcherOrDie("spec", "containers", fieldpath.MatchAnyPathElement(), "resources"),
-		fieldpath.MakePrefixMatcherOrDie("spec", "containers", fieldpath.MatchAnyPathElement(), "resizePolicy"),
-		fieldpath.MakePrefixMatcherOrDie("spec", "initContainers", fieldpath.MatchAnyPathElement(), "resources"),
-		fieldpath.MakePrefixMatcherOrDie("spec", "initContainers", fieldpath.MatchAnyPathElement(), "resizePolicy"),
-	),
-}
 
 // resizeResources makes st write what a resize may change.
 func resizeResources(st *registry.Strategy) {

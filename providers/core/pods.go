@@ -160,7 +160,7 @@ func podSubresources(cfg providers.Config, store *registry.Store, s map[string]r
 	s["bindings"] = &legacyBindingREST{bindingREST{pods: store}}
 	s["pods/eviction"] = &evictionREST{pods: store, pdbs: pdbs}
 	s["pods/ephemeralcontainers"] = registry.Subresource(store, ephemeral, ephemeral)
-	s["pods/resize"] = registry.FilteredSubresource(store, resize, resizeFields)
+	s["pods/resize"] = registry.Subresource(store, resize, resize)
 	return addPodConnect(cfg, store, s)
 }
 

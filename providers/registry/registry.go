@@ -488,68 +488,39 @@ func (s *Store) Categories() []string { return s.categories }
 // Subresource returns a store for a subresource (status, finalize) that
 // shares s's storage and uses strategy for updates.
 func Subresource(s *Store, strategy rest.RESTUpdateStrategy, reset rest.ResetFieldsStrategy) *SubresourceStore {
-	return &SubresourceStore{subresource{store: sharing(s, strategy, reset)}}
-}
-
-// FilteredSubresource is Subresource for a subresource that writes only
-// some nested fields (pods/resize): its writer's managed fields keep what
-// filter lets through, as kube-apiserver's ResetFieldsFilterStrategy.
-func FilteredSubresource(s *Store, strategy rest.RESTUpdateStrategy, filter map[fieldpath.APIVersion]fieldpath.Filter) *FilteredSubresourceStore {
-	return &FilteredSubresourceStore{subresource{store: sharing(s, strategy, nil)}, filter}
-}
-
-// sharing is s's store with strategy for updates and nothing else.
-func sharing(s *Store, strategy rest.RESTUpdateStrategy, reset rest.ResetFieldsStrategy) *genericregistry.Store {
 	sub := *s.Store
 	sub.CreateStrategy = nil
 	sub.DeleteStrategy = nil
 	sub.UpdateStrategy = strategy
 	sub.ResetFieldsStrategy = reset
-	return &sub
+	return &SubresourceStore{store: &sub}
 }
 
 // SubresourceStore serves get, update and patch of a subresource.
-type SubresourceStore struct{ subresource }
-
-// FilteredSubresourceStore is a SubresourceStore whose writes' managed
-// fields are filtered.
-type FilteredSubresourceStore struct {
-	subresource
-	filter map[fieldpath.APIVersion]fieldpath.Filter
-}
-
-// subresource is what the two serve alike; the installer finds one of
-// GetResetFields and GetResetFieldsFilter, never both.
-type subresource struct {
+type SubresourceStore struct {
 	store *genericregistry.Store
 }
 
 var (
-	_ rest.Getter                    = (*SubresourceStore)(nil)
-	_ rest.Updater                   = (*SubresourceStore)(nil)
-	_ rest.ResetFieldsFilterStrategy = (*FilteredSubresourceStore)(nil)
+	_ rest.Getter  = (*SubresourceStore)(nil)
+	_ rest.Updater = (*SubresourceStore)(nil)
 )
 
 // New implements rest.Storage.
-func (s *subresource) New() runtime.Object { return s.store.NewFunc() }
+func (s *SubresourceStore) New() runtime.Object { return s.store.NewFunc() }
 
 // Destroy implements rest.Storage; the main store owns the storage.
-func (s *subresource) Destroy() {}
+func (s *SubresourceStore) Destroy() {}
 
 // Get implements rest.Getter.
-func (s *subresource) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
+func (s *SubresourceStore) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
 	return s.store.Get(ctx, name, options)
 }
 
 // Update implements rest.Updater. Subresources never create.
-func (s *subresource) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc,
+func (s *SubresourceStore) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc,
 	updateValidation rest.ValidateObjectUpdateFunc, _ bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
 	return s.store.Update(ctx, name, objInfo, createValidation, updateValidation, false, options)
-}
-
-// ConvertToTable implements rest.TableConvertor.
-func (s *subresource) ConvertToTable(ctx context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
-	return s.store.ConvertToTable(ctx, object, tableOptions)
 }
 
 // GetResetFields implements rest.ResetFieldsStrategy.
@@ -560,7 +531,7 @@ func (s *SubresourceStore) GetResetFields() map[fieldpath.APIVersion]*fieldpath.
 	return s.store.ResetFieldsStrategy.GetResetFields()
 }
 
-// GetResetFieldsFilter implements rest.ResetFieldsFilterStrategy.
-func (s *FilteredSubresourceStore) GetResetFieldsFilter() map[fieldpath.APIVersion]fieldpath.Filter {
-	return s.filter
+// ConvertToTable implements rest.TableConvertor.
+func (s *SubresourceStore) ConvertToTable(ctx context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
+	return s.store.ConvertToTable(ctx, object, tableOptions)
 }
