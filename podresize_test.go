@@ -205,3 +205,27 @@ func TestPodLevelResourcesValidated(t *testing.T) {
 	assert.Equal(t, "a", r.Labels["app"], "a resize changes no label")
 	assert.Equal(t, "2", r.Spec.Resources.Requests.Cpu().String())
 }
+
+// A resize's writer owns what it changed, pod-level resources included:
+// kube-apiserver's pods/resize storage filters no managed fields (its
+// strategy's GetResetFieldsFilter is not on the storage the installer
+// reads).
+func TestResizeManagedFields(t *testing.T) {
+	t.Parallel()
+	c := quietServer(t)
+	p := createPod(t, c, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{
+		Resources:  ptr(resources("1", "", "", "")),
+		Containers: []corev1.Container{{Name: "app", Image: "nginx", Resources: resources("100m", "", "", "")}}}})
+	p.Spec.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("2")
+	p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("200m")
+	r, err := c.CoreV1().Pods("default").UpdateResize(t.Context(), "p", p, metav1.UpdateOptions{FieldManager: "resizer"})
+	require.NoError(t, err)
+	var owned []string
+	for _, m := range r.ManagedFields {
+		if m.Manager == "resizer" {
+			owned = append(owned, m.Subresource+" "+string(m.FieldsV1.Raw))
+		}
+	}
+	assert.Equal(t, []string{`resize {"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{"f:resources":{"f:requests":{"f:cpu":{}}}}},` +
+		`"f:resources":{"f:requests":{"f:cpu":{}}}}}`}, owned)
+}

@@ -273,3 +273,20 @@ func TestPodHostUsersAndHostNamespaces(t *testing.T) {
 		Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}}, metav1.CreateOptions{})
 	assert.EqualError(t, err, "Pod \"p\" is invalid: [spec.hostNetwork: Forbidden: when `hostUsers` is false, spec.HostPID: Forbidden: when `hostUsers` is false]")
 }
+
+// activeDeadlineSeconds is 1 to MaxInt32 on create; an update that unsets
+// it is refused with what else the update does wrong.
+func TestPodActiveDeadlineRange(t *testing.T) {
+	t.Parallel()
+	pods := quietServer(t).CoreV1().Pods("default")
+	_, err := pods.Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "zero"}, Spec: corev1.PodSpec{
+		ActiveDeadlineSeconds: ptr[int64](0), Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}}, metav1.CreateOptions{})
+	assert.EqualError(t, err, `Pod "zero" is invalid: spec.activeDeadlineSeconds: Invalid value: 0: must be between 1 and 2147483647, inclusive`)
+	p, err := pods.Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{
+		ActiveDeadlineSeconds: ptr[int64](60), Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	err = specUpdater(t, pods, &p)(func(s *corev1.PodSpec) { s.ActiveDeadlineSeconds, s.Hostname = nil, "other" })
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "spec.activeDeadlineSeconds: Invalid value: null: must not update from a positive integer to nil value")
+	assert.Contains(t, err.Error(), "spec: Forbidden: pod updates may not change fields other than")
+}

@@ -40,8 +40,7 @@ func resizeResources(st *registry.Strategy) {
 		if errs := unresizable(o); errs != nil {
 			return errs
 		}
-		errs := podspec.ValidateSpec(&p.Spec, field.NewPath("spec"))
-		return append(errs, validateResize(p, o)...)
+		return validateResize(p, o, podspec.ValidateSpec(&p.Spec, field.NewPath("spec")))
 	}
 }
 
@@ -89,13 +88,12 @@ func unresizable(o *corev1.Pod) field.ErrorList {
 	return nil
 }
 
-// validateResize checks what the resize changes, in kube-apiserver's
-// order: the QoS class, the node's support, the pod-level resources, the
-// containers' order, removed requests or limits, and that only cpu and
-// memory change.
-func validateResize(p, o *corev1.Pod) field.ErrorList {
+// validateResize checks what the resize changes, after errs (the spec's
+// own), in kube-apiserver's order: the QoS class, the node's support, the
+// pod-level resources, the containers' order, removed requests or limits,
+// and, when nothing else is wrong, that only cpu and memory change.
+func validateResize(p, o *corev1.Pod, errs field.ErrorList) field.ErrorList {
 	spec := field.NewPath("spec")
-	var errs field.ErrorList
 	oldClass := o.Status.QOSClass
 	if oldClass == "" {
 		oldClass = podqos.Class(o)

@@ -126,20 +126,22 @@ func updatableContainers(spec, old *corev1.PodSpec) field.ErrorList {
 }
 
 // activeDeadlineUpdate: spec.activeDeadlineSeconds may be set, or lowered,
-// never raised or unset.
-func activeDeadlineUpdate(spec, old *corev1.PodSpec) field.ErrorList {
+// never raised or unset. An out-of-range or raised value stops the
+// update's checks there (stop), an unset one does not, as in
+// ValidatePodUpdate.
+func activeDeadlineUpdate(spec, old *corev1.PodSpec) (errs field.ErrorList, stop bool) {
 	path := field.NewPath("spec", "activeDeadlineSeconds")
 	switch cur, was := spec.ActiveDeadlineSeconds, old.ActiveDeadlineSeconds; {
 	case cur == nil && was != nil:
-		return field.ErrorList{field.Invalid(path, cur, "must not update from a positive integer to nil value")}
+		return field.ErrorList{field.Invalid(path, cur, "must not update from a positive integer to nil value")}, false
 	case cur == nil:
-		return nil
+		return nil, false
 	case *cur < 0 || *cur > math.MaxInt32:
-		return field.ErrorList{field.Invalid(path, *cur, utilvalidation.InclusiveRangeError(0, math.MaxInt32))}
+		return field.ErrorList{field.Invalid(path, *cur, utilvalidation.InclusiveRangeError(0, math.MaxInt32))}, true
 	case was != nil && *was < *cur:
-		return field.ErrorList{field.Invalid(path, *cur, "must be less than or equal to previous value")}
+		return field.ErrorList{field.Invalid(path, *cur, "must be less than or equal to previous value")}, true
 	}
-	return nil
+	return nil, false
 }
 
 // podSubresources makes deletion graceful and adds the subresources with
@@ -186,8 +188,9 @@ func validatePodSpecUpdate(spec, old *corev1.PodSpec) field.ErrorList {
 	if errs := updatableContainers(spec, old); errs != nil {
 		return errs
 	}
-	if errs := activeDeadlineUpdate(spec, old); errs != nil {
-		return errs
+	deadline, stop := activeDeadlineUpdate(spec, old)
+	if stop {
+		return deadline
 	}
 	a, b := spec.DeepCopy(), old.DeepCopy()
 	for i := range a.Containers {
@@ -205,7 +208,7 @@ func validatePodSpecUpdate(spec, old *corev1.PodSpec) field.ErrorList {
 	if len(a.Tolerations) >= len(b.Tolerations) && apiequality.Semantic.DeepEqual(a.Tolerations[:len(b.Tolerations)], b.Tolerations) {
 		a.Tolerations = b.Tolerations
 	}
-	errs := onlyDeletedSchedulingGates(a.SchedulingGates, b.SchedulingGates)
+	errs := append(deadline, onlyDeletedSchedulingGates(a.SchedulingGates, b.SchedulingGates)...)
 	a.SchedulingGates = b.SchedulingGates
 	if b.TerminationGracePeriodSeconds != nil && *b.TerminationGracePeriodSeconds < 0 &&
 		a.TerminationGracePeriodSeconds != nil && *a.TerminationGracePeriodSeconds == 1 {

@@ -120,11 +120,11 @@ func validatePodLevelRequirements(r *corev1.ResourceRequirements, path *field.Pa
 		errs = append(errs, podLevelQuantity(name, q, requests.Key(string(name)))...)
 		limit, limited := r.Limits[name]
 		switch {
-		case limited && hugePages(name) && q.Cmp(limit) != 0:
+		case limited && !overcommitAllowed(name) && q.Cmp(limit) != 0:
 			errs = append(errs, field.Invalid(requests, q.String(), fmt.Sprintf("must be equal to %s limit of %s", name, limit.String())))
 		case limited && q.Cmp(limit) > 0:
 			errs = append(errs, field.Invalid(requests, q.String(), fmt.Sprintf("must be less than or equal to %s limit of %s", name, limit.String())))
-		case !limited && hugePages(name):
+		case !limited && !overcommitAllowed(name):
 			errs = append(errs, field.Required(limits, "Limit must be set for non overcommitable resources"))
 		}
 		cpuOrMemory = cpuOrMemory || name == corev1.ResourceCPU || name == corev1.ResourceMemory
@@ -136,16 +136,27 @@ func validatePodLevelRequirements(r *corev1.ResourceRequirements, path *field.Pa
 	return errs
 }
 
-// podLevelQuantity: a resource pod-level resources may name, not negative.
+// podLevelQuantity: a resource pod-level resources may name (a standard
+// or fully qualified name, then cpu, memory or hugepages), not negative.
 func podLevelQuantity(name corev1.ResourceName, q resource.Quantity, path *field.Path) field.ErrorList {
-	if !resourcehelper.IsSupportedPodLevelResource(name) {
-		supported := sets.List(resourcehelper.SupportedPodLevelResources())
-		return field.ErrorList{field.NotSupported(path, name, supported)}
+	var errs field.ErrorList
+	switch {
+	case !strings.Contains(string(name), "/") && !standardResources.Has(name) && !hugePages(name):
+		errs = append(errs, field.Invalid(path, name, "must be a standard resource type or fully qualified"))
+	case !resourcehelper.IsSupportedPodLevelResource(name):
+		errs = append(errs, field.NotSupported(path, name, sets.List(resourcehelper.SupportedPodLevelResources())))
 	}
 	if q.Sign() < 0 {
-		return field.ErrorList{field.Invalid(path, q.String(), "must be greater than or equal to 0")}
+		errs = append(errs, field.Invalid(path, q.String(), "must be greater than or equal to 0"))
 	}
-	return nil
+	return errs
+}
+
+// overcommitAllowed: a native resource other than hugepages, whose request
+// may be below its limit.
+func overcommitAllowed(name corev1.ResourceName) bool {
+	native := !strings.Contains(string(name), "/") || strings.Contains(string(name), corev1.ResourceDefaultNamespacePrefix)
+	return native && !hugePages(name)
 }
 
 // validatePodLevelConsistency: pod-level requests cover what the
@@ -181,3 +192,14 @@ func validatePodLevelConsistency(s *corev1.PodSpec, path *field.Path) field.Erro
 	}
 	return errs
 }
+
+// standardResources are the standard resource names (k8s.io/kubernetes'
+// helper.IsStandardResourceName, hugepages aside).
+var standardResources = sets.New[corev1.ResourceName](
+	corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage,
+	corev1.ResourceRequestsCPU, corev1.ResourceRequestsMemory, corev1.ResourceRequestsEphemeralStorage,
+	corev1.ResourceLimitsCPU, corev1.ResourceLimitsMemory, corev1.ResourceLimitsEphemeralStorage,
+	corev1.ResourcePods, corev1.ResourceQuotas, corev1.ResourceServices, corev1.ResourceReplicationControllers,
+	corev1.ResourceSecrets, corev1.ResourceConfigMaps, corev1.ResourcePersistentVolumeClaims, corev1.ResourceStorage,
+	corev1.ResourceRequestsStorage, corev1.ResourceServicesNodePorts, corev1.ResourceServicesLoadBalancers,
+)

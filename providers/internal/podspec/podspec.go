@@ -6,6 +6,7 @@ package podspec
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -244,7 +245,11 @@ func ValidateSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	if g := s.TerminationGracePeriodSeconds; g != nil && *g < 0 {
 		errs = append(errs, field.Invalid(p.Child("terminationGracePeriodSeconds"), *g, "must be greater than or equal to 0"))
 	}
-	return append(errs, validateHostUsers(s, p)...)
+	errs = append(errs, validateHostUsers(s, p)...)
+	if d := s.ActiveDeadlineSeconds; d != nil && (*d < 1 || *d > math.MaxInt32) {
+		errs = append(errs, field.Invalid(p.Child("activeDeadlineSeconds"), *d, utilvalidation.InclusiveRangeError(1, math.MaxInt32)))
+	}
+	return errs
 }
 
 func validateContainer(c *corev1.Container, p *field.Path, names, volumes sets.Set[string]) field.ErrorList {
