@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
@@ -130,12 +131,39 @@ func TestStartReturnsWithSchedulableNodes(t *testing.T) {
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	apiservertest.WaitIdle(t, srv)
-	events, err := c.EventsV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=first"})
+	// The scheduler's events go through client-go's events broadcaster,
+	// which writes them on goroutines of its own that WaitIdle does not
+	// see: the Scheduled event is waited for (CI once listed the kubelet's
+	// events without it).
+	reasons := eventReasonsUntil(t, c, "first", "Scheduled")
+	assert.NotContains(t, reasons, "FailedScheduling")
+}
+
+// eventReasonsUntil watches the events.k8s.io events about the pod named
+// name in default until one has reason want, and returns the reasons seen.
+func eventReasonsUntil(t *testing.T, c kubernetes.Interface, name, want string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	list, err := c.EventsV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + name})
 	require.NoError(t, err)
 	var reasons []string
-	for _, e := range events.Items {
+	for _, e := range list.Items {
 		reasons = append(reasons, e.Reason)
 	}
-	assert.Contains(t, reasons, "Scheduled")
-	assert.NotContains(t, reasons, "FailedScheduling")
+	if slices.Contains(reasons, want) {
+		return reasons
+	}
+	w, err := c.EventsV1().Events("default").Watch(ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + name, ResourceVersion: list.ResourceVersion})
+	require.NoError(t, err)
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		if e, ok := ev.Object.(*eventsv1.Event); ok {
+			if reasons = append(reasons, e.Reason); e.Reason == want {
+				return reasons
+			}
+		}
+	}
+	t.Fatalf("no %s event about %s; saw %v", want, name, reasons)
+	return nil
 }
