@@ -6,6 +6,9 @@
 package nodefeatures
 
 import (
+	"slices"
+	"sync"
+
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 	ndf "k8s.io/component-helpers/nodedeclaredfeatures"
 	"k8s.io/component-helpers/nodedeclaredfeatures/features/dranodeallocatableresources"
@@ -34,11 +37,16 @@ var kubeletGates = types.FeatureGateMap{
 	draoptionalnodeoperations.DRAOptionalNodeOperationsFeatureGate:        false,
 }
 
-// Version is the Kubernetes version of the server and its kubelets.
-func Version() *utilversion.Version { return utilversion.MustParse(version.Kubernetes()) }
+// Version is the Kubernetes version of the server and its kubelets
+// (parsed once: the scheduler asks for each pod it tries).
+var Version = sync.OnceValue(func() *utilversion.Version { return utilversion.MustParse(version.Kubernetes()) })
+
+// declared is what Declared copies: the list is the same for every node.
+var declared = sync.OnceValue(func() []string {
+	return ndf.DefaultFramework.DiscoverNodeFeatures(&types.NodeConfiguration{FeatureGates: kubeletGates, Version: Version()})
+})
 
 // Declared are the features a v1.37 kubelet with its default gates
-// declares, sorted by name as the kubelet lists them.
-func Declared() []string {
-	return ndf.DefaultFramework.DiscoverNodeFeatures(&types.NodeConfiguration{FeatureGates: kubeletGates, Version: Version()})
-}
+// declares, sorted by name as the kubelet lists them; a copy the caller
+// may keep.
+func Declared() []string { return slices.Clone(declared()) }

@@ -1,6 +1,8 @@
 package podspec
 
 import (
+	"iter"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -14,36 +16,42 @@ func DropDisabledFields(s, old *corev1.PodSpec) {
 	if old != nil && bindMountOptionsInUse(old) {
 		return
 	}
-	for _, list := range [][]corev1.Container{s.InitContainers, s.Containers} {
-		for i := range list {
-			for j := range list[i].VolumeMounts {
-				list[i].VolumeMounts[j].BindMountOptions = nil
-			}
-		}
-	}
-	for i := range s.EphemeralContainers {
-		for j := range s.EphemeralContainers[i].VolumeMounts {
-			s.EphemeralContainers[i].VolumeMounts[j].BindMountOptions = nil
-		}
+	for m := range volumeMounts(s) {
+		m.BindMountOptions = nil
 	}
 }
 
 func bindMountOptionsInUse(s *corev1.PodSpec) bool {
-	for _, c := range append(append([]corev1.Container{}, s.InitContainers...), s.Containers...) {
-		for _, m := range c.VolumeMounts {
-			if len(m.BindMountOptions) > 0 {
-				return true
-			}
-		}
-	}
-	for _, c := range s.EphemeralContainers {
-		for _, m := range c.VolumeMounts {
-			if len(m.BindMountOptions) > 0 {
-				return true
-			}
+	for m := range volumeMounts(s) {
+		if len(m.BindMountOptions) > 0 {
+			return true
 		}
 	}
 	return false
+}
+
+// volumeMounts yields the volume mounts of every container of s: init,
+// regular and ephemeral.
+func volumeMounts(s *corev1.PodSpec) iter.Seq[*corev1.VolumeMount] {
+	return func(yield func(*corev1.VolumeMount) bool) {
+		lists := [][]corev1.VolumeMount{}
+		for i := range s.InitContainers {
+			lists = append(lists, s.InitContainers[i].VolumeMounts)
+		}
+		for i := range s.Containers {
+			lists = append(lists, s.Containers[i].VolumeMounts)
+		}
+		for i := range s.EphemeralContainers {
+			lists = append(lists, s.EphemeralContainers[i].VolumeMounts)
+		}
+		for _, mounts := range lists {
+			for j := range mounts {
+				if !yield(&mounts[j]) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // validateHostUsers: a pod in a user namespace (hostUsers false) shares no
