@@ -69,6 +69,49 @@ func TestPriorityAndFairnessClassifies(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "the configuration controller writes the condition")
 }
 
+// WaitIdle returns once priority and fairness has written the Dangling
+// condition of the FlowSchemas written before it (its configuration
+// controller writes from a queue of its own): a snapshot taken then holds
+// the statuses, and every FlowSchema of a just-started server has one.
+func TestWaitIdleCoversFlowSchemaStatus(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	fc := clientset(t, srv).FlowcontrolV1()
+	dangling := func(name string) flowcontrolv1.FlowSchemaCondition {
+		t.Helper()
+		fs, err := fc.FlowSchemas().Get(t.Context(), name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Len(t, fs.Status.Conditions, 1, "FlowSchema %s", name)
+		return fs.Status.Conditions[0]
+	}
+	apiservertest.WaitIdle(t, srv)
+	all, err := fc.FlowSchemas().List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, fs := range all.Items {
+		assert.Equal(t, "Found", dangling(fs.Name).Reason, "FlowSchema %s once started", fs.Name)
+	}
+
+	_, err = fc.FlowSchemas().Create(t.Context(), &flowcontrolv1.FlowSchema{ObjectMeta: metav1.ObjectMeta{Name: "later"},
+		Spec: flowcontrolv1.FlowSchemaSpec{PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: "later"}}},
+		metav1.CreateOptions{})
+	require.NoError(t, err)
+	apiservertest.WaitIdle(t, srv)
+	c := dangling("later")
+	assert.Equal(t, flowcontrolv1.ConditionTrue, c.Status)
+	assert.Equal(t, "NotFound", c.Reason)
+	assert.Equal(t, `This FlowSchema references the PriorityLevelConfiguration object named "later" but there is no such object`, c.Message)
+
+	_, err = fc.PriorityLevelConfigurations().Create(t.Context(), &flowcontrolv1.PriorityLevelConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "later"},
+		Spec: flowcontrolv1.PriorityLevelConfigurationSpec{Type: flowcontrolv1.PriorityLevelEnablementLimited,
+			Limited: &flowcontrolv1.LimitedPriorityLevelConfiguration{LimitResponse: flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeReject}}}},
+		metav1.CreateOptions{})
+	require.NoError(t, err)
+	apiservertest.WaitIdle(t, srv)
+	c = dangling("later")
+	assert.Equal(t, flowcontrolv1.ConditionFalse, c.Status)
+	assert.Equal(t, `This FlowSchema references the PriorityLevelConfiguration object named "later" and it exists`, c.Message)
+}
+
 // post creates a ConfigMap named name in namespace ns with a raw request,
 // and returns the status and headers.
 func post(t *testing.T, cfg *rest.Config, ns, name string) (int, http.Header) {

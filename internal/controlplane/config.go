@@ -124,7 +124,8 @@ type shared struct {
 	// flowControl is API Priority and Fairness, shared by the tiers as
 	// kube-apiserver shares it (only the aggregator's filter sees requests).
 	flowControl utilflowcontrol.Interface
-	scheme      *runtime.Scheme // the core tier's: every provider installed
+	flowStatus  *flowSchemaStatus // nil without priority and fairness
+	scheme      *runtime.Scheme   // the core tier's: every provider installed
 	openAPI     *openapicommon.OpenAPIV3Config
 	definitions *heldDefinitions // openAPI's, until the server is ready
 	// discovery is the aggregated discovery (/apis) of all tiers: each adds
@@ -179,6 +180,9 @@ func newShared(c Config) (_ *shared, err error) {
 	}
 	if c.PriorityAndFairness {
 		sh.flowControl = sh.metrics.priorityAndFairness(sh.informers.kube, sh.informers.client.FlowcontrolV1(), serverConcurrencyLimit)
+		if sh.flowStatus, err = newFlowSchemaStatus(sh.informers.kube, sh.writes); err != nil {
+			return nil, err
+		}
 	}
 	// One OpenAPI configuration for the three tiers, as kube-apiserver
 	// shares it: building its definitions is 8.7 MB of allocation. Its

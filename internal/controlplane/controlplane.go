@@ -25,6 +25,7 @@ import (
 	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
 
 	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/internal/controller"
 	"github.com/kubeembed/apiserver/internal/inproc"
 	"github.com/kubeembed/apiserver/internal/writes"
 )
@@ -43,6 +44,7 @@ type ControlPlane struct {
 	loopback    *inproc.Transport
 	controllers *controllerSet
 	writes      *writes.Log
+	flowStatus  *flowSchemaStatus // nil without priority and fairness
 	crds        apiextensionslisters.CustomResourceDefinitionLister
 	// crdsSeen are the resources CRDs served since the last Reset.
 	crdsSeen *seenResources
@@ -101,7 +103,8 @@ func New(c Config) (_ *ControlPlane, err error) {
 		informers: sh.informers.with(ext.Informers, agg.APIRegistrationInformers),
 		synced:    append(sh.synced, crds.Informer().HasSynced, apiServices.HasSynced),
 		loopback:  sh.transport, controllers: core.controllers, writes: sh.writes,
-		crds: crds.Lister(), crdsSeen: seen, restorers: core.restorers, muxComplete: sh.muxComplete,
+		flowStatus: sh.flowStatus,
+		crds:       crds.Lister(), crdsSeen: seen, restorers: core.restorers, muxComplete: sh.muxComplete,
 		definitions: sh.definitions,
 	}, nil
 }
@@ -179,7 +182,22 @@ func (cp *ControlPlane) Controller(name controllers.Name) controllers.Controller
 // WaitIdle waits until the controllers have nothing left to do (see
 // Server.WaitIdle).
 func (cp *ControlPlane) WaitIdle(ctx context.Context) error {
-	return cp.controllers.waitIdle(ctx, cp.writes)
+	for {
+		if err := cp.controllers.waitIdle(ctx, cp.writes); err != nil {
+			return err
+		}
+		if cp.flowStatus == nil {
+			return nil
+		}
+		written := cp.writes.Snapshot()
+		if cp.flowStatus.Idle(written) == nil {
+			return nil
+		}
+		// What priority and fairness writes, the controllers may see.
+		if err := controller.Wait(ctx, func() error { return cp.flowStatus.Idle(written) }); err != nil {
+			return err
+		}
+	}
 }
 
 // Restored repairs what providers keep beside storage after the storage
