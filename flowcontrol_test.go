@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -54,13 +55,15 @@ func TestPriorityAndFairnessClassifies(t *testing.T) {
 		assert.NotEmpty(c, h.Get("X-Kubernetes-PF-PriorityLevel-UID"))
 	}, 10*time.Second, 10*time.Millisecond)
 
-	// A FlowSchema for a priority level that does not exist is dangling.
-	_, err = fc.FlowSchemas().Create(t.Context(), &flowcontrolv1.FlowSchema{ObjectMeta: metav1.ObjectMeta{Name: "dangling"},
+	// A FlowSchema for a priority level that does not exist is dangling
+	// (named anew: see TestWaitIdleCoversFlowSchemaStatus).
+	name := uniqueFlowSchemaName("dangling")
+	_, err = fc.FlowSchemas().Create(t.Context(), &flowcontrolv1.FlowSchema{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: flowcontrolv1.FlowSchemaSpec{PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: "missing"}}},
 		metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		fs, err := fc.FlowSchemas().Get(t.Context(), "dangling", metav1.GetOptions{})
+		fs, err := fc.FlowSchemas().Get(t.Context(), name, metav1.GetOptions{})
 		require.NoError(c, err)
 		require.Len(c, fs.Status.Conditions, 1)
 		assert.Equal(c, flowcontrolv1.FlowSchemaConditionType(flowcontrolv1.FlowSchemaConditionDangling), fs.Status.Conditions[0].Type)
@@ -73,9 +76,13 @@ func TestPriorityAndFairnessClassifies(t *testing.T) {
 // condition of the FlowSchemas written before it (its configuration
 // controller writes from a queue of its own): a snapshot taken then holds
 // the statuses, and every FlowSchema of a just-started server has one.
+// The FlowSchema's name is new to the server: it may be a reused one,
+// whose priority and fairness delays the status write of a name written
+// more than 5 times in a minute (-count=3 does).
 func TestWaitIdleCoversFlowSchemaStatus(t *testing.T) {
 	t.Parallel()
 	srv := apiservertest.Start(t)
+	later := uniqueFlowSchemaName("later")
 	fc := clientset(t, srv).FlowcontrolV1()
 	dangling := func(name string) flowcontrolv1.FlowSchemaCondition {
 		t.Helper()
@@ -91,25 +98,30 @@ func TestWaitIdleCoversFlowSchemaStatus(t *testing.T) {
 		assert.Equal(t, "Found", dangling(fs.Name).Reason, "FlowSchema %s once started", fs.Name)
 	}
 
-	_, err = fc.FlowSchemas().Create(t.Context(), &flowcontrolv1.FlowSchema{ObjectMeta: metav1.ObjectMeta{Name: "later"},
-		Spec: flowcontrolv1.FlowSchemaSpec{PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: "later"}}},
+	_, err = fc.FlowSchemas().Create(t.Context(), &flowcontrolv1.FlowSchema{ObjectMeta: metav1.ObjectMeta{Name: later},
+		Spec: flowcontrolv1.FlowSchemaSpec{PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: later}}},
 		metav1.CreateOptions{})
 	require.NoError(t, err)
 	apiservertest.WaitIdle(t, srv)
-	c := dangling("later")
+	c := dangling(later)
 	assert.Equal(t, flowcontrolv1.ConditionTrue, c.Status)
 	assert.Equal(t, "NotFound", c.Reason)
-	assert.Equal(t, `This FlowSchema references the PriorityLevelConfiguration object named "later" but there is no such object`, c.Message)
+	assert.Equal(t, fmt.Sprintf("This FlowSchema references the PriorityLevelConfiguration object named %q but there is no such object", later), c.Message)
 
-	_, err = fc.PriorityLevelConfigurations().Create(t.Context(), &flowcontrolv1.PriorityLevelConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "later"},
+	_, err = fc.PriorityLevelConfigurations().Create(t.Context(), &flowcontrolv1.PriorityLevelConfiguration{ObjectMeta: metav1.ObjectMeta{Name: later},
 		Spec: flowcontrolv1.PriorityLevelConfigurationSpec{Type: flowcontrolv1.PriorityLevelEnablementLimited,
 			Limited: &flowcontrolv1.LimitedPriorityLevelConfiguration{LimitResponse: flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeReject}}}},
 		metav1.CreateOptions{})
 	require.NoError(t, err)
 	apiservertest.WaitIdle(t, srv)
-	c = dangling("later")
+	c = dangling(later)
 	assert.Equal(t, flowcontrolv1.ConditionFalse, c.Status)
-	assert.Equal(t, `This FlowSchema references the PriorityLevelConfiguration object named "later" and it exists`, c.Message)
+	assert.Equal(t, fmt.Sprintf("This FlowSchema references the PriorityLevelConfiguration object named %q and it exists", later), c.Message)
+}
+
+// uniqueFlowSchemaName is prefix and a random suffix.
+func uniqueFlowSchemaName(prefix string) string {
+	return prefix + "-" + strings.ToLower(rand.Text()[:8])
 }
 
 // post creates a ConfigMap named name in namespace ns with a raw request,

@@ -36,8 +36,11 @@ import (
 //
 // What a client can still tell from a new server: resourceVersions only
 // grow (as after any restore), /metrics counts every request since Start,
-// the server's clock (Options.Clock) is where it was, and the admission
-// policy plugins stay built once a policy existed. On an error (a closed
+// the server's clock (Options.Clock) is where it was, the admission
+// policy plugins stay built once a policy existed, and API Priority and
+// Fairness counts the status writes of a FlowSchema's name in the last
+// minute (it delays the write of one written more than 5 times, 30 to 75
+// s, and WaitIdle waits for it). On an error (a closed
 // server, a backend that cannot restore, a wait that ctx ends) the server
 // is not to be reused: close it.
 func (s *Server) Reset(ctx context.Context, snap storage.Snapshot) error {
