@@ -179,10 +179,11 @@ func newShared(c Config) (_ *shared, err error) {
 		return nil, err
 	}
 	if c.PriorityAndFairness {
-		sh.flowControl = sh.metrics.priorityAndFairness(sh.informers.kube, sh.informers.client.FlowcontrolV1(), serverConcurrencyLimit)
 		if sh.flowStatus, err = newFlowSchemaStatus(sh.informers.kube, sh.writes); err != nil {
 			return nil, err
 		}
+		client := sh.flowStatus.client(sh.informers.ctx, sh.informers.client.FlowcontrolV1())
+		sh.flowControl = sh.metrics.priorityAndFairness(sh.informers.kube, client, serverConcurrencyLimit)
 	}
 	// One OpenAPI configuration for the three tiers, as kube-apiserver
 	// shares it: building its definitions is 8.7 MB of allocation. Its

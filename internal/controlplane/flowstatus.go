@@ -1,12 +1,17 @@
 package controlplane
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	flowcontrolapply "k8s.io/client-go/applyconfigurations/flowcontrol/v1"
 	"k8s.io/client-go/informers"
+	flowcontrolclient "k8s.io/client-go/kubernetes/typed/flowcontrol/v1"
 	flowcontrollisters "k8s.io/client-go/listers/flowcontrol/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -25,6 +30,15 @@ import (
 // the controller then has nothing to write. Without it a snapshot taken
 // after WaitIdle could miss a status write still queued, which every
 // restore to that snapshot then took back and the controller wrote again.
+//
+// The controller writes through client: its status writes return once
+// the informers show them. Without that, a sync while its informer did
+// not yet show its last write wrote the same condition again (a new
+// transition time, a new change, another sync); after 5 writes of a
+// FlowSchema in a minute the controller delays the next 30 to 75 s, and
+// a start under load (-race, many servers at once) left a condition
+// written while its priority level was not yet in the informer (NotFound)
+// that long.
 type flowSchemaStatus struct {
 	observer *controller.Observer
 	schemas  flowcontrollisters.FlowSchemaLister
@@ -47,6 +61,45 @@ func newFlowSchemaStatus(inf informers.SharedInformerFactory, log *writes.Log) (
 	return s, nil
 }
 
+// client is c, whose FlowSchemas' status applies return once the
+// informers show what they wrote (at most statusSeenTimeout, or until ctx
+// ends).
+func (s *flowSchemaStatus) client(ctx context.Context, c flowcontrolclient.FlowcontrolV1Interface) flowcontrolclient.FlowcontrolV1Interface {
+	return readsOwnStatus{FlowcontrolV1Interface: c, ctx: ctx, status: s}
+}
+
+// statusSeenTimeout bounds the wait for the informers to show a status
+// write.
+const statusSeenTimeout = 10 * time.Second
+
+type readsOwnStatus struct {
+	flowcontrolclient.FlowcontrolV1Interface
+	ctx    context.Context
+	status *flowSchemaStatus
+}
+
+func (c readsOwnStatus) FlowSchemas() flowcontrolclient.FlowSchemaInterface {
+	return statusApplier{FlowSchemaInterface: c.FlowcontrolV1Interface.FlowSchemas(), c: c}
+}
+
+type statusApplier struct {
+	flowcontrolclient.FlowSchemaInterface
+	c readsOwnStatus
+}
+
+func (a statusApplier) ApplyStatus(ctx context.Context, fs *flowcontrolapply.FlowSchemaApplyConfiguration,
+	opts metav1.ApplyOptions) (*flowcontrolv1.FlowSchema, error) {
+	out, err := a.FlowSchemaInterface.ApplyStatus(ctx, fs, opts)
+	if err != nil {
+		return out, err
+	}
+	wait, cancel := context.WithTimeout(a.c.ctx, statusSeenTimeout)
+	defer cancel()
+	written := map[schema.GroupResource]uint64{flowcontrolv1.Resource("flowschemas"): writes.Revision(out)}
+	_ = controller.Wait(wait, func() error { return a.c.status.observer.CaughtUp(written) })
+	return out, nil
+}
+
 // Idle returns nil once every FlowSchema written has the Dangling
 // condition the configuration controller writes for it.
 func (s *flowSchemaStatus) Idle(written map[schema.GroupResource]uint64) error {
@@ -57,10 +110,9 @@ func (s *flowSchemaStatus) Idle(written map[schema.GroupResource]uint64) error {
 	if err != nil {
 		return err
 	}
-	// The mandatory levels count as found when missing: the controller
-	// imagines them.
-	found := map[string]bool{flowcontrolv1.PriorityLevelConfigurationNameExempt: true,
-		flowcontrolv1.PriorityLevelConfigurationNameCatchAll: true}
+	// A missing mandatory level is imagined after the FlowSchemas are
+	// digested: not found for them either.
+	found := map[string]bool{}
 	for _, pl := range levels {
 		found[pl.Name] = true
 	}
