@@ -388,7 +388,10 @@ func (s *Server) DynamicInformerFactory() dynamicinformer.DynamicSharedInformerF
 // has nothing left to do: it has seen every write made before the call and
 // every write the controllers made in reaction since, and its queues are
 // empty, with no item in a worker and none waiting to be retried after an
-// error, and the events it recorded are written. So `Delete(namespace); WaitIdle(ctx)` returns after the namespace
+// error, and the events it recorded are written (kube-scheduler's
+// events.k8s.io ones too); and API Priority and Fairness has written the
+// Dangling condition of every FlowSchema as its priority levels stand. So
+// `Delete(namespace); WaitIdle(ctx)` returns after the namespace
 // and its content are gone, and deleting an owner then WaitIdle after its
 // dependents are collected, with no polling in the test.
 //
@@ -397,7 +400,8 @@ func (s *Server) DynamicInformerFactory() dynamicinformer.DynamicSharedInformerF
 // else must act first (a finalizer only the test removes keeps a namespace
 // Terminating; WaitIdle returns with the namespace still there). It returns
 // ctx's error, naming what was still busy, if ctx ends first. Without
-// controllers it returns at once.
+// controllers it waits only for priority and fairness, which is at once
+// unless a FlowSchema or priority level was just written.
 func (s *Server) WaitIdle(ctx context.Context) error {
 	if !s.started.Load() {
 		return errors.New("WaitIdle: the server is not started")

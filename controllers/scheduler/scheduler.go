@@ -70,7 +70,6 @@ type Scheduler struct {
 	classes    storagev1listers.StorageClassLister
 	queue      *controller.Queue
 	recorder   events.EventRecorderLogger
-	broadcast  events.EventBroadcaster
 
 	mu sync.Mutex
 	// assumed are pods bound whose binding the informer has not shown yet;
@@ -106,6 +105,10 @@ func New(cfg controllers.Config) (*Scheduler, error) {
 		queue: controller.NewQueue("scheduler", cfg.QueueMetrics), assumed: map[types.UID]*corev1.Pod{}, waiting: map[types.UID]provisioning{}, unschedulable: map[types.UID]string{},
 		requests: newRequestCache(), stale: true}
 	s.Name, s.Observer, s.Queues = string(controllers.Scheduler), controller.NewObserver(cfg.Revisions), []*controller.Queue{s.queue}
+	// events.k8s.io/v1 events, as kube-scheduler's broadcaster writes them
+	// (its reporting instance is <controller>-<hostname>).
+	s.Events = controller.NewEvents(client)
+	s.recorder = s.Events.NewEventsV1Recorder(eventScheme(), Name)
 	return s, s.watch(cfg)
 }
 
@@ -174,11 +177,7 @@ func (s *Scheduler) podDeleted(obj any) {
 // Run schedules until ctx ends.
 func (s *Scheduler) Run(ctx context.Context) {
 	defer s.ShutDown()
-	s.broadcast = events.NewBroadcaster(quietSink{&events.EventSinkImpl{Interface: s.client.EventsV1()}})
-	// The broadcaster names the reporting instance <controller>-<hostname>.
-	s.recorder = s.broadcast.NewRecorder(eventScheme(), Name)
-	s.broadcast.StartRecordingToSink(ctx.Done())
-	defer s.broadcast.Shutdown()
+	defer s.Events.Start()()
 	s.queue.Add(pending)
 	s.queue.Run(ctx, 1, s.schedulePending)
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/controllers"
+	"github.com/kubeembed/apiserver/faults"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
 
@@ -447,4 +448,28 @@ func TestNodeDeclaredFeatures(t *testing.T) {
 	p = wait(t, client, create(t, client, pod("old", restartsAll, onNode("node-1"))), unschedulable)
 	assert.Equal(t, "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) didn't match Pod's required features. "+
 		"preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.", podScheduled(p).Message)
+}
+
+// WaitIdle returns once the scheduler's events are written: a test lists
+// them after it, without watching. Their writes are slowed, as on a loaded
+// machine.
+func TestWaitIdleWaitsForSchedulerEvents(t *testing.T) {
+	t.Parallel()
+	srv, client := start(t, controllers.Node{Name: "small", Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}})
+	srv.Faults().Add(faults.Rule{Match: faults.Match{Group: "events.k8s.io", Resource: "events"}, Action: faults.Delay(300 * time.Millisecond)})
+	for i := range 5 {
+		create(t, client, pod(fmt.Sprintf("fits-%d", i), requests("100m")))
+	}
+	create(t, client, pod("too-big", requests("2")))
+	apiservertest.WaitIdle(t, srv)
+	list, err := client.EventsV1().Events("default").List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	reasons := map[string]string{}
+	for _, ev := range list.Items {
+		if ev.ReportingController == "default-scheduler" {
+			reasons[ev.Regarding.Name] = ev.Reason
+		}
+	}
+	assert.Equal(t, map[string]string{"fits-0": "Scheduled", "fits-1": "Scheduled", "fits-2": "Scheduled", "fits-3": "Scheduled",
+		"fits-4": "Scheduled", "too-big": "FailedScheduling"}, reasons)
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -44,8 +46,14 @@ type Events struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	queue   []*corev1.Event // the first is being written
+	mu sync.Mutex
+	// queue holds *corev1.Event, *eventsv1.Event and seriesTick; the
+	// first is being written.
+	queue []any
+	// series are the events.k8s.io/v1 events written, by what makes
+	// them isomorphic (eventsv1.go).
+	series  map[seriesKey]*eventsv1.Event
+	v1      bool // a recorder of events.k8s.io/v1 events was made
 	writing bool
 	started bool
 	stopped bool
@@ -56,7 +64,8 @@ type Events struct {
 // client.
 func NewEvents(client kubernetes.Interface) *Events {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Events{client: client, correlator: record.NewEventCorrelatorWithOptions(record.CorrelatorOptions{}), ctx: ctx, cancel: cancel}
+	return &Events{client: client, correlator: record.NewEventCorrelatorWithOptions(record.CorrelatorOptions{}), ctx: ctx, cancel: cancel,
+		series: map[seriesKey]*eventsv1.Event{}}
 }
 
 // NewRecorder returns a recorder of events from source (as a
@@ -76,12 +85,33 @@ func (e *Events) Idle() error {
 }
 
 // Start starts writing the events recorded from now on and returns what
-// stops it: call that when the controller's Run ends.
+// stops it: call that when the controller's Run ends. With a recorder of
+// events.k8s.io/v1 events, the series' periodic writes start too.
 func (e *Events) Start() (stop func()) {
 	e.mu.Lock()
 	e.started = true
+	if e.v1 {
+		e.writer.Go(e.tick)
+	}
 	e.mu.Unlock()
 	return e.stop
+}
+
+// tick queues the series' periodic work until stop.
+func (e *Events) tick() {
+	finish, refresh := time.NewTicker(seriesFinish), time.NewTicker(seriesRefresh)
+	defer finish.Stop()
+	defer refresh.Stop()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-finish.C:
+			e.add(seriesTick{})
+		case <-refresh.C:
+			e.add(seriesTick{refresh: true})
+		}
+	}
 }
 
 // stop drops the events queued, cuts off the one being written and returns
@@ -106,11 +136,12 @@ func (e *Events) stop() {
 func (e *Events) Reset() {
 	e.mu.Lock()
 	e.correlator = record.NewEventCorrelatorWithOptions(record.CorrelatorOptions{})
+	e.series = map[seriesKey]*eventsv1.Event{}
 	e.mu.Unlock()
 }
 
 // add queues ev and starts the writer if it is not running.
-func (e *Events) add(ev *corev1.Event) {
+func (e *Events) add(ev any) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.started || e.stopped {
@@ -134,7 +165,14 @@ func (e *Events) writeQueued() {
 		}
 		ev := e.queue[0]
 		e.mu.Unlock()
-		e.write(ev)
+		switch ev := ev.(type) {
+		case *corev1.Event:
+			e.write(ev)
+		case *eventsv1.Event:
+			e.writeV1(ev)
+		case seriesTick:
+			e.tickV1(ev.refresh)
+		}
 		e.mu.Lock()
 		e.queue[0] = nil
 		e.queue = e.queue[1:]
@@ -166,17 +204,10 @@ func (e *Events) write(ev *corev1.Event) {
 		result.Event.ResourceVersion = ""
 		saved, err = client.Create(ctx, result.Event, metav1.CreateOptions{})
 	}
-	switch {
-	case err == nil:
+	if err == nil {
 		correlator.UpdateState(saved)
-	case ctx.Err() != nil:
-		// Stopped: the controller ends with its server.
-	case apierrors.IsAlreadyExists(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) ||
-		NamespaceGone(err, result.Event.Namespace):
-		klog.V(5).Info("Server rejected event (will not retry!)", "event", result.Event, "err", err)
-	default:
-		klog.Background().Error(err, "Server rejected event (will not retry!)", "event", result.Event)
 	}
+	e.refused(err, result.Event.Namespace, result.Event)
 }
 
 // NamespaceGone reports whether err refused a write because namespace no

@@ -10,8 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/kubeembed/apiserver/internal/controller"
 	"github.com/kubeembed/apiserver/internal/globals"
@@ -70,4 +72,78 @@ func TestEventsWrittenAndCounted(t *testing.T) {
 	stop()
 	rec.Event(cm, corev1.EventTypeNormal, "Late", "after stop: dropped")
 	assert.NoError(t, events.Idle())
+}
+
+// Events writes events.k8s.io/v1 events as client-go's tools/events
+// broadcaster (kube-scheduler's) does: the same fields, a repeat patched
+// into a series of count 2, later repeats only counted; idle once written.
+// The broadcaster writes the same events beside them for comparison.
+func TestEventsV1AsTheBroadcaster(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	client, err := srv.Clientset()
+	require.NoError(t, err)
+	record := func(rec events.EventRecorder, ns string) {
+		_, err := client.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		cm, err := client.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		related := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}}
+		again := func() { rec.Eventf(cm, related, corev1.EventTypeWarning, "Again", "Testing", "%d times", 3) }
+		// The broadcaster writes each event from a goroutine of its own: a
+		// repeat's patch before the first's create would be retried 10 s
+		// later. The first is written before the repeats.
+		again()
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			list, err := client.EventsV1().Events(ns).List(t.Context(), metav1.ListOptions{})
+			require.NoError(c, err)
+			assert.Len(c, list.Items, 1)
+		}, 10*time.Second, time.Millisecond)
+		again()
+		again()
+		rec.Eventf(cm, nil, corev1.EventTypeNormal, "Once", "Testing", "just once")
+	}
+	mine := controller.NewEvents(client)
+	stop := mine.Start()
+	defer stop()
+	record(mine.NewEventsV1Recorder(scheme.Scheme, "tester"), "mine")
+	assert.Error(t, mine.Idle(), "recording queues the event at once")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, controller.Wait(ctx, mine.Idle))
+
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	defer broadcaster.Shutdown()
+	require.NoError(t, broadcaster.StartRecordingToSinkWithContext(t.Context()))
+	record(broadcaster.NewRecorder(scheme.Scheme, "tester"), "theirs")
+
+	comparable := func(ns string) map[string]eventsv1.Event {
+		list, err := client.EventsV1().Events(ns).List(t.Context(), metav1.ListOptions{})
+		require.NoError(t, err)
+		byReason := map[string]eventsv1.Event{}
+		for _, ev := range list.Items {
+			ev.ObjectMeta = metav1.ObjectMeta{}
+			ev.EventTime, ev.DeprecatedFirstTimestamp, ev.DeprecatedLastTimestamp = metav1.MicroTime{}, metav1.Time{}, metav1.Time{}
+			ev.Regarding.UID, ev.Regarding.ResourceVersion, ev.Regarding.Namespace = "", "", ""
+			if ev.Related != nil {
+				ev.Related.Namespace = ""
+			}
+			if ev.Series != nil {
+				ev.Series.LastObservedTime = metav1.MicroTime{}
+			}
+			byReason[ev.Reason] = ev
+		}
+		return byReason
+	}
+	got := comparable("mine")
+	require.Len(t, got, 2)
+	assert.Equal(t, int32(2), got["Again"].Series.Count)
+	host, _ := os.Hostname()
+	assert.Equal(t, "tester-"+host, got["Again"].ReportingInstance)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		theirs := comparable("theirs")
+		require.Len(c, theirs, 2)
+		require.NotNil(c, theirs["Again"].Series)
+		assert.Equal(c, theirs, got)
+	}, 10*time.Second, 10*time.Millisecond)
 }
