@@ -119,6 +119,42 @@ func TestWaitIdleCoversFlowSchemaStatus(t *testing.T) {
 	assert.Equal(t, fmt.Sprintf("This FlowSchema references the PriorityLevelConfiguration object named %q and it exists", later), c.Message)
 }
 
+// Priority and fairness puts off the status write of a FlowSchema written
+// more than 5 times in a minute, 30 to 75 s: WaitIdle does not wait for
+// that (it ran out at 30 s), as for other work put off on purpose. Here its
+// priority level comes and goes until the controller holds the write back.
+func TestWaitIdleLeavesAHeldBackFlowSchemaStatus(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t, apiservertest.WithNewServer())
+	fc := clientset(t, srv).FlowcontrolV1()
+	name := uniqueFlowSchemaName("flapping")
+	_, err := fc.FlowSchemas().Create(t.Context(), &flowcontrolv1.FlowSchema{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: flowcontrolv1.FlowSchemaSpec{PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: name}}},
+		metav1.CreateOptions{})
+	require.NoError(t, err)
+	apiservertest.WaitIdle(t, srv) // its first write: NotFound
+	level := &flowcontrolv1.PriorityLevelConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: flowcontrolv1.PriorityLevelConfigurationSpec{Type: flowcontrolv1.PriorityLevelEnablementLimited,
+			Limited: &flowcontrolv1.LimitedPriorityLevelConfiguration{LimitResponse: flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeReject}}}}
+	reasons := []string{}
+	for range 4 {
+		for _, exists := range []bool{true, false} {
+			if exists {
+				_, err = fc.PriorityLevelConfigurations().Create(t.Context(), level, metav1.CreateOptions{})
+			} else {
+				err = fc.PriorityLevelConfigurations().Delete(t.Context(), name, metav1.DeleteOptions{})
+			}
+			require.NoError(t, err)
+			apiservertest.WaitIdle(t, srv)
+			fs, err := fc.FlowSchemas().Get(t.Context(), name, metav1.GetOptions{})
+			require.NoError(t, err)
+			reasons = append(reasons, fs.Status.Conditions[0].Reason)
+		}
+	}
+	assert.Equal(t, []string{"Found", "NotFound", "Found", "NotFound", "Found", "Found", "Found", "Found"}, reasons,
+		"written 6 times (NotFound at create, then 5 changes), the 7th write is held back")
+}
+
 // uniqueFlowSchemaName is prefix and a random suffix.
 func uniqueFlowSchemaName(prefix string) string {
 	return prefix + "-" + strings.ToLower(rand.Text()[:8])

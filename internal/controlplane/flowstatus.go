@@ -3,12 +3,15 @@ package controlplane
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/util/shufflesharding"
 	flowcontrolapply "k8s.io/client-go/applyconfigurations/flowcontrol/v1"
 	"k8s.io/client-go/informers"
 	flowcontrolclient "k8s.io/client-go/kubernetes/typed/flowcontrol/v1"
@@ -34,7 +37,7 @@ import (
 // The controller writes through client: its status writes return once
 // the informers show them. Without that, a sync while its informer did
 // not yet show its last write wrote the same condition again (a new
-// transition time, a new change, another sync); after 5 writes of a
+// transition time, a new change, another sync); after 6 writes of a
 // FlowSchema in a minute the controller delays the next 30 to 75 s, and
 // a start under load (-race, many servers at once) left a condition
 // written while its priority level was not yet in the informer (NotFound)
@@ -43,13 +46,21 @@ type flowSchemaStatus struct {
 	observer *controller.Observer
 	schemas  flowcontrollisters.FlowSchemaLister
 	levels   flowcontrollisters.PriorityLevelConfigurationLister
+
+	mu sync.Mutex
+	// written are the times of the controller's status writes of each
+	// FlowSchema in the last minute: it holds back the next of one
+	// written more than 5 times (its shouldDelayUpdate), and WaitIdle
+	// does not wait for that.
+	written map[string][]time.Time
 }
 
 // newFlowSchemaStatus watches the FlowSchemas and priority levels of inf,
 // before inf starts.
 func newFlowSchemaStatus(inf informers.SharedInformerFactory, log *writes.Log) (*flowSchemaStatus, error) {
 	fs, pl := inf.Flowcontrol().V1().FlowSchemas(), inf.Flowcontrol().V1().PriorityLevelConfigurations()
-	s := &flowSchemaStatus{observer: controller.NewObserver(log), schemas: fs.Lister(), levels: pl.Lister()}
+	s := &flowSchemaStatus{observer: controller.NewObserver(log), schemas: fs.Lister(), levels: pl.Lister(),
+		written: map[string][]time.Time{}}
 	for gr, informer := range map[schema.GroupResource]cache.SharedIndexInformer{
 		flowcontrolv1.Resource("flowschemas"):                 fs.Informer(),
 		flowcontrolv1.Resource("prioritylevelconfigurations"): pl.Informer(),
@@ -89,6 +100,9 @@ type statusApplier struct {
 
 func (a statusApplier) ApplyStatus(ctx context.Context, fs *flowcontrolapply.FlowSchemaApplyConfiguration,
 	opts metav1.ApplyOptions) (*flowcontrolv1.FlowSchema, error) {
+	if fs.Name != nil {
+		a.c.status.attempt(*fs.Name)
+	}
 	out, err := a.FlowSchemaInterface.ApplyStatus(ctx, fs, opts)
 	if err != nil {
 		return out, err
@@ -100,8 +114,37 @@ func (a statusApplier) ApplyStatus(ctx context.Context, fs *flowcontrolapply.Flo
 	return out, nil
 }
 
+// attempt notes a status write of the FlowSchema name, as the
+// configuration controller counts it (before the write, failed or not).
+func (s *flowSchemaStatus) attempt(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.written[name] = append(recent(s.written[name]), time.Now())
+}
+
+// heldBack reports whether the configuration controller puts off the
+// status write of the FlowSchema name: more than 5 in the last minute.
+func (s *flowSchemaStatus) heldBack(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	times := recent(s.written[name])
+	if len(times) == 0 {
+		delete(s.written, name)
+	} else {
+		s.written[name] = times
+	}
+	return len(times) > 5
+}
+
+// recent is times without those over a minute old.
+func recent(times []time.Time) []time.Time {
+	minuteAgo := time.Now().Add(-time.Minute)
+	return slices.DeleteFunc(times, func(t time.Time) bool { return t.Before(minuteAgo) })
+}
+
 // Idle returns nil once every FlowSchema written has the Dangling
-// condition the configuration controller writes for it.
+// condition the configuration controller writes for it, but for one whose
+// write the controller puts off on purpose (heldBack).
 func (s *flowSchemaStatus) Idle(written map[schema.GroupResource]uint64) error {
 	if err := s.observer.CaughtUp(written); err != nil {
 		return fmt.Errorf("priority and fairness: %w", err)
@@ -114,18 +157,42 @@ func (s *flowSchemaStatus) Idle(written map[schema.GroupResource]uint64) error {
 	// digested: not found for them either.
 	found := map[string]bool{}
 	for _, pl := range levels {
-		found[pl.Name] = true
+		found[pl.Name] = digested(pl)
 	}
 	schemas, err := s.schemas.List(labels.Everything())
 	if err != nil {
 		return err
 	}
 	for _, fs := range schemas {
-		if !danglingWritten(fs, found[fs.Spec.PriorityLevelConfiguration.Name]) {
+		if !danglingWritten(fs, found[fs.Spec.PriorityLevelConfiguration.Name]) && !s.heldBack(fs.Name) {
 			return fmt.Errorf("priority and fairness: FlowSchema %s: its Dangling condition is not written yet", fs.Name)
 		}
 	}
 	return nil
+}
+
+// digested reports whether the configuration controller takes pl in (its
+// queueSetCompleterForPL): it leaves out one it finds broken, and the
+// FlowSchemas that name it are dangling.
+func digested(pl *flowcontrolv1.PriorityLevelConfiguration) bool {
+	spec := pl.Spec
+	exempt := spec.Type == flowcontrolv1.PriorityLevelEnablementExempt
+	switch {
+	case (spec.Type == flowcontrolv1.PriorityLevelEnablementLimited) != (spec.Limited != nil),
+		exempt != (spec.Exempt != nil), exempt != (pl.Name == flowcontrolv1.PriorityLevelConfigurationNameExempt):
+		return false
+	case spec.Limited == nil:
+		return true
+	}
+	q := spec.Limited.LimitResponse.Queuing
+	if (spec.Limited.LimitResponse.Type == flowcontrolv1.LimitResponseTypeReject) != (q == nil) {
+		return false
+	}
+	if q == nil || q.Queues <= 0 {
+		return true
+	}
+	_, err := shufflesharding.NewDealer(int(q.Queues), int(q.HandSize))
+	return err == nil
 }
 
 // danglingWritten reports whether fs has the Dangling condition the
