@@ -54,6 +54,7 @@ type Events struct {
 	// them isomorphic (eventsv1.go).
 	series  map[seriesKey]*eventsv1.Event
 	v1      bool // a recorder of events.k8s.io/v1 events was made
+	ticking bool // tick runs
 	writing bool
 	started bool
 	stopped bool
@@ -90,11 +91,18 @@ func (e *Events) Idle() error {
 func (e *Events) Start() (stop func()) {
 	e.mu.Lock()
 	e.started = true
-	if e.v1 {
-		e.writer.Go(e.tick)
-	}
+	e.startTicking()
 	e.mu.Unlock()
 	return e.stop
+}
+
+// startTicking starts tick once Events is started and has a recorder of
+// events.k8s.io/v1 events, whichever comes last. e.mu is held.
+func (e *Events) startTicking() {
+	if e.started && e.v1 && !e.ticking && !e.stopped {
+		e.ticking = true
+		e.writer.Go(e.tick)
+	}
 }
 
 // tick queues the series' periodic work until stop.

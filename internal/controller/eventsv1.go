@@ -56,6 +56,7 @@ func (e *Events) NewEventsV1Recorder(scheme *runtime.Scheme, controller string) 
 	host, _ := os.Hostname()
 	e.mu.Lock()
 	e.v1 = true
+	e.startTicking()
 	e.mu.Unlock()
 	return &recorderV1{events: e, scheme: scheme, controller: controller, instance: controller + "-" + host, logger: klog.Background()}
 }
