@@ -18,8 +18,10 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fcbootstrap "k8s.io/apiserver/pkg/apis/flowcontrol/bootstrap"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -155,6 +157,44 @@ func TestWaitIdleLeavesAHeldBackFlowSchemaStatus(t *testing.T) {
 		"written 6 times (NotFound at create, then 5 changes), the 7th write is held back")
 }
 
+// slowWriterName is a user the tests' FlowSchemas send to a slow
+// priority level; an admin's requests (system:masters) are exempt, and
+// only the exempt FlowSchema may have precedence 1.
+const slowWriterName = "slow-writer"
+
+// slowWriter returns the configuration of slowWriterName, bound to
+// cluster-admin.
+func slowWriter(t *testing.T, srv *apiserver.Server) *rest.Config {
+	t.Helper()
+	_, err := clientset(t, srv).RbacV1().ClusterRoleBindings().Create(t.Context(), &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: slowWriterName},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: slowWriterName}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	cfg, err := srv.RESTConfigFor(&user.DefaultInfo{Name: slowWriterName})
+	require.NoError(t, err)
+	return cfg
+}
+
+// slowFlow makes a FlowSchema sending slowWriterName's requests of verb on
+// ConfigMaps in "slow" to the priority level named level, ahead of every
+// other FlowSchema it could match.
+func slowFlow(t *testing.T, srv *apiserver.Server, level, verb string) *flowcontrolv1.FlowSchema {
+	t.Helper()
+	fs, err := clientset(t, srv).FlowcontrolV1().FlowSchemas().Create(t.Context(), &flowcontrolv1.FlowSchema{ObjectMeta: metav1.ObjectMeta{Name: "slow"},
+		Spec: flowcontrolv1.FlowSchemaSpec{PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: level},
+			MatchingPrecedence: 2,
+			Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
+				Subjects: []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindUser, User: &flowcontrolv1.UserSubject{Name: slowWriterName}}},
+				ResourceRules: []flowcontrolv1.ResourcePolicyRule{{Verbs: []string{verb}, APIGroups: []string{""},
+					Resources: []string{"configmaps"}, Namespaces: []string{"slow"}}},
+			}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return fs
+}
+
 // uniqueFlowSchemaName is prefix and a random suffix.
 func uniqueFlowSchemaName(prefix string) string {
 	return prefix + "-" + strings.ToLower(rand.Text()[:8])
@@ -230,19 +270,8 @@ func TestPriorityAndFairnessRejects(t *testing.T) {
 				LimitResponse: flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeReject}}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	// Precedence 1 and a name before "exempt": it wins over the exempt
-	// FlowSchema for the admin's creates of ConfigMaps in "slow".
-	fs, err := fc.FlowSchemas().Create(t.Context(), &flowcontrolv1.FlowSchema{ObjectMeta: metav1.ObjectMeta{Name: "aaa-slow"},
-		Spec: flowcontrolv1.FlowSchemaSpec{PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: "one-seat"},
-			MatchingPrecedence: 1,
-			Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
-				Subjects: []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindGroup, Group: &flowcontrolv1.GroupSubject{Name: "system:masters"}}},
-				ResourceRules: []flowcontrolv1.ResourcePolicyRule{{Verbs: []string{"create"}, APIGroups: []string{""},
-					Resources: []string{"configmaps"}, Namespaces: []string{"slow"}}},
-			}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	cfg := srv.RESTConfig()
+	fs := slowFlow(t, srv, "one-seat", "create")
+	cfg := slowWriter(t, srv)
 	i := 0
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		i++

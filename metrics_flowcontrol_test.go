@@ -12,6 +12,7 @@ import (
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/faults"
@@ -94,9 +95,12 @@ func TestFlowControlMetricsRejected(t *testing.T) {
 	t.Parallel()
 	srv := apiservertest.Start(t)
 	pl, fs := noSeatLevel(t, srv)
-	cms := clientset(t, srv).CoreV1().ConfigMaps("slow")
+	writer := slowWriter(t, srv)
+	writerClient, err := kubernetes.NewForConfig(writer)
+	require.NoError(t, err)
+	cms := writerClient.CoreV1().ConfigMaps("slow")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		_, h := headers(t, srv.RESTConfig(), "/api/v1/namespaces/slow/configmaps/probe")
+		_, h := headers(t, writer, "/api/v1/namespaces/slow/configmaps/probe")
 		assert.Equal(c, string(fs.UID), h.Get("X-Kubernetes-PF-FlowSchema-UID"), "the new configuration applies")
 	}, 10*time.Second, 10*time.Millisecond)
 
@@ -122,7 +126,7 @@ func TestFlowControlMetricsRejected(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, 1.0, metricsOf(t, srv, "apiserver_flowcontrol_current_executing_seats")[flow])
 	// Not through client-go, which tries a 429 again up to ten times.
-	code, h := headers(t, srv.RESTConfig(), "/api/v1/namespaces/slow/configmaps/next")
+	code, h := headers(t, writer, "/api/v1/namespaces/slow/configmaps/next")
 	require.Equal(t, http.StatusTooManyRequests, code)
 	assert.NotEmpty(t, h.Get("Retry-After"))
 	close(release)
@@ -141,7 +145,7 @@ func TestFlowControlMetricsRejected(t *testing.T) {
 }
 
 // noSeatLevel makes a priority level of no seats that rejects, and a
-// FlowSchema sending it the admin's reads of ConfigMaps in "slow".
+// FlowSchema sending it slowWriter's reads of ConfigMaps in "slow".
 func noSeatLevel(t *testing.T, srv *apiserver.Server) (*flowcontrolv1.PriorityLevelConfiguration, *flowcontrolv1.FlowSchema) {
 	t.Helper()
 	fc := clientset(t, srv).FlowcontrolV1()
@@ -153,17 +157,5 @@ func noSeatLevel(t *testing.T, srv *apiserver.Server) (*flowcontrolv1.PriorityLe
 				LimitResponse: flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeReject}}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	// Precedence 1 and a name before "exempt": it wins over the exempt
-	// FlowSchema.
-	fs, err := fc.FlowSchemas().Create(t.Context(), &flowcontrolv1.FlowSchema{ObjectMeta: metav1.ObjectMeta{Name: "aaa-slow"},
-		Spec: flowcontrolv1.FlowSchemaSpec{PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: pl.Name},
-			MatchingPrecedence: 1,
-			Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
-				Subjects: []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindGroup, Group: &flowcontrolv1.GroupSubject{Name: "system:masters"}}},
-				ResourceRules: []flowcontrolv1.ResourcePolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""},
-					Resources: []string{"configmaps"}, Namespaces: []string{"slow"}}},
-			}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	return pl, fs
+	return pl, slowFlow(t, srv, pl.Name, "get")
 }

@@ -10,7 +10,6 @@ import (
 
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/providers"
@@ -41,20 +40,10 @@ var flowSchemas = registry.Kind[*flowcontrolv1.FlowSchema]{
 	GroupVersion: gv, Resource: "flowschemas", Singular: "flowschema", Generation: true, Status: true,
 	NewObj:  func() runtime.Object { return &flowcontrolv1.FlowSchema{} },
 	NewList: func() runtime.Object { return &flowcontrolv1.FlowSchemaList{} },
-	Validate: func(fs *flowcontrolv1.FlowSchema) field.ErrorList {
-		p := field.NewPath("spec")
-		var errs field.ErrorList
-		if fs.Spec.PriorityLevelConfiguration.Name == "" {
-			errs = append(errs, field.Required(p.Child("priorityLevelConfiguration", "name"), "must reference a priority level"))
-		}
-		if m := fs.Spec.MatchingPrecedence; m <= 0 || m > 10000 {
-			errs = append(errs, field.Invalid(p.Child("matchingPrecedence"), m, "must be a positive value no more than 10000"))
-		}
-		if d := fs.Spec.DistinguisherMethod; d != nil && d.Type != flowcontrolv1.FlowDistinguisherMethodByUserType && d.Type != flowcontrolv1.FlowDistinguisherMethodByNamespaceType {
-			errs = append(errs, field.NotSupported(p.Child("distinguisherMethod", "type"), d.Type, []string{"ByNamespace", "ByUser"}))
-		}
-		return errs
-	},
+	// As kube-apiserver's strategy, an update is validated as a create
+	// (validation.go).
+	Validate:       validateFlowSchema,
+	ValidateStatus: validateFlowSchemaStatus,
 	Columns: []registry.Column{
 		registry.ColumnOf("PriorityLevel", "string", flowcontrolv1.PriorityLevelConfigurationReference{}.SwaggerDoc()["name"], 0, func(fs *flowcontrolv1.FlowSchema) any { return fs.Spec.PriorityLevelConfiguration.Name }),
 		registry.ColumnOf("MatchingPrecedence", "string", flowcontrolv1.FlowSchemaSpec{}.SwaggerDoc()["matchingPrecedence"], 0, func(fs *flowcontrolv1.FlowSchema) any { return int64(fs.Spec.MatchingPrecedence) }),
@@ -122,20 +111,10 @@ var priorityLevels = registry.Kind[*flowcontrolv1.PriorityLevelConfiguration]{
 	GroupVersion: gv, Resource: "prioritylevelconfigurations", Singular: "prioritylevelconfiguration", Generation: true, Status: true,
 	NewObj:  func() runtime.Object { return &flowcontrolv1.PriorityLevelConfiguration{} },
 	NewList: func() runtime.Object { return &flowcontrolv1.PriorityLevelConfigurationList{} },
-	Validate: func(pl *flowcontrolv1.PriorityLevelConfiguration) field.ErrorList {
-		p := field.NewPath("spec")
-		var errs field.ErrorList
-		switch pl.Spec.Type {
-		case flowcontrolv1.PriorityLevelEnablementLimited:
-			if pl.Spec.Limited == nil {
-				errs = append(errs, field.Required(p.Child("limited"), "must not be empty when type is Limited"))
-			}
-		case flowcontrolv1.PriorityLevelEnablementExempt:
-		default:
-			errs = append(errs, field.NotSupported(p.Child("type"), pl.Spec.Type, []string{"Exempt", "Limited"}))
-		}
-		return errs
-	},
+	// As kube-apiserver's strategy, an update is validated as a create
+	// (validation.go).
+	Validate:       validatePriorityLevel,
+	ValidateStatus: validatePriorityLevelStatus,
 	Columns: []registry.Column{
 		registry.ColumnOf("Type", "string", flowcontrolv1.PriorityLevelConfigurationSpec{}.SwaggerDoc()["type"], 0, func(pl *flowcontrolv1.PriorityLevelConfiguration) any { return string(pl.Spec.Type) }),
 		registry.ColumnOf("NominalConcurrencyShares", "string", flowcontrolv1.LimitedPriorityLevelConfiguration{}.SwaggerDoc()["nominalConcurrencyShares"], 0, func(pl *flowcontrolv1.PriorityLevelConfiguration) any {
