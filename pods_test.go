@@ -290,3 +290,56 @@ func TestPodActiveDeadlineRange(t *testing.T) {
 	assert.Contains(t, err.Error(), "spec.activeDeadlineSeconds: Invalid value: null: must not update from a positive integer to nil value")
 	assert.Contains(t, err.Error(), "spec: Forbidden: pod updates may not change fields other than")
 }
+
+// A container's resources are validated as kube-apiserver v1.37 validates
+// them: names, quantities, requests against limits, hugepages, claims.
+func TestContainerResourcesValidated(t *testing.T) {
+	t.Parallel()
+	c := quietServer(t)
+	q := resource.MustParse
+	for _, tc := range []struct {
+		name   string
+		res    corev1.ResourceRequirements
+		claims []corev1.PodResourceClaim
+		want   []string
+	}{
+		{"negative", corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: q("-1")}},
+			nil, []string{`spec.containers[0].resources.requests[cpu]: Invalid value: "-1": must be greater than or equal to 0`}},
+		{"extended-not-whole", corev1.ResourceRequirements{Limits: corev1.ResourceList{"example.com/gpu": q("500m")}},
+			nil, []string{`spec.containers[0].resources.limits[example.com/gpu]: Invalid value: "500m": must be an integer`}},
+		{"extended-without-limit", corev1.ResourceRequirements{Requests: corev1.ResourceList{"example.com/gpu": q("1")}},
+			nil, []string{`spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources`}},
+		{"extended-below-limit", corev1.ResourceRequirements{Requests: corev1.ResourceList{"example.com/gpu": q("1")},
+			Limits: corev1.ResourceList{"example.com/gpu": q("2")}},
+			nil, []string{`spec.containers[0].resources.requests: Invalid value: "1": must be equal to example.com/gpu limit of 2`}},
+		{"hugepages-part-page", corev1.ResourceRequirements{Limits: corev1.ResourceList{"hugepages-2Mi": q("3Mi"), corev1.ResourceMemory: q("1Gi")}},
+			nil, []string{`spec.containers[0].resources.limits[hugepages-2Mi]: Invalid value: "3Mi": 3Mi is not positive integer multiple of hugepages-2Mi`}},
+		{"hugepages-alone", corev1.ResourceRequirements{Limits: corev1.ResourceList{"hugepages-2Mi": q("4Mi")}},
+			nil, []string{`spec.containers[0].resources: Forbidden: HugePages require cpu or memory`}},
+		{"names", corev1.ResourceRequirements{Limits: corev1.ResourceList{"pods": q("1"), "foo": q("1"), "kubernetes.io/x": q("1"), "example.com/": q("1")}},
+			nil, []string{
+				`spec.containers[0].resources.limits[example.com/]: Invalid value: "example.com/": name part must be non-empty`,
+				`spec.containers[0].resources.limits[foo]: Invalid value: "foo": must be a standard resource type or fully qualified`,
+				`spec.containers[0].resources.limits[foo]: Invalid value: "foo": must be a standard resource for containers`,
+				`spec.containers[0].resources.limits[pods]: Invalid value: "pods": must be a standard resource for containers`}},
+		{"claims", corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}, {Name: "gpu"}, {Name: ""}, {Name: "other", Request: "Bad_Request"}}},
+			[]corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr("gpu-claim")}}, []string{
+				`spec.containers[0].resources.claims[1]: Duplicate value: "gpu"`,
+				`spec.containers[0].resources.claims[2]: Required value`,
+				`spec.containers[0].resources.claims[3].request: Invalid value: "Bad_Request": a lowercase RFC 1123 label`,
+				`spec.containers[0].resources.claims[3]: Not found: "other": must be one of the names in pod.spec.resourceClaims: gpu`}},
+	} {
+		_, err := c.CoreV1().Pods("default").Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: tc.name},
+			Spec: corev1.PodSpec{ResourceClaims: tc.claims, Containers: []corev1.Container{{Name: "app", Image: "nginx", Resources: tc.res}}}},
+			metav1.CreateOptions{})
+		require.True(t, apierrors.IsInvalid(err), "%s: %v", tc.name, err)
+		for _, want := range tc.want {
+			assert.Contains(t, err.Error(), want, tc.name)
+		}
+	}
+	_, err := c.CoreV1().Pods("default").Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "fine"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{"example.com/gpu": q("2"), "hugepages-2Mi": q("4Mi"), corev1.ResourceCPU: q("100m")},
+			Limits:   corev1.ResourceList{"example.com/gpu": q("2"), "hugepages-2Mi": q("4Mi")}}}}}}, metav1.CreateOptions{})
+	assert.NoError(t, err)
+}

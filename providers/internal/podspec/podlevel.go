@@ -100,56 +100,8 @@ func validatePodLevel(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	if r.Claims != nil {
 		errs = append(errs, field.Forbidden(path.Child("claims"), "claims may not be set for Resources at pod-level"))
 	}
-	errs = append(errs, validatePodLevelRequirements(r, path)...)
+	errs = append(errs, validateRequirements(r, podResourceName, path)...)
 	return append(errs, validatePodLevelConsistency(s, path)...)
-}
-
-// validatePodLevelRequirements: names and quantities, and each request
-// against its limit (equal for hugepages, which cannot be overcommitted).
-func validatePodLevelRequirements(r *corev1.ResourceRequirements, path *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	limits, requests := path.Child("limits"), path.Child("requests")
-	cpuOrMemory, hugePagesSet := false, false
-	for _, name := range slices.Sorted(maps.Keys(r.Limits)) {
-		errs = append(errs, podLevelQuantity(name, r.Limits[name], limits.Key(string(name)))...)
-		cpuOrMemory = cpuOrMemory || name == corev1.ResourceCPU || name == corev1.ResourceMemory
-		hugePagesSet = hugePagesSet || hugePages(name)
-	}
-	for _, name := range slices.Sorted(maps.Keys(r.Requests)) {
-		q := r.Requests[name]
-		errs = append(errs, podLevelQuantity(name, q, requests.Key(string(name)))...)
-		limit, limited := r.Limits[name]
-		switch {
-		case limited && !overcommitAllowed(name) && q.Cmp(limit) != 0:
-			errs = append(errs, field.Invalid(requests, q.String(), fmt.Sprintf("must be equal to %s limit of %s", name, limit.String())))
-		case limited && q.Cmp(limit) > 0:
-			errs = append(errs, field.Invalid(requests, q.String(), fmt.Sprintf("must be less than or equal to %s limit of %s", name, limit.String())))
-		case !limited && !overcommitAllowed(name):
-			errs = append(errs, field.Required(limits, "Limit must be set for non overcommitable resources"))
-		}
-		cpuOrMemory = cpuOrMemory || name == corev1.ResourceCPU || name == corev1.ResourceMemory
-		hugePagesSet = hugePagesSet || hugePages(name)
-	}
-	if hugePagesSet && !cpuOrMemory {
-		errs = append(errs, field.Forbidden(path, "HugePages require cpu or memory"))
-	}
-	return errs
-}
-
-// podLevelQuantity: a resource pod-level resources may name (a standard
-// or fully qualified name, then cpu, memory or hugepages), not negative.
-func podLevelQuantity(name corev1.ResourceName, q resource.Quantity, path *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	switch {
-	case !strings.Contains(string(name), "/") && !standardResources.Has(name) && !hugePages(name):
-		errs = append(errs, field.Invalid(path, name, "must be a standard resource type or fully qualified"))
-	case !resourcehelper.IsSupportedPodLevelResource(name):
-		errs = append(errs, field.NotSupported(path, name, sets.List(resourcehelper.SupportedPodLevelResources())))
-	}
-	if q.Sign() < 0 {
-		errs = append(errs, field.Invalid(path, q.String(), "must be greater than or equal to 0"))
-	}
-	return errs
 }
 
 // overcommitAllowed: a native resource other than hugepages, whose request

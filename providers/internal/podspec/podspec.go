@@ -4,10 +4,7 @@
 package podspec
 
 import (
-	"fmt"
-	"maps"
 	"math"
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -227,12 +224,15 @@ func ValidateSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	if len(s.Containers) == 0 {
 		errs = append(errs, field.Required(p.Child("containers"), ""))
 	}
-	names := sets.New[string]()
+	names, claims := sets.New[string](), sets.New[string]()
+	for _, c := range s.ResourceClaims {
+		claims.Insert(c.Name)
+	}
 	for i := range s.InitContainers {
-		errs = append(errs, validateContainer(&s.InitContainers[i], p.Child("initContainers").Index(i), names, volumes)...)
+		errs = append(errs, validateContainer(&s.InitContainers[i], p.Child("initContainers").Index(i), names, volumes, claims)...)
 	}
 	for i := range s.Containers {
-		errs = append(errs, validateContainer(&s.Containers[i], p.Child("containers").Index(i), names, volumes)...)
+		errs = append(errs, validateContainer(&s.Containers[i], p.Child("containers").Index(i), names, volumes, claims)...)
 	}
 	errs = append(errs, validatePodLevel(s, p)...)
 	if !restartPolicies.Has(string(s.RestartPolicy)) {
@@ -252,7 +252,7 @@ func ValidateSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	return errs
 }
 
-func validateContainer(c *corev1.Container, p *field.Path, names, volumes sets.Set[string]) field.ErrorList {
+func validateContainer(c *corev1.Container, p *field.Path, names, volumes, claims sets.Set[string]) field.ErrorList {
 	var errs field.ErrorList
 	if c.Name == "" {
 		errs = append(errs, field.Required(p.Child("name"), ""))
@@ -275,14 +275,8 @@ func validateContainer(c *corev1.Container, p *field.Path, names, volumes sets.S
 		errs = append(errs, field.NotSupported(p.Child("terminationMessagePolicy"), c.TerminationMessagePolicy, sets.List(messagePolicies)))
 	}
 	errs = append(errs, validatePorts(c.Ports, p.Child("ports"))...)
-	// A request may not exceed its limit.
-	for _, name := range slices.Sorted(maps.Keys(c.Resources.Requests)) {
-		req := c.Resources.Requests[name]
-		if limit, ok := c.Resources.Limits[name]; ok && req.Cmp(limit) > 0 {
-			errs = append(errs, field.Invalid(p.Child("resources", "requests"), req.String(),
-				fmt.Sprintf("must be less than or equal to %s limit of %s", name, limit.String())))
-		}
-	}
+	errs = append(errs, validateRequirements(&c.Resources, containerResourceName, p.Child("resources"))...)
+	errs = append(errs, validateClaimNames(c.Resources.Claims, claims, p.Child("resources", "claims"))...)
 	for i, e := range c.Env {
 		if e.Name == "" {
 			errs = append(errs, field.Required(p.Child("env").Index(i).Child("name"), ""))
