@@ -81,7 +81,7 @@ var groupCases = []groupCase{
 		want:    `{handler: runsc}`,
 		invalid: `{apiVersion: node.k8s.io/v1, kind: RuntimeClass, metadata: {name: bad}, handler: Not_A_Label}`, invalidField: "handler"},
 	{name: "prioritylevel", gvr: schema.GroupVersionResource{Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Resource: "prioritylevelconfigurations"},
-		object: `{apiVersion: flowcontrol.apiserver.k8s.io/v1, kind: PriorityLevelConfiguration, metadata: {name: pl}, spec: {type: Limited, limited: {limitResponse: {type: Queue}}}}`,
+		object: `{apiVersion: flowcontrol.apiserver.k8s.io/v1, kind: PriorityLevelConfiguration, metadata: {name: pl}, spec: {type: Limited, limited: {limitResponse: {type: Queue, queuing: {}}}}}`,
 		want: `{spec: {type: Limited, limited: {nominalConcurrencyShares: 30, lendablePercent: 0,
 			limitResponse: {type: Queue, queuing: {queues: 64, handSize: 8, queueLengthLimit: 50}}}}, status: {}}`},
 	{name: "resourceclaim", gvr: schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims"}, namespaced: true,

@@ -83,11 +83,9 @@ var priorityLevels = registry.Kind[*flowcontrolv1.PriorityLevelConfiguration]{
 			if l.LendablePercent == nil {
 				l.LendablePercent = i32(0)
 			}
-			if l.LimitResponse.Type == flowcontrolv1.LimitResponseTypeQueue {
-				if l.LimitResponse.Queuing == nil {
-					l.LimitResponse.Queuing = &flowcontrolv1.QueuingConfiguration{}
-				}
-				q := l.LimitResponse.Queuing
+			// Only a queuing block given is completed, as upstream's
+			// defaulter: a Queue response without one is refused.
+			if q := l.LimitResponse.Queuing; q != nil {
 				if q.Queues == 0 {
 					q.Queues = 64
 				}

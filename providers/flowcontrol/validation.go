@@ -27,11 +27,9 @@ import (
 // defaults (which this provider's Default funcs apply): every
 // pointer they fill (nominalConcurrencyShares, lendablePercent) is set
 // here, and a matchingPrecedence or a queuing field of 0 is its default
-// already, so only a negative one is refused. (kube-apiserver defaults
-// the queuing fields only of a queuing block given, and refuses a Queue
-// limit response without one, "spec.limited.limitResponse.queuing:
-// Required value"; the Default func here makes the block, so that check
-// is never reached.) Creates and updates are checked alike (both
+// already, so only a negative one is refused (the queuing fields are
+// defaulted only in a queuing block given: a Queue limit response without
+// one is refused). Creates and updates are checked alike (both
 // strategies validate the whole object; no options).
 //
 // A priority level's spec is then validated declaratively too: the

@@ -101,6 +101,8 @@ var invalidLevels = []invalidCase{
 		[]metav1.StatusCause{invalid("spec.limited.borrowingLimitPercent", "Invalid value: -1: if specified, must be a non-negative integer")}},
 	{"shares negative", `{metadata: {name: shares}, spec: {type: Limited, limited: {nominalConcurrencyShares: -1, limitResponse: {type: Reject}}}}`,
 		[]metav1.StatusCause{invalid("spec.limited.nominalConcurrencyShares", "Invalid value: -1: must be a non-negative integer")}},
+	{"queue without queuing", `{metadata: {name: no-queuing}, spec: {type: Limited, limited: {limitResponse: {type: Queue}}}}`,
+		[]metav1.StatusCause{required("spec.limited.limitResponse.queuing", "Required value")}},
 	{"reject with queuing", `{metadata: {name: reject}, spec: {type: Limited, limited: {limitResponse: {type: Reject, queuing: {queues: 4}}}}}`,
 		[]metav1.StatusCause{forbidden(q, "Forbidden")}},
 	{"limit response type unknown", `{metadata: {name: drop}, spec: {type: Limited, limited: {limitResponse: {type: Drop}}}}`,
