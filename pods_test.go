@@ -343,3 +343,33 @@ func TestContainerResourcesValidated(t *testing.T) {
 			Limits:   corev1.ResourceList{"example.com/gpu": q("2"), "hugepages-2Mi": q("4Mi")}}}}}}, metav1.CreateOptions{})
 	assert.NoError(t, err)
 }
+
+// As kube-apiserver, a pod's identical validation errors are reported once,
+// regular containers are validated before init containers and a duplicate
+// name comes after a container's other errors.
+func TestPodValidationErrorsOnceInOrder(t *testing.T) {
+	t.Parallel()
+	c := quietServer(t)
+	q := resource.MustParse
+	_, err := c.CoreV1().Pods("default").Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a"},
+		Spec: corev1.PodSpec{
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr("gpu-claim")}},
+			InitContainers: []corev1.Container{{Name: "app", Image: "busybox", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceMemory: q("-1")}}}},
+			Containers: []corev1.Container{{Name: "app", Image: "nginx", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{"example.com/a": q("1"), "example.com/b": q("1")},
+				Claims:   []corev1.ResourceClaim{{Name: "gpu", Request: "one"}, {Name: "gpu", Request: "two"}, {Name: "gpu"}}}}}}},
+		metav1.CreateOptions{})
+	var status apierrors.APIStatus
+	require.ErrorAs(t, err, &status)
+	var got []string
+	for _, cause := range status.Status().Details.Causes {
+		got = append(got, cause.Field+": "+cause.Message)
+	}
+	assert.Equal(t, []string{
+		"spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources",
+		`spec.containers[0].resources.claims[2]: Duplicate value: "gpu"`,
+		`spec.initContainers[0].resources.requests[memory]: Invalid value: "-1": must be greater than or equal to 0`,
+		`spec.initContainers[0].name: Duplicate value: "app"`,
+	}, got)
+}

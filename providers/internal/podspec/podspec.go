@@ -228,11 +228,13 @@ func ValidateSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	for _, c := range s.ResourceClaims {
 		claims.Insert(c.Name)
 	}
-	for i := range s.InitContainers {
-		errs = append(errs, validateContainer(&s.InitContainers[i], p.Child("initContainers").Index(i), names, volumes, claims)...)
-	}
+	// Regular containers first, as kube-apiserver: an init container
+	// named as a regular one is the duplicate.
 	for i := range s.Containers {
 		errs = append(errs, validateContainer(&s.Containers[i], p.Child("containers").Index(i), names, volumes, claims)...)
+	}
+	for i := range s.InitContainers {
+		errs = append(errs, validateContainer(&s.InitContainers[i], p.Child("initContainers").Index(i), names, volumes, claims)...)
 	}
 	errs = append(errs, validatePodLevel(s, p)...)
 	if !restartPolicies.Has(string(s.RestartPolicy)) {
@@ -249,7 +251,7 @@ func ValidateSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	if d := s.ActiveDeadlineSeconds; d != nil && (*d < 1 || *d > math.MaxInt32) {
 		errs = append(errs, field.Invalid(p.Child("activeDeadlineSeconds"), *d, utilvalidation.InclusiveRangeError(1, math.MaxInt32)))
 	}
-	return errs
+	return dedup(errs)
 }
 
 func validateContainer(c *corev1.Container, p *field.Path, names, volumes, claims sets.Set[string]) field.ErrorList {
@@ -260,10 +262,6 @@ func validateContainer(c *corev1.Container, p *field.Path, names, volumes, claim
 		for _, msg := range utilvalidation.IsDNS1123Label(c.Name) {
 			errs = append(errs, field.Invalid(p.Child("name"), c.Name, msg))
 		}
-		if names.Has(c.Name) {
-			errs = append(errs, field.Duplicate(p.Child("name"), c.Name))
-		}
-		names.Insert(c.Name)
 	}
 	if strings.TrimSpace(c.Image) == "" {
 		errs = append(errs, field.Required(p.Child("image"), ""))
@@ -290,6 +288,12 @@ func validateContainer(c *corev1.Container, p *field.Path, names, volumes, claim
 			errs = append(errs, field.Required(p.Child("volumeMounts").Index(i).Child("mountPath"), ""))
 		}
 	}
+	// A duplicate name comes after the checks common to all containers,
+	// as kube-apiserver's.
+	if names.Has(c.Name) && c.Name != "" {
+		errs = append(errs, field.Duplicate(p.Child("name"), c.Name))
+	}
+	names.Insert(c.Name)
 	return errs
 }
 

@@ -201,3 +201,22 @@ var (
 		corev1.ResourceReplicationControllers, corev1.ResourceSecrets, corev1.ResourceConfigMaps,
 		corev1.ResourcePersistentVolumeClaims, corev1.ResourceServicesNodePorts, corev1.ResourceServicesLoadBalancers)
 )
+
+// dedup drops the errors that repeat an earlier one's text, as
+// kube-apiserver does for the kinds whose strategy validates declaratively
+// too (pods and every kind with a pod template): filtering out the
+// hand-written errors that declarative ones cover goes through
+// ErrorList.ToAggregate, which keeps one error of each text. (A claim named
+// after two of its requests is one duplicate; two extended resources
+// without limits are one "Limit must be set".)
+func dedup(errs field.ErrorList) field.ErrorList {
+	seen := sets.New[string]()
+	out := errs[:0:0]
+	for _, e := range errs {
+		if !seen.Has(e.Error()) {
+			seen.Insert(e.Error())
+			out = append(out, e)
+		}
+	}
+	return out
+}
