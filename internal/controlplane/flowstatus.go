@@ -53,6 +53,7 @@ type flowSchemaStatus struct {
 	// written more than 5 times (its shouldDelayUpdate), and WaitIdle
 	// does not wait for that.
 	written map[string][]time.Time
+	writing map[string]int // status writes under way, by FlowSchema
 }
 
 // newFlowSchemaStatus watches the FlowSchemas and priority levels of inf,
@@ -60,7 +61,7 @@ type flowSchemaStatus struct {
 func newFlowSchemaStatus(inf informers.SharedInformerFactory, log *writes.Log) (*flowSchemaStatus, error) {
 	fs, pl := inf.Flowcontrol().V1().FlowSchemas(), inf.Flowcontrol().V1().PriorityLevelConfigurations()
 	s := &flowSchemaStatus{observer: controller.NewObserver(log), schemas: fs.Lister(), levels: pl.Lister(),
-		written: map[string][]time.Time{}}
+		written: map[string][]time.Time{}, writing: map[string]int{}}
 	for gr, informer := range map[schema.GroupResource]cache.SharedIndexInformer{
 		flowcontrolv1.Resource("flowschemas"):                 fs.Informer(),
 		flowcontrolv1.Resource("prioritylevelconfigurations"): pl.Informer(),
@@ -101,7 +102,7 @@ type statusApplier struct {
 func (a statusApplier) ApplyStatus(ctx context.Context, fs *flowcontrolapply.FlowSchemaApplyConfiguration,
 	opts metav1.ApplyOptions) (*flowcontrolv1.FlowSchema, error) {
 	if fs.Name != nil {
-		a.c.status.attempt(*fs.Name)
+		defer a.c.status.attempt(*fs.Name)()
 	}
 	out, err := a.FlowSchemaInterface.ApplyStatus(ctx, fs, opts)
 	if err != nil {
@@ -115,18 +116,31 @@ func (a statusApplier) ApplyStatus(ctx context.Context, fs *flowcontrolapply.Flo
 }
 
 // attempt notes a status write of the FlowSchema name, as the
-// configuration controller counts it (before the write, failed or not).
-func (s *flowSchemaStatus) attempt(name string) {
+// configuration controller counts it (before the write, failed or not),
+// and returns what notes its end (once the informers show it).
+func (s *flowSchemaStatus) attempt(name string) (done func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.written[name] = append(recent(s.written[name]), time.Now())
+	s.writing[name]++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.writing[name]--; s.writing[name] == 0 {
+			delete(s.writing, name)
+		}
+	}
 }
 
 // heldBack reports whether the configuration controller puts off the
-// status write of the FlowSchema name: more than 5 in the last minute.
+// status write of the FlowSchema name: more than 5 in the last minute and
+// none under way (the sixth, once counted, is still to be waited for).
 func (s *flowSchemaStatus) heldBack(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.writing[name] > 0 {
+		return false
+	}
 	times := recent(s.written[name])
 	if len(times) == 0 {
 		delete(s.written, name)
