@@ -373,3 +373,19 @@ func TestPodValidationErrorsOnceInOrder(t *testing.T) {
 		`spec.initContainers[0].name: Duplicate value: "app"`,
 	}, got)
 }
+
+// An image with leading or trailing whitespace is refused in a Pod, not in
+// a template, as kube-apiserver does; a blank one is required in both.
+func TestImageWhitespace(t *testing.T) {
+	t.Parallel()
+	c := quietServer(t)
+	_, err := c.CoreV1().Pods("default").Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: " nginx"}}}}, metav1.CreateOptions{})
+	assert.ErrorContains(t, err, `spec.containers[0].image: Invalid value: " nginx": must not have leading or trailing whitespace`)
+	_, err = c.CoreV1().PodTemplates("default").Create(t.Context(), &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: "t"},
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: " "}}}}}, metav1.CreateOptions{})
+	assert.NoError(t, err, "a template's image is only required")
+	_, err = c.CoreV1().PodTemplates("default").Create(t.Context(), &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: "empty"},
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}}}, metav1.CreateOptions{})
+	assert.ErrorContains(t, err, `template.spec.containers[0].image: Required value`)
+}

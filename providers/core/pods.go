@@ -96,7 +96,10 @@ var pods = registry.Kind[*corev1.Pod]{
 		}
 		podspec.DropDisabledFields(&p.Spec, &old.Spec)
 	},
-	Validate:       func(p *corev1.Pod) field.ErrorList { return podspec.ValidateSpec(&p.Spec, field.NewPath("spec")) },
+	Validate: func(p *corev1.Pod) field.ErrorList {
+		spec := field.NewPath("spec")
+		return append(podspec.ValidateSpec(&p.Spec, spec), podspec.ValidatePodContainers(&p.Spec, spec)...)
+	},
 	ValidateUpdate: func(p, old *corev1.Pod) field.ErrorList { return validatePodSpecUpdate(&p.Spec, &old.Spec) },
 	Status:         true, StatusWritesLabels: true,
 	// /status never changes who owns the pod or its deletion.

@@ -87,7 +87,7 @@ func everyContainerLimits(p *corev1.Pod, name corev1.ResourceName) bool {
 // v1.37 does (PodLevelResources): not on a Windows pod, no claims, only
 // cpu, memory and hugepages, requests within limits, requests covering
 // what the containers request and limits covering each container's.
-func validatePodLevel(s *corev1.PodSpec, p *field.Path) field.ErrorList {
+func validatePodLevel(s *corev1.PodSpec, claims sets.Set[string], p *field.Path) field.ErrorList {
 	r := s.Resources
 	if r == nil {
 		return nil
@@ -99,6 +99,7 @@ func validatePodLevel(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if r.Claims != nil {
 		errs = append(errs, field.Forbidden(path.Child("claims"), "claims may not be set for Resources at pod-level"))
+		errs = append(errs, validateClaimNames(r.Claims, claims, path.Child("claims"))...)
 	}
 	errs = append(errs, validateRequirements(r, podResourceName, path)...)
 	return append(errs, validatePodLevelConsistency(s, path)...)

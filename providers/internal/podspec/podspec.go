@@ -224,10 +224,7 @@ func ValidateSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	if len(s.Containers) == 0 {
 		errs = append(errs, field.Required(p.Child("containers"), ""))
 	}
-	names, claims := sets.New[string](), sets.New[string]()
-	for _, c := range s.ResourceClaims {
-		claims.Insert(c.Name)
-	}
+	names, claims := sets.New[string](), podClaimNames(s)
 	// Regular containers first, as kube-apiserver: an init container
 	// named as a regular one is the duplicate.
 	for i := range s.Containers {
@@ -236,7 +233,7 @@ func ValidateSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	for i := range s.InitContainers {
 		errs = append(errs, validateContainer(&s.InitContainers[i], p.Child("initContainers").Index(i), names, volumes, claims)...)
 	}
-	errs = append(errs, validatePodLevel(s, p)...)
+	errs = append(errs, validatePodLevel(s, claims, p)...)
 	if !restartPolicies.Has(string(s.RestartPolicy)) {
 		errs = append(errs, field.NotSupported(p.Child("restartPolicy"), s.RestartPolicy,
 			[]string{string(corev1.RestartPolicyAlways), string(corev1.RestartPolicyOnFailure), string(corev1.RestartPolicyNever)}))
@@ -254,6 +251,35 @@ func ValidateSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	return dedup(errs)
 }
 
+// podClaimNames are the names of s's resource claims.
+func podClaimNames(s *corev1.PodSpec) sets.Set[string] {
+	names := sets.New[string]()
+	for _, c := range s.ResourceClaims {
+		if c.Name != "" {
+			names.Insert(c.Name)
+		}
+	}
+	return names
+}
+
+// ValidatePodContainers is what kube-apiserver checks of a Pod's containers
+// and init containers beside its spec (not a template's): an image without
+// leading or trailing whitespace.
+func ValidatePodContainers(s *corev1.PodSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, part := range []struct {
+		name string
+		list []corev1.Container
+	}{{"containers", s.Containers}, {"initContainers", s.InitContainers}} {
+		for i, c := range part.list {
+			if len(c.Image) != len(strings.TrimSpace(c.Image)) {
+				errs = append(errs, field.Invalid(p.Child(part.name).Index(i).Child("image"), c.Image, "must not have leading or trailing whitespace"))
+			}
+		}
+	}
+	return errs
+}
+
 func validateContainer(c *corev1.Container, p *field.Path, names, volumes, claims sets.Set[string]) field.ErrorList {
 	var errs field.ErrorList
 	if c.Name == "" {
@@ -263,18 +289,15 @@ func validateContainer(c *corev1.Container, p *field.Path, names, volumes, claim
 			errs = append(errs, field.Invalid(p.Child("name"), c.Name, msg))
 		}
 	}
-	if strings.TrimSpace(c.Image) == "" {
+	// Only an empty image: a Pod's is also checked for whitespace
+	// (ValidatePodContainers), a template's is not, as upstream's.
+	if c.Image == "" {
 		errs = append(errs, field.Required(p.Child("image"), ""))
-	}
-	if !pullPolicies.Has(string(c.ImagePullPolicy)) {
-		errs = append(errs, field.NotSupported(p.Child("imagePullPolicy"), c.ImagePullPolicy, sets.List(pullPolicies)))
 	}
 	if !messagePolicies.Has(string(c.TerminationMessagePolicy)) {
 		errs = append(errs, field.NotSupported(p.Child("terminationMessagePolicy"), c.TerminationMessagePolicy, sets.List(messagePolicies)))
 	}
 	errs = append(errs, validatePorts(c.Ports, p.Child("ports"))...)
-	errs = append(errs, validateRequirements(&c.Resources, containerResourceName, p.Child("resources"))...)
-	errs = append(errs, validateClaimNames(c.Resources.Claims, claims, p.Child("resources", "claims"))...)
 	for i, e := range c.Env {
 		if e.Name == "" {
 			errs = append(errs, field.Required(p.Child("env").Index(i).Child("name"), ""))
@@ -288,9 +311,14 @@ func validateContainer(c *corev1.Container, p *field.Path, names, volumes, claim
 			errs = append(errs, field.Required(p.Child("volumeMounts").Index(i).Child("mountPath"), ""))
 		}
 	}
+	if !pullPolicies.Has(string(c.ImagePullPolicy)) {
+		errs = append(errs, field.NotSupported(p.Child("imagePullPolicy"), c.ImagePullPolicy, sets.List(pullPolicies)))
+	}
+	errs = append(errs, validateRequirements(&c.Resources, containerResourceName, p.Child("resources"))...)
+	errs = append(errs, validateClaimNames(c.Resources.Claims, claims, p.Child("resources", "claims"))...)
 	// A duplicate name comes after the checks common to all containers,
 	// as kube-apiserver's.
-	if names.Has(c.Name) && c.Name != "" {
+	if names.Has(c.Name) {
 		errs = append(errs, field.Duplicate(p.Child("name"), c.Name))
 	}
 	names.Insert(c.Name)

@@ -22,8 +22,11 @@ import (
 
 // validateRequirements checks r at path, each resource's name by validName.
 // (kube-apiserver ranges over the maps, in no order; the names are sorted
-// here.) A stored pod whose hugepages are not whole pages, which
-// kube-apiserver lets an update keep, cannot exist here: creates refuse it.
+// here.) Hugepages must be whole pages on update too: kube-apiserver lets
+// an update keep part pages an old object already had (one stored by a
+// kube-apiserver that allowed them, or by kubeembed before 2026-12-06 on
+// etcd), which kubeembed, validating an update without the old object,
+// refuses.
 func validateRequirements(r *corev1.ResourceRequirements, validName func(corev1.ResourceName, *field.Path) field.ErrorList,
 	path *field.Path) field.ErrorList {
 	var errs field.ErrorList
