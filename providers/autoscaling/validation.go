@@ -11,8 +11,10 @@ import (
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/validation"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kubeembed/apiserver/providers/internal/validation"
 )
 
 // HorizontalPodAutoscaler validation, as kube-apiserver v1.37 answers it.
@@ -138,20 +140,7 @@ func validateSpec(spec, old *autoscalingv2.HorizontalPodAutoscalerSpec) field.Er
 	}
 	// Filtering the covered errors out deduplicates the hand-written ones
 	// (a metric of an unknown type is reported unsupported once).
-	return append(dedup(errs), declarative...)
-}
-
-// dedup drops the errors that repeat an earlier one's text.
-func dedup(errs field.ErrorList) field.ErrorList {
-	seen := sets.New[string]()
-	out := errs[:0:0]
-	for _, e := range errs {
-		if !seen.Has(e.Error()) {
-			seen.Insert(e.Error())
-			out = append(out, e)
-		}
-	}
-	return out
+	return append(validation.Dedup(errs), declarative...)
 }
 
 func equalPtr(a, b *int32) bool {
@@ -245,7 +234,7 @@ func validatePolicy(policy autoscalingv2.HPAScalingPolicy, p *field.Path) field.
 // name a container may use.
 func validateContainerResourceName(name corev1.ResourceName, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	for _, msg := range validation.IsQualifiedName(string(name)) {
+	for _, msg := range utilvalidation.IsQualifiedName(string(name)) {
 		errs = append(errs, field.Invalid(p, name, msg))
 	}
 	hugePages := strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix)
@@ -271,7 +260,7 @@ func extendedResource(name corev1.ResourceName) bool {
 	if strings.HasPrefix(s, corev1.DefaultResourceRequestsPrefix) {
 		return false
 	}
-	return len(validation.IsQualifiedName(corev1.DefaultResourceRequestsPrefix+s)) == 0
+	return len(utilvalidation.IsQualifiedName(corev1.DefaultResourceRequestsPrefix+s)) == 0
 }
 
 // validateMetrics checks every metric; scaling to zero needs an Object or
@@ -401,7 +390,7 @@ func validateContainerResourceSource(src *autoscalingv2.ContainerResourceMetricS
 	if src.Container == "" {
 		errs = append(errs, field.Required(p.Child("container"), "must specify a container"))
 	} else {
-		for _, msg := range validation.IsDNS1123Label(src.Container) {
+		for _, msg := range utilvalidation.IsDNS1123Label(src.Container) {
 			errs = append(errs, field.Invalid(p.Child("container"), src.Container, msg))
 		}
 	}

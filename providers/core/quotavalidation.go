@@ -4,10 +4,11 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/validation"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kubeembed/apiserver/providers/internal/validation"
 )
 
 // What kube-apiserver's validation knows of quota resource names and
@@ -19,9 +20,7 @@ var (
 		"pods", "resourcequotas", "services", "replicationcontrollers", "secrets",
 		"persistentvolumeclaims", "configmaps", "services.nodeports", "services.loadbalancers")
 	// standardResources are the standard quota names and storage.
-	standardResources = standardQuotaResources.Union(sets.New[corev1.ResourceName]("storage"))
-	integerResources  = sets.New[corev1.ResourceName]("pods", "resourcequotas", "services",
-		"replicationcontrollers", "secrets", "configmaps", "persistentvolumeclaims", "services.nodeports", "services.loadbalancers")
+	standardResources   = standardQuotaResources.Union(sets.New[corev1.ResourceName]("storage"))
 	podComputeResources = sets.New[corev1.ResourceName]("cpu", "memory", "limits.cpu", "limits.memory", "requests.cpu", "requests.memory")
 	quotaScopes         = sets.New(corev1.ResourceQuotaScopeTerminating, corev1.ResourceQuotaScopeNotTerminating,
 		corev1.ResourceQuotaScopeBestEffort, corev1.ResourceQuotaScopeNotBestEffort, corev1.ResourceQuotaScopePriorityClass,
@@ -59,14 +58,14 @@ func validateQuotaList(list corev1.ResourceList, p *field.Path) field.ErrorList 
 	var errs field.ErrorList
 	for name, v := range list {
 		errs = append(errs, validateQuotaResourceName(name, p.Key(string(name)))...)
-		errs = append(errs, validateQuotaAmount(name, v, p.Key(string(name)))...)
+		errs = append(errs, validation.ResourceQuantity(name, v, p.Key(string(name)))...)
 	}
 	return errs
 }
 
 func validateQuotaResourceName(name corev1.ResourceName, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	for _, msg := range validation.IsQualifiedName(string(name)) {
+	for _, msg := range utilvalidation.IsQualifiedName(string(name)) {
 		errs = append(errs, field.Invalid(p, name, msg))
 	}
 	if len(errs) == 0 && !strings.Contains(string(name), "/") && !standardResources.Has(name) && !hugePages(name) {
@@ -76,28 +75,6 @@ func validateQuotaResourceName(name corev1.ResourceName, p *field.Path) field.Er
 		errs = append(errs, field.Invalid(p, name, "must be a standard resource for quota"))
 	}
 	return errs
-}
-
-func validateQuotaAmount(name corev1.ResourceName, v resource.Quantity, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	if v.Sign() < 0 {
-		errs = append(errs, field.Invalid(p, v.String(), "must be greater than or equal to 0"))
-	}
-	if (integerResources.Has(name) || extendedResource(name)) && v.MilliValue()%1000 != 0 {
-		errs = append(errs, field.Invalid(p, v, "must be an integer"))
-	}
-	return errs
-}
-
-// extendedResource: a name outside kubernetes.io, not requests.*, that is
-// a qualified name as requests.<name>.
-func extendedResource(name corev1.ResourceName) bool {
-	s := string(name)
-	native := !strings.Contains(s, "/") || strings.Contains(s, corev1.ResourceDefaultNamespacePrefix)
-	if native || strings.HasPrefix(s, corev1.DefaultResourceRequestsPrefix) {
-		return false
-	}
-	return len(validation.IsQualifiedName(corev1.DefaultResourceRequestsPrefix+s)) == 0
 }
 
 // scopeFits reports whether resource can be limited under scope.

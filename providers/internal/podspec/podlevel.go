@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/kubeembed/apiserver/providers/internal/validation"
 )
 
 // DefaultPodLevelResources completes a pod's pod-level resources from its
@@ -108,8 +110,7 @@ func validatePodLevel(s *corev1.PodSpec, claims sets.Set[string], p *field.Path)
 // overcommitAllowed: a native resource other than hugepages, whose request
 // may be below its limit.
 func overcommitAllowed(name corev1.ResourceName) bool {
-	native := !strings.Contains(string(name), "/") || strings.Contains(string(name), corev1.ResourceDefaultNamespacePrefix)
-	return native && !hugePages(name)
+	return validation.NativeResource(name) && !hugePages(name)
 }
 
 // validatePodLevelConsistency: pod-level requests cover what the

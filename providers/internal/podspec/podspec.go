@@ -14,6 +14,8 @@ import (
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubeembed/apiserver/providers/internal/validation"
 )
 
 // Defaults kube-apiserver applies to pod specs (k8s.io/api/core/v1 names
@@ -248,7 +250,7 @@ func ValidateSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	if d := s.ActiveDeadlineSeconds; d != nil && (*d < 1 || *d > math.MaxInt32) {
 		errs = append(errs, field.Invalid(p.Child("activeDeadlineSeconds"), *d, utilvalidation.InclusiveRangeError(1, math.MaxInt32)))
 	}
-	return dedup(errs)
+	return validation.Dedup(errs)
 }
 
 // podClaimNames are the names of s's resource claims.

@@ -18,6 +18,8 @@ import (
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/kubeembed/apiserver/providers/internal/validation"
 )
 
 // validateRequirements checks r at path, each resource's name by validName.
@@ -41,7 +43,7 @@ func validateRequirements(r *corev1.ResourceRequirements, validName func(corev1.
 	for _, name := range slices.Sorted(maps.Keys(r.Requests)) {
 		q, np := r.Requests[name], requests.Key(string(name))
 		errs = append(errs, validName(name, np)...)
-		errs = append(errs, nonNegativeOrWhole(name, q, np)...)
+		errs = append(errs, validation.ResourceQuantity(name, q, np)...)
 		limit, limited := r.Limits[name]
 		switch {
 		case limited && !overcommitAllowed(name) && q.Cmp(limit) != 0:
@@ -64,18 +66,7 @@ func validateRequirements(r *corev1.ResourceRequirements, validName func(corev1.
 // validateQuantity: not negative, whole for a countable resource, whole
 // pages for hugepages.
 func validateQuantity(name corev1.ResourceName, q resource.Quantity, path *field.Path) field.ErrorList {
-	return append(nonNegativeOrWhole(name, q, path), wholePages(name, q, path)...)
-}
-
-func nonNegativeOrWhole(name corev1.ResourceName, q resource.Quantity, path *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	if q.Sign() < 0 {
-		errs = append(errs, field.Invalid(path, q.String(), "must be greater than or equal to 0"))
-	}
-	if (integerResources.Has(name) || extendedResource(name)) && q.MilliValue()%1000 != 0 {
-		errs = append(errs, field.Invalid(path, q, "must be an integer"))
-	}
-	return errs
+	return append(validation.ResourceQuantity(name, q, path), wholePages(name, q, path)...)
 }
 
 // wholePages: a hugepages quantity is a whole number of its pages.
@@ -112,7 +103,7 @@ func containerResourceName(name corev1.ResourceName, path *field.Path) field.Err
 		if !containerResources.Has(name) && !hugePages(name) {
 			errs = append(errs, field.Invalid(path, name, "must be a standard resource for containers"))
 		}
-	case !nativeResource(name) && !extendedResource(name):
+	case !validation.NativeResource(name) && !validation.ExtendedResource(name):
 		errs = append(errs, field.Invalid(path, name, "doesn't follow extended resource name standard"))
 	}
 	return errs
@@ -184,42 +175,4 @@ func claimKey(c corev1.ResourceClaim, names sets.Set[string], p *field.Path) fie
 	return errs
 }
 
-// nativeResource: no domain, or kubernetes.io's.
-func nativeResource(name corev1.ResourceName) bool {
-	return !strings.Contains(string(name), "/") || strings.Contains(string(name), corev1.ResourceDefaultNamespacePrefix)
-}
-
-// extendedResource: a resource of another domain, named as quota can name
-// its requests.
-func extendedResource(name corev1.ResourceName) bool {
-	if nativeResource(name) || strings.HasPrefix(string(name), corev1.DefaultResourceRequestsPrefix) {
-		return false
-	}
-	return len(utilvalidation.IsQualifiedName(corev1.DefaultResourceRequestsPrefix+string(name))) == 0
-}
-
-var (
-	containerResources = sets.New(corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage)
-	integerResources   = sets.New(corev1.ResourcePods, corev1.ResourceQuotas, corev1.ResourceServices,
-		corev1.ResourceReplicationControllers, corev1.ResourceSecrets, corev1.ResourceConfigMaps,
-		corev1.ResourcePersistentVolumeClaims, corev1.ResourceServicesNodePorts, corev1.ResourceServicesLoadBalancers)
-)
-
-// dedup drops the errors that repeat an earlier one's text, as
-// kube-apiserver does for the kinds whose strategy validates declaratively
-// too (pods and every kind with a pod template): filtering out the
-// hand-written errors that declarative ones cover goes through
-// ErrorList.ToAggregate, which keeps one error of each text. (A claim named
-// after two of its requests is one duplicate; two extended resources
-// without limits are one "Limit must be set".)
-func dedup(errs field.ErrorList) field.ErrorList {
-	seen := sets.New[string]()
-	out := errs[:0:0]
-	for _, e := range errs {
-		if !seen.Has(e.Error()) {
-			seen.Insert(e.Error())
-			out = append(out, e)
-		}
-	}
-	return out
-}
+var containerResources = sets.New(corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage)
