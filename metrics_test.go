@@ -39,7 +39,10 @@ func scrape(t *testing.T, body, name string) map[string]float64 {
 // two servers in one process do not add up each other's requests.
 func TestMetricsPerServer(t *testing.T) {
 	t.Parallel()
-	srv, other := apiservertest.Start(t), apiservertest.Start(t)
+	// New servers: /metrics counts every request since Start, and the
+	// counts below are absolute (a reused server counted an earlier
+	// test's creates once here).
+	srv, other := apiservertest.Start(t, apiservertest.WithNewServer()), apiservertest.Start(t, apiservertest.WithNewServer())
 	// The server's own requests count too, as kube-apiserver's loopback
 	// requests do: compare with what was counted before, once the
 	// controllers have published kube-root-ca.crt in each namespace.
