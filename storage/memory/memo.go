@@ -3,6 +3,7 @@ package memory
 import (
 	"reflect"
 	"sync/atomic"
+	"weak"
 
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -28,6 +29,9 @@ import (
 type memo struct {
 	seen atomic.Bool
 	kept atomic.Pointer[memoized]
+	// watched is the object the watches of a store send for the version
+	// (shared.go), while one of them holds it.
+	watched atomic.Pointer[weak.Pointer[shared]]
 }
 
 type memoized struct {

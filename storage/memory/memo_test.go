@@ -52,19 +52,23 @@ func TestReadsShareNoObject(t *testing.T) {
 			return p, nil
 		}), nil))
 
-	// Two watches from before the update see the same change, each its own object.
+	// Two watches from before the update see the same change, one object
+	// shared between them, from which each reader gets its own copy.
 	var objs []*example.Pod
+	var sent []runtime.Object
 	for range 2 {
 		w, err := s.Watch(ctx, key, storage.ListOptions{ResourceVersion: created.ResourceVersion, Predicate: storage.Everything})
 		require.NoError(t, err)
 		defer w.Stop()
 		ev := <-w.ResultChan()
 		require.Equal(t, watch.Modified, ev.Type, "%v", ev.Object)
-		p := ev.Object.(*example.Pod)
+		sent = append(sent, ev.Object)
+		p := objectOf(ev).(*example.Pod)
 		assert.Equal(t, map[string]string{"a": "2"}, p.Labels)
 		assert.Equal(t, updated.ResourceVersion, p.ResourceVersion)
 		objs = append(objs, p)
 	}
+	assert.Same(t, sent[0], sent[1])
 	objs[0].Labels["a"] = "changed by a watcher"
 	assert.Equal(t, "2", objs[1].Labels["a"])
 	got := &example.Pod{}

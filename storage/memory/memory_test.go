@@ -43,7 +43,7 @@ func TestConcurrentGuaranteedUpdate(t *testing.T) {
 			if ev.Type != watch.Modified {
 				break
 			}
-			n, _ := strconv.Atoi(ev.Object.(*example.Pod).Annotations["n"])
+			n, _ := strconv.Atoi(objectOf(ev).(*example.Pod).Annotations["n"])
 			values = append(values, n)
 			if n == writers*increments {
 				break
@@ -225,4 +225,13 @@ func TestWatchFromNowSeesWritesAfterItReturns(t *testing.T) {
 		assert.Equal(t, []watch.EventType{watch.Added, watch.Deleted}, got, "watch %d", i)
 		w.Stop()
 	}
+}
+
+// objectOf is the object of a watch event, as an encoder gets it: a change's
+// new state is shared between a store's watches (shared.go).
+func objectOf(ev watch.Event) runtime.Object {
+	if co, ok := ev.Object.(runtime.CacheableObject); ok {
+		return co.GetObject()
+	}
+	return ev.Object
 }

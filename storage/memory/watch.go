@@ -217,7 +217,7 @@ func (w *watcher) sendInitialState() (int64, bool) {
 		return 0, false
 	}
 	for _, item := range res.kvs {
-		obj, err := w.decode(item.key, item.value, item.memo, item.modRev)
+		obj, send, err := w.current(item.key, item.value, item.memo, item.modRev)
 		if err != nil {
 			w.sendError(err)
 			return 0, false
@@ -225,11 +225,33 @@ func (w *watcher) sendInitialState() (int64, bool) {
 		if !w.matches(obj) {
 			continue
 		}
-		if !w.send(watch.Event{Type: watch.Added, Object: obj}) {
+		if !w.send(watch.Event{Type: watch.Added, Object: send}) {
 			return 0, false
 		}
 	}
 	return res.rev, true
+}
+
+// current returns the object of a version at its own revision (a change's
+// new state, an initial state's object) and what to send for it: the object
+// shared among the store's watches (shared.go). The object is only read.
+func (w *watcher) current(key string, data []byte, m *memo, rev int64) (obj, send runtime.Object, err error) {
+	if m == nil || w.recordTimes {
+		obj, err = w.decode(key, data, m, rev)
+		return obj, obj, err
+	}
+	plain, _, err := w.s.xf().TransformFromStorage(w.ctx, data, dataCtx(key))
+	if err != nil {
+		return nil, nil, err
+	}
+	if sh := m.watchedBy(w.s); sh != nil {
+		return sh.obj, sh, nil
+	}
+	if obj, err = w.decodePlain(plain, m, rev); err != nil {
+		return nil, nil, err
+	}
+	sh := m.share(w.s, obj)
+	return sh.obj, sh, nil
 }
 
 func (w *watcher) decode(key string, data []byte, m *memo, rev int64) (runtime.Object, error) {
@@ -237,6 +259,13 @@ func (w *watcher) decode(key string, data []byte, m *memo, rev int64) (runtime.O
 	if err != nil {
 		return nil, err
 	}
+	return w.decodePlain(plain, m, rev)
+}
+
+// decodePlain decodes a version's untransformed bytes, or copies the object
+// the store kept of it, and sets its resourceVersion to rev.
+func (w *watcher) decodePlain(plain []byte, m *memo, rev int64) (runtime.Object, error) {
+	var err error
 	obj := w.s.recall(m)
 	if obj == nil {
 		if obj, err = runtime.Decode(w.s.codec, plain); err != nil {
@@ -261,10 +290,10 @@ func (w *watcher) matches(obj runtime.Object) bool {
 // An object that moves into the selector is ADDED, one that moves out is
 // DELETED with its previous state, as etcd3's watcher reports.
 func (w *watcher) transform(ev *event) (*watch.Event, error) {
-	var cur, prev runtime.Object
+	var cur, curSend, prev runtime.Object
 	var err error
 	if !ev.deleted {
-		if cur, err = w.decode(ev.key, ev.value, ev.memo, ev.rev); err != nil {
+		if cur, curSend, err = w.current(ev.key, ev.value, ev.memo, ev.rev); err != nil {
 			return nil, err
 		}
 	}
@@ -308,8 +337,12 @@ func (w *watcher) transform(ev *event) (*watch.Event, error) {
 			out = &watch.Event{Type: watch.Deleted, Object: prev}
 		}
 	}
-	if out != nil && w.recordTimes {
+	switch {
+	case out == nil:
+	case w.recordTimes:
 		out.Object = &timedObject{Object: out.Object, at: ev.at}
+	case out.Object == cur:
+		out.Object = curSend
 	}
 	return out, nil
 }
