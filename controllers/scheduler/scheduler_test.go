@@ -435,6 +435,9 @@ func TestNodeDeclaredFeatures(t *testing.T) {
 	require.NoError(t, srv.Kubelet().StopNode("node-1"))
 	_, err = client.CoreV1().Nodes().PatchStatus(t.Context(), "node-1", []byte(`{"status":{"declaredFeatures":null}}`))
 	require.NoError(t, err)
+	// The scheduler must have seen the change before the pod comes, or it
+	// may place the pod on node-1 as it was (as kube-scheduler would).
+	require.NoError(t, srv.WaitIdle(t.Context()))
 
 	restartsAll := func(p *corev1.Pod) {
 		p.Spec.RestartPolicy = corev1.RestartPolicyNever

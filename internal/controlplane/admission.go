@@ -92,6 +92,11 @@ func newAdmission(loopback *rest.Config, inf *informerSet, log *writes.Log, auth
 	if err != nil {
 		return nil, nil, err
 	}
+	quotaInformer := inf.kube.Core().V1().ResourceQuotas()
+	freshQuotas, err := freshLister(log, corev1.Resource("resourcequotas"), quotaInformer.Informer(), quotaInformer.Lister())
+	if err != nil {
+		return nil, nil, err
+	}
 	nodeInformer := inf.kube.Core().V1().Nodes()
 	freshNodes, err := freshLister(log, corev1.Resource("nodes"), nodeInformer.Informer(), nodeInformer.Lister())
 	if err != nil {
@@ -114,7 +119,7 @@ func newAdmission(loopback *rest.Config, inf *informerSet, log *writes.Log, auth
 	}
 	return admission.NewChainHandler(nsLifecycle, limits, pods,
 		kubeadmission.NewDefaultStorageClass(client), kubeadmission.NewPodTopologyLabels(inf.kube.Core().V1().Nodes().Lister()),
-		kubeadmission.NewNodeDeclaredFeatureValidator(nodes), kubeadmission.NewPodResizeValidator(nodes), mutatingPolicies, mutatingHooks, validatingPolicies, validatingHooks, quotas), synced, nil
+		kubeadmission.NewNodeDeclaredFeatureValidator(nodes), kubeadmission.NewPodResizeValidator(nodes), mutatingPolicies, mutatingHooks, validatingPolicies, validatingHooks, kubeadmission.WhereQuotas(quotas, freshQuotas)), synced, nil
 }
 
 // freshLister returns lister as admission's read-your-writes view of
