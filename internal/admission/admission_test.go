@@ -14,8 +14,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/admission"
+	resourcequotaapi "k8s.io/apiserver/pkg/admission/plugin/resourcequota/apis/resourcequota"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/kubernetes"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	kubeadmission "github.com/kubeembed/apiserver/internal/admission"
@@ -160,4 +163,25 @@ func TestWhenAny(t *testing.T) {
 	err := failing.(admission.ValidationInterface).Validate(t.Context(), attrs, nil)
 	assert.True(t, apierrors.IsInternalError(err), "%v", err)
 	assert.ErrorContains(t, err, "admission policy plugin: no CEL")
+}
+
+// With resources limited by default, a namespace without quota is refused
+// them: the plugin must be asked, fresh lister or not.
+func TestWhereQuotasKeepsLimitedResources(t *testing.T) {
+	plugin := refuseAll{admission.NewHandler(admission.Create, admission.Update)}
+	fresh := kubeadmission.Fresh[corev1listers.ResourceQuotaLister]{
+		Lister: corev1listers.NewResourceQuotaLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})),
+		Fresh:  func() bool { return true },
+	}
+	attrs := admission.NewAttributesRecord(&corev1.Pod{}, nil, corev1.SchemeGroupVersion.WithKind("Pod"), "ns", "p",
+		corev1.SchemeGroupVersion.WithResource("pods"), "", admission.Create, &metav1.CreateOptions{}, false, nil)
+	limited := &resourcequotaapi.Configuration{LimitedResources: []resourcequotaapi.LimitedResource{{Resource: "pods", MatchContains: []string{"cpu"}}}}
+	require.Error(t, kubeadmission.WhereQuotas(plugin, limited, fresh).Validate(context.Background(), attrs, nil))
+	require.NoError(t, kubeadmission.WhereQuotas(plugin, nil, fresh).Validate(context.Background(), attrs, nil), "no quota, nothing limited: admitted")
+}
+
+type refuseAll struct{ *admission.Handler }
+
+func (refuseAll) Validate(context.Context, admission.Attributes, admission.ObjectInterfaces) error {
+	return errors.New("refused")
 }

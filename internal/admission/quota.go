@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apiserver/pkg/admission"
+	resourcequotaapi "k8s.io/apiserver/pkg/admission/plugin/resourcequota/apis/resourcequota"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 )
 
@@ -12,13 +13,20 @@ import (
 // that have a ResourceQuota. The plugin hands each create and update of a
 // namespaced object to one of its workers and waits for it, even where no
 // quota is defined; the worker then finds none and admits (its answer when
-// the configuration limits no resources, as kubeembed's does not). Where
+// its configuration limits no resource by default, as kubeembed's). Where
 // the lister holds every write and lists no quota in the request's
 // namespace, that answer is known without the hand-off: two goroutine
 // switches and a wake-up, ~9% of the CPU of a ConfigMap's create in
 // process (BenchmarkClientCreate's profile). Otherwise the plugin decides,
 // reading quotas as it always does.
-func WhereQuotas(plugin admission.ValidationInterface, quotas Fresh[corev1listers.ResourceQuotaLister]) admission.ValidationInterface {
+//
+// config is the plugin's configuration: with resources whose use it limits
+// by default (LimitedResources), a namespace without quota is refused them,
+// and the plugin is returned as it is.
+func WhereQuotas(plugin admission.ValidationInterface, config *resourcequotaapi.Configuration, quotas Fresh[corev1listers.ResourceQuotaLister]) admission.ValidationInterface {
+	if config != nil && len(config.LimitedResources) > 0 {
+		return plugin
+	}
 	return &whereQuotas{plugin: plugin, quotas: quotas}
 }
 

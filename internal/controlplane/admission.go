@@ -17,6 +17,7 @@ import (
 	mutatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	validatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
+	resourcequotaapi "k8s.io/apiserver/pkg/admission/plugin/resourcequota/apis/resourcequota"
 	webhookinit "k8s.io/apiserver/pkg/admission/plugin/webhook/initializer"
 	mutatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
 	validatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
@@ -74,7 +75,8 @@ func newAdmission(loopback *rest.Config, inf *informerSet, log *writes.Log, auth
 			webhook.NewDefaultAuthenticationInfoResolverWrapper(serviceTransport(), nil, loopback, noopoteltrace.NewTracerProvider()),
 			services),
 	}
-	quotas, err := resourcequota.NewResourceQuota(nil, 5)
+	var quotaConfig *resourcequotaapi.Configuration // kube-apiserver's default: no resource limited without a quota
+	quotas, err := resourcequota.NewResourceQuota(quotaConfig, 5)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -119,7 +121,7 @@ func newAdmission(loopback *rest.Config, inf *informerSet, log *writes.Log, auth
 	}
 	return admission.NewChainHandler(nsLifecycle, limits, pods,
 		kubeadmission.NewDefaultStorageClass(client), kubeadmission.NewPodTopologyLabels(inf.kube.Core().V1().Nodes().Lister()),
-		kubeadmission.NewNodeDeclaredFeatureValidator(nodes), kubeadmission.NewPodResizeValidator(nodes), mutatingPolicies, mutatingHooks, validatingPolicies, validatingHooks, kubeadmission.WhereQuotas(quotas, freshQuotas)), synced, nil
+		kubeadmission.NewNodeDeclaredFeatureValidator(nodes), kubeadmission.NewPodResizeValidator(nodes), mutatingPolicies, mutatingHooks, validatingPolicies, validatingHooks, kubeadmission.WhereQuotas(quotas, quotaConfig, freshQuotas)), synced, nil
 }
 
 // freshLister returns lister as admission's read-your-writes view of

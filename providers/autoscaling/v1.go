@@ -77,13 +77,14 @@ func installV1(scheme *runtime.Scheme) error {
 	return scheme.SetVersionPriority(autoscalingv2.SchemeGroupVersion, gv)
 }
 
+// withoutRoundTrip is a copy of a without the annotations that carry v2's
+// fields through v1 (nil when a is): never a itself, as the object
+// converted may be shared (a watch event's, storage/memory's shared.go)
+// and the result is written to.
 func withoutRoundTrip(a map[string]string) map[string]string {
 	out := maps.Clone(a)
 	for _, k := range roundTrip {
 		delete(out, k)
-	}
-	if len(out) == 0 && len(a) == 0 {
-		return a
 	}
 	return out
 }
