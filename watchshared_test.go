@@ -2,6 +2,8 @@ package apiserver_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -18,6 +21,8 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
+	"github.com/kubeembed/apiserver"
+	"github.com/kubeembed/apiserver/storage/memory"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
 
@@ -156,4 +161,53 @@ func seenOf(t *testing.T, ev watch.Event) seenEvent {
 	}
 	t.Fatalf("a %s event of a %T", ev.Type, ev.Object)
 	return seenEvent{}
+}
+
+// A watch is woken only by the writes it watches (storage/memory's
+// wake.go); one that waits while others write so much that the history
+// from where it waits is compacted goes on, and gets its next event, as
+// when every write woke it. (With the history compacted under a watch
+// that had lost its place, it would end with 410 Gone.)
+func TestQuietWatchOutlivesCompaction(t *testing.T) {
+	t.Parallel()
+	backend := memory.NewBackend(memory.Options{HistoryRevisions: 100})
+	t.Cleanup(func() { _ = backend.Close() })
+	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{Storage: backend}))
+	c, err := srv.Clientset()
+	require.NoError(t, err)
+	ctx := t.Context()
+	start, err := c.CoreV1().ConfigMaps("quiet").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	w, err := c.CoreV1().ConfigMaps("quiet").Watch(ctx, metav1.ListOptions{ResourceVersion: start.ResourceVersion})
+	require.NoError(t, err)
+	defer w.Stop()
+	// The watch has read up to its first event once the event is here;
+	// it then waits (quiet) while 300 writes of other keys come and the
+	// history from its place is compacted (kept: 100 to 200 revisions).
+	_, err = c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "quiet"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = c.CoreV1().ConfigMaps("quiet").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "before"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	for ev := nextEvent(t, w); ev.Object.(*corev1.ConfigMap).Name != "before"; ev = nextEvent(t, w) {
+	}
+	for i := range 300 {
+		_, err := c.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("s-", i)}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	created, err := c.CoreV1().ConfigMaps("quiet").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	// Events of kube-root-ca.crt (the controllers publish it in a new
+	// namespace) may come first; none is an error.
+	ev := nextEvent(t, w)
+	for ; ev.Type == watch.Added && ev.Object.(*corev1.ConfigMap).Name != "after"; ev = nextEvent(t, w) {
+	}
+	require.Equal(t, watch.Added, ev.Type, "%v", ev.Object)
+	assert.Equal(t, created.ResourceVersion, ev.Object.(*corev1.ConfigMap).ResourceVersion)
+	// A watch from before the compaction still gets 410 Gone.
+	gone, err := c.CoreV1().ConfigMaps("quiet").Watch(ctx, metav1.ListOptions{ResourceVersion: start.ResourceVersion})
+	require.NoError(t, err)
+	defer gone.Stop()
+	ev = nextEvent(t, gone)
+	require.Equal(t, watch.Error, ev.Type)
+	assert.Equal(t, int32(http.StatusGone), apierrors.FromObject(ev.Object).(apierrors.APIStatus).Status().Code)
 }

@@ -153,8 +153,8 @@ type Backend struct {
 	events    []event // events[i].rev == eventsBase+i; only revisions >= compacted
 	expiries  expiryHeap
 	timer     *time.Timer
-	notify    chan struct{} // closed and replaced on every commit
-	progress  chan struct{} // closed and replaced on every RequestWatchProgress
+	waiters   map[*waiter]struct{} // the watches, woken by the commits they match (wake.go)
+	progress  chan struct{}        // closed and replaced on every RequestWatchProgress
 	done      chan struct{}
 	closed    bool
 	watchers  sync.WaitGroup
@@ -170,7 +170,7 @@ func NewBackend(opts Options) *Backend {
 		opts:     opts.withDefaults(),
 		rev:      1,
 		index:    btree.NewG(32, func(a, b *record) bool { return a.key < b.key }),
-		notify:   make(chan struct{}),
+		waiters:  map[*waiter]struct{}{},
 		progress: make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -453,8 +453,7 @@ func (b *Backend) txn(key string, value []byte, deleting bool, expect int64, ttl
 	}
 	rev := b.commitLocked(r, key, value, deleting, expires, now)
 	b.autoCompactLocked(now)
-	close(b.notify)
-	b.notify = make(chan struct{})
+	b.wakeLocked(key)
 	return txnResult{succeeded: true, rev: rev}
 }
 
@@ -549,10 +548,12 @@ func (b *Backend) expire() {
 	}
 }
 
-// changes returns up to max events with revision >= from, the current revision
-// and the channel closed on the next commit. It fails with ErrCompacted when
-// from is not after the compaction revision.
-func (b *Backend) changes(from int64, max int) ([]event, int64, <-chan struct{}, error) {
+// changes returns up to max events of the log with revision >= from, and
+// the revision to read from next. It fails with ErrCompacted when from is
+// not after the compaction revision, unless w has been quiet since from
+// (wake.go): then nothing it watches is lost, and it goes on from the first
+// commit it watches since. Finding nothing to read marks w quiet.
+func (b *Backend) changes(w *waiter, from int64, max int) ([]event, int64, error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	// The event at the compaction revision itself is kept, but the state
@@ -560,7 +561,11 @@ func (b *Backend) changes(from int64, max int) ([]event, int64, <-chan struct{},
 	// watch too (its event at the compaction revision lacks the previous
 	// value).
 	if from <= b.compacted {
-		return nil, b.rev, b.notify, fmt.Errorf("watch from %d: %w (compacted at %d)", from, ErrCompacted, b.compacted)
+		at := b.resumeLocked(w, from)
+		if at == 0 {
+			return nil, 0, fmt.Errorf("watch from %d: %w (compacted at %d)", from, ErrCompacted, b.compacted)
+		}
+		from = at
 	}
 	base := b.eventsBase()
 	i := from - base
@@ -568,15 +573,27 @@ func (b *Backend) changes(from int64, max int) ([]event, int64, <-chan struct{},
 		i = 0
 	}
 	if i >= int64(len(b.events)) {
-		return nil, b.rev, b.notify, nil
+		next := max64(from, b.rev+1)
+		w.quiet.Store(next)
+		w.firstMatch.Store(0)
+		return nil, next, nil
 	}
+	w.quiet.Store(0)
 	end := i + int64(max)
 	if end > int64(len(b.events)) {
 		end = int64(len(b.events))
 	}
 	// The slice is never written in place, only appended to or replaced, so
 	// handing out a sub-slice without copying is safe.
-	return b.events[i:end:end], b.rev, b.notify, nil
+	evs := b.events[i:end:end]
+	return evs, evs[len(evs)-1].rev + 1, nil
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
 }
 
 // requestProgress wakes every watch that asked for progress notifications.

@@ -117,7 +117,6 @@ func (b *Backend) RestoreReport(snap storage.Snapshot, keepHistory bool) (change
 	if !keepHistory {
 		b.compactLocked(b.rev)
 	}
-	close(b.notify)
-	b.notify = make(chan struct{})
+	b.wakeAllLocked()
 	return changed, nil
 }

@@ -42,6 +42,7 @@ type watcher struct {
 	ctx            context.Context
 	cancel         context.CancelFunc
 	result         chan watch.Event
+	waiter         *waiter
 	// initialAt is the revision the initial state is read at: the latest
 	// when the watch is set up, not when its goroutine first runs, so that
 	// a write a client makes once Watch has returned is one of its events
@@ -76,6 +77,7 @@ func (s *store) watch(ctx context.Context, key string, rev int64, opts storage.L
 		progressNotify: opts.ProgressNotify,
 		recordTimes:    opts.RecordTimestamps,
 		result:         make(chan watch.Event, resultBuffer),
+		waiter:         newWaiter(key, opts.Recursive),
 	}
 	if w.acceptAll {
 		w.pred = storage.Everything
@@ -90,9 +92,11 @@ func (s *store) watch(ctx context.Context, key string, rev int64, opts storage.L
 	}
 	w.initialAt = s.b.rev
 	s.b.watchers.Add(1)
+	s.b.addWaiter(w.waiter)
 	s.b.mu.Unlock()
 	go func() {
 		defer s.b.watchers.Done()
+		defer s.b.removeWaiter(w.waiter)
 		defer close(w.result)
 		defer w.cancel()
 		w.run(rev, forceInitial, endBookmark)
@@ -143,16 +147,18 @@ func (w *watcher) run(rev int64, forceInitial, endBookmark bool) {
 		defer t.Stop()
 		tick = t.C
 	}
+	// bookmark: progress was asked for; it is sent once everything
+	// committed until then is read, at the revision read up to.
+	bookmark := false
 	for {
 		progress := b.progressCh()
-		evs, cur, wake, err := b.changes(next, readBatch)
+		evs, after, err := b.changes(w.waiter, next, readBatch)
 		if err != nil {
 			w.sendError(apierrors.NewResourceExpired(msgWatchExpired))
 			return
 		}
 		for i := range evs {
 			ev := &evs[i]
-			next = ev.rev + 1
 			if !w.matchesKey(ev.key) {
 				continue
 			}
@@ -165,33 +171,31 @@ func (w *watcher) run(rev int64, forceInitial, endBookmark bool) {
 				return
 			}
 		}
+		next = after
 		if len(evs) > 0 {
 			continue
+		}
+		if bookmark {
+			if !w.sendBookmark(next-1, false) {
+				return
+			}
+			bookmark = false
 		}
 		select {
 		case <-w.ctx.Done():
 			return
 		case <-b.done:
 			return
-		case <-wake:
+		case <-w.waiter.wake:
 		case <-progress:
-			if w.progressNotify && !w.sendBookmark(cur, false) {
-				return
-			}
+			bookmark = bookmark || w.progressNotify
 		case <-tick:
-			if !w.sendBookmark(cur, false) {
-				return
-			}
+			bookmark = true
 		}
 	}
 }
 
-func (w *watcher) matchesKey(key string) bool {
-	if w.recursive {
-		return strings.HasPrefix(key, w.key)
-	}
-	return key == w.key
-}
+func (w *watcher) matchesKey(key string) bool { return w.waiter.matches(key) }
 
 // sendInitialState sends the state at initialAt as ADDED events and
 // returns the revision it was read at.

@@ -132,6 +132,10 @@ func leaveEverything(t *testing.T, srv *apiserver.Server) left {
 	require.NoError(t, err)
 	nw, err := network.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
+	// The controllers publish kube-root-ca.crt in namespace leak before
+	// ConfigMaps are denied: afterwards they would retry it for ever, and
+	// WaitIdle wait for them.
+	WaitIdle(t, srv)
 	denyConfigMaps(t, srv, c)
 	WaitIdle(t, srv)
 	return left{client: c, watches: []watch.Interface{w, nw}}
