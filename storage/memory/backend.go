@@ -548,12 +548,12 @@ func (b *Backend) expire() {
 	}
 }
 
-// changes returns up to max events of the log with revision >= from, and
+// changes returns up to limit events of the log with revision >= from, and
 // the revision to read from next. It fails with ErrCompacted when from is
 // not after the compaction revision, unless w has been quiet since from
 // (wake.go): then nothing it watches is lost, and it goes on from the first
 // commit it watches since. Finding nothing to read marks w quiet.
-func (b *Backend) changes(w *waiter, from int64, max int) ([]event, int64, error) {
+func (b *Backend) changes(w *waiter, from int64, limit int) ([]event, int64, error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	// The event at the compaction revision itself is kept, but the state
@@ -573,13 +573,13 @@ func (b *Backend) changes(w *waiter, from int64, max int) ([]event, int64, error
 		i = 0
 	}
 	if i >= int64(len(b.events)) {
-		next := max64(from, b.rev+1)
+		next := max(from, b.rev+1)
 		w.quiet.Store(next)
 		w.firstMatch.Store(0)
 		return nil, next, nil
 	}
 	w.quiet.Store(0)
-	end := i + int64(max)
+	end := i + int64(limit)
 	if end > int64(len(b.events)) {
 		end = int64(len(b.events))
 	}
@@ -587,13 +587,6 @@ func (b *Backend) changes(w *waiter, from int64, max int) ([]event, int64, error
 	// handing out a sub-slice without copying is safe.
 	evs := b.events[i:end:end]
 	return evs, evs[len(evs)-1].rev + 1, nil
-}
-
-func max64(a, b int64) int64 {
-	if a > b {
-		return a
-	}
-	return b
 }
 
 // requestProgress wakes every watch that asked for progress notifications.

@@ -106,11 +106,15 @@ func (s *shared) DeepCopyObject() runtime.Object {
 
 // watchedBy returns the object m's version is shared as among s's watches,
 // if a watch still holds it.
-func (m *memo) watchedBy(s *store) *shared {
-	if p := m.watched.Load(); p != nil {
-		if sh := p.Value(); sh != nil && sh.owner == s {
-			return sh
-		}
+func (m *memo) watchedBy(s *store) *shared { return sharedBy(m.watched.Load(), s) }
+
+// sharedBy is p's object if it is alive and s's.
+func sharedBy(p *weak.Pointer[shared], s *store) *shared {
+	if p == nil {
+		return nil
+	}
+	if sh := p.Value(); sh != nil && sh.owner == s {
+		return sh
 	}
 	return nil
 }
@@ -123,10 +127,8 @@ func (m *memo) share(s *store, obj runtime.Object) *shared {
 	p := weak.Make(sh)
 	for {
 		old := m.watched.Load()
-		if old != nil {
-			if cur := old.Value(); cur != nil && cur.owner == s {
-				return cur
-			}
+		if cur := sharedBy(old, s); cur != nil {
+			return cur
 		}
 		if m.watched.CompareAndSwap(old, &p) {
 			return sh

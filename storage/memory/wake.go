@@ -11,7 +11,7 @@ import (
 // woke, read the log and went back to sleep for every write of any
 // resource: on the cluster profile a ConfigMap's create took ~30 µs
 // longer than without controllers, the watches' select and log reads ~10%
-// of the CPU of BenchmarkClientWatchAfterCreate.
+// of the CPU of BenchmarkClientWatchAfterCreate run on such a server.
 type waiter struct {
 	key       string
 	recursive bool

@@ -33,8 +33,6 @@ const (
 // whose start revision was compacted.
 type watcher struct {
 	s              *store
-	key            string
-	recursive      bool
 	pred           storage.SelectionPredicate
 	acceptAll      bool
 	progressNotify bool
@@ -70,8 +68,6 @@ func (s *store) watch(ctx context.Context, key string, rev int64, opts storage.L
 
 	w := &watcher{
 		s:              s,
-		key:            key,
-		recursive:      opts.Recursive,
 		pred:           opts.Predicate,
 		acceptAll:      opts.Predicate.Empty(),
 		progressNotify: opts.ProgressNotify,
@@ -202,13 +198,14 @@ func (w *watcher) matchesKey(key string) bool { return w.waiter.matches(key) }
 func (w *watcher) sendInitialState() (int64, bool) {
 	var res rangeResult
 	var err error
-	if w.recursive {
-		res, err = w.s.b.rangeKeys(w.key, w.key, w.initialAt, 0)
+	key := w.waiter.key
+	if w.waiter.recursive {
+		res, err = w.s.b.rangeKeys(key, key, w.initialAt, 0)
 	} else {
 		var item kv
 		var found bool
 		var cur int64
-		item, found, cur, err = w.s.b.get(w.key, w.initialAt)
+		item, found, cur, err = w.s.b.get(key, w.initialAt)
 		if res.rev = w.initialAt; res.rev == 0 { // an empty backend: read at cur
 			res.rev = cur
 		}
