@@ -63,9 +63,15 @@ func TestFlowControlMetricsPerServer(t *testing.T) {
 func TestFlowControlLimitSeats(t *testing.T) {
 	t.Parallel()
 	srv := apiservertest.Start(t)
-	nominal := metricsOf(t, srv, "apiserver_flowcontrol_nominal_limit_seats")
-	assert.Equal(t, 245.0, nominal["priority_level=workload-low"], "100 shares of 245")
-	assert.Equal(t, 0.0, nominal["priority_level=exempt"])
+	// As kube-apiserver's /readyz, Start does not wait for the
+	// configuration controller's first digest of the bootstrap levels (a
+	// server that apiservertest reuses has had it): until then only the
+	// mandatory levels it imagines are in force.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		nominal := metricsOf(t, srv, "apiserver_flowcontrol_nominal_limit_seats")
+		assert.Equal(c, 245.0, nominal["priority_level=workload-low"], "100 shares of 245")
+		assert.Equal(c, 0.0, nominal["priority_level=exempt"])
+	}, 10*time.Second, 10*time.Millisecond)
 	_, err := clientset(t, srv).FlowcontrolV1().PriorityLevelConfigurations().Create(t.Context(), &flowcontrolv1.PriorityLevelConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "ten-shares"},
 		Spec: flowcontrolv1.PriorityLevelConfigurationSpec{Type: flowcontrolv1.PriorityLevelEnablementLimited,
@@ -93,7 +99,8 @@ func TestFlowControlLimitSeats(t *testing.T) {
 // rejected_requests_total counts it with upstream's reason.
 func TestFlowControlMetricsRejected(t *testing.T) {
 	t.Parallel()
-	srv := apiservertest.Start(t)
+	// Its counts are since the server's start.
+	srv := apiservertest.Start(t, apiservertest.WithNewServer())
 	pl, fs := noSeatLevel(t, srv)
 	writer := slowWriter(t, srv)
 	writerClient, err := kubernetes.NewForConfig(writer)
