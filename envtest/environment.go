@@ -38,8 +38,9 @@ const (
 )
 
 // The types envtest re-exports from its control plane, the very same types
-// here, so code that passes them around compiles unchanged. Only User is
-// used (by AddUser); the control plane's processes are never started.
+// here, so code that passes them around compiles unchanged. The control
+// plane's processes are never started; Start fills in its APIServer's
+// connection details and user provisioning (see Environment.ControlPlane).
 type (
 	ControlPlane  = crenvtest.ControlPlane
 	APIServer     = crenvtest.APIServer
@@ -78,8 +79,11 @@ func SetupEnvtestDefaultBinaryAssetsDirectory() (string, error) {
 // envtest's documentation; the ones about binaries and processes are
 // accepted and ignored, and the last four are kubeembed's own.
 type Environment struct {
-	// ControlPlane is accepted and ignored: no processes are started, and
-	// the flags set on it are not read.
+	// ControlPlane starts no processes, and the flags set on it are not
+	// read. A port (and loopback address) set on its APIServer before
+	// Start is served on; after Start its APIServer describes the server
+	// (URL, SecurePort, SecureServing's address, port and CA, CertDir), and
+	// its AddUser provisions users as Environment.AddUser does.
 	ControlPlane ControlPlane
 
 	// Scheme decides which CRDs get a conversion webhook: those whose
@@ -162,6 +166,9 @@ type Environment struct {
 	// Server is the running server, set by Start (nil with
 	// UseExistingCluster): WaitIdle, faults, recording, snapshots.
 	Server *apiserver.Server
+
+	// suiteChoseAddress: ControlPlane's address or port were the suite's.
+	suiteChoseAddress bool
 }
 
 // Start starts the API server, or connects to the existing cluster, then
@@ -226,6 +233,9 @@ func (te *Environment) startServer(crds []*apiextensionsv1.CustomResourceDefinit
 	}
 	opts := te.ServerOptions
 	opts.Profile, opts.Controllers = apiserver.ProfileEnvtest, te.Controllers
+	if err := te.listenOn(&opts.Port, &opts.BindAddress); err != nil {
+		return err
+	}
 	opts.CRDs = append(append([]*apiextensionsv1.CustomResourceDefinition(nil), opts.CRDs...), crds...)
 	if opts.Logger == nil && (te.AttachControlPlaneOutput || os.Getenv(envAttachOutput) == "true") {
 		if opts.Logger, err = zap.NewDevelopment(); err != nil {
@@ -252,6 +262,9 @@ func (te *Environment) startServer(crds []*apiextensionsv1.CustomResourceDefinit
 		return errors.Join(err, srv.Close())
 	}
 	te.Server = srv
+	if err := te.describeControlPlane(); err != nil {
+		return err
+	}
 	admin, err := te.AddUser(User{Name: "admin", Groups: []string{user.SystemPrivilegedGroup}},
 		&rest.Config{QPS: 1000, Burst: 2000}) // envtest's: "gotta go fast during tests"
 	if err != nil {
@@ -313,7 +326,7 @@ func (te *Environment) Stop() error {
 	}
 	srv := te.Server
 	te.Server = nil
-	return srv.Close()
+	return errors.Join(srv.Close(), te.forgetControlPlane())
 }
 
 // AddUser provisions a user of the Environment's server: a client
