@@ -19,8 +19,10 @@ import (
 // URL, SecurePort and SecureServing (address, port, the CA), an Authn that
 // provisions users as Environment.AddUser does, and a CertDir where
 // AuthenticatedUser.Kubectl writes its kubeconfig (removed by Stop). The
-// APIServer a suite made before Start (its Configure flags) is kept; its
-// Etcd stays nil, as there is no etcd process.
+// APIServer a suite made before Start (its Configure flags) is kept. Its
+// Etcd is an etcd that never started (no URL, no data directory), so that
+// suites setting its StopTimeout or reading its DataDir to clean up after
+// envtest do not dereference nil.
 func (te *Environment) describeControlPlane() error {
 	u, err := url.Parse(te.Server.URL())
 	if err != nil {
@@ -33,6 +35,9 @@ func (te *Environment) describeControlPlane() error {
 	dir, err := os.MkdirTemp("", "envtest-controlplane-")
 	if err != nil {
 		return err
+	}
+	if te.ControlPlane.Etcd == nil {
+		te.ControlPlane.Etcd = &Etcd{}
 	}
 	api := te.ControlPlane.GetAPIServer()
 	api.URL, api.SecurePort, api.CertDir = u, port, dir

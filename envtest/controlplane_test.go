@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -41,6 +42,10 @@ func TestControlPlaneAddUser(t *testing.T) {
 	assert.Equal(t, strconv.Itoa(api.SecurePort), api.SecureServing.Port)
 	assert.Equal(t, te.Server.CACert(), api.SecureServing.CA)
 	assert.DirExists(t, api.CertDir)
+	// Suites clean up after envtest's etcd, or give it time to stop.
+	te.ControlPlane.Etcd.StopTimeout = time.Second
+	assert.Empty(t, te.ControlPlane.Etcd.DataDir, "no etcd ran")
+	assert.NoError(t, te.ControlPlane.Etcd.Stop())
 }
 
 // Stop forgets what Start described, and removes the control plane's
