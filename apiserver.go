@@ -122,7 +122,7 @@ func New(opts Options) (_ *Server, err error) {
 func (s *Server) controlPlaneConfig() controlplane.Config {
 	c := s.opts
 	return controlplane.Config{
-		Log: c.log, Listener: s.listener, Track: s.listener.Track, URL: s.url, Host: c.host,
+		Log: c.log, Listener: s.listener, Track: s.listener.Track, URL: s.url, Host: c.host, ServiceClusterIPRange: c.serviceRange,
 		Keys: s.keys, AdminToken: c.token, Storage: c.storage,
 		Providers: c.providers, OpenAPIKey: c.openAPIKey, Controllers: c.controllers, Nodes: c.nodes, Clock: c.clock,
 		PriorityAndFairness: c.priorityAndFairness, ServiceAccountAdmission: c.serviceAccountAdmission,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 
 	"go.uber.org/zap"
@@ -35,6 +36,13 @@ type Options struct {
 	// Port is the TCP port to listen on. Default 0: a free port chosen by the
 	// kernel, so that servers never race for ports.
 	Port int
+
+	// ServiceClusterIPRange is the range Services' cluster IPs come from, as
+	// kube-apiserver's --service-cluster-ip-range: an IPv4 CIDR, with a
+	// prefix of 8 to 30 bits, whose first address is the default/kubernetes
+	// Service's (the "kubernetes" ServiceCIDR holds it). IPv6 and dual-stack
+	// ranges are not served. Default: kube-apiserver's, "10.0.0.0/24".
+	ServiceClusterIPRange string
 
 	// Storage is the storage backend. Default: a new memory.Backend owned by
 	// the server and closed by Close. A Storage passed here is not closed.
@@ -193,6 +201,8 @@ type completedOptions struct {
 	serviceAccountAdmission bool
 	nodes                   []controllers.Node
 	clock                   clock.WithTickerAndDelayedExecution
+	// serviceRange is Options.ServiceClusterIPRange (zero: the default).
+	serviceRange netip.Prefix
 	// timing is Options.Timing with its seed picked.
 	timing timing.Profile
 }
@@ -225,6 +235,7 @@ func (o Options) complete() (completedOptions, error) {
 	c.controllers, _ = controllers.Enabled(o.controllers()) // validated
 	c.serviceAccountAdmission = o.Profile != ProfileEnvtest
 	c.nodes, c.clock = o.nodes(), o.Clock
+	c.serviceRange, _ = serviceRange(o.ServiceClusterIPRange) // validated
 	if o.Timing.Enabled() {
 		c.timing = o.Timing.Seeded()
 	}
@@ -300,6 +311,9 @@ func (o Options) validate() ([]*apiextensionsv1.CustomResourceDefinition, error)
 		errs = append(errs, fmt.Errorf("options: Controllers: %w", err))
 	}
 	errs = append(errs, validateNodes(o.Nodes)...)
+	if _, err := serviceRange(o.ServiceClusterIPRange); err != nil {
+		errs = append(errs, fmt.Errorf("options: ServiceClusterIPRange %q: %w", o.ServiceClusterIPRange, err))
+	}
 	if err := o.Timing.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("options: Timing: %w", err))
 	}
@@ -307,6 +321,24 @@ func (o Options) validate() ([]*apiextensionsv1.CustomResourceDefinition, error)
 		return nil, errors.Join(errs...)
 	}
 	return crds, nil
+}
+
+// serviceRange parses a service cluster IP range; "" is the default (the
+// zero Prefix).
+func serviceRange(s string) (netip.Prefix, error) {
+	if s == "" {
+		return netip.Prefix{}, nil
+	}
+	p, err := netip.ParsePrefix(s)
+	switch {
+	case err != nil:
+		return p, err
+	case !p.Addr().Is4():
+		return p, errors.New("not an IPv4 range (IPv6 and dual-stack ranges are not served)")
+	case p.Bits() < 8 || p.Bits() > 30:
+		return p, fmt.Errorf("a prefix of %d bits: the range must have 8 to 30", p.Bits())
+	}
+	return p.Masked(), nil
 }
 
 // validateNodes reports every node without a valid, unique name.

@@ -141,9 +141,12 @@ func TestEveryHealthCheckHasItsPath(t *testing.T) {
 }
 
 // The objects the hooks create exist when Start returns, as on a cluster.
+// On a new server: a reused one is restored to its snapshot after start,
+// whose identity Lease renewal and legacy-token "since" date are as old as
+// the server.
 func TestHookObjects(t *testing.T) {
 	t.Parallel()
-	srv := apiservertest.Start(t)
+	srv := apiservertest.Start(t, apiservertest.WithNewServer())
 	c := clientset(t, srv)
 	ctx := t.Context()
 

@@ -210,6 +210,7 @@ func rawGet(t *testing.T, cfg *rest.Config, path, accept string) rawAnswer {
 func TestInProcessRawAnswersAsNetwork(t *testing.T) {
 	t.Parallel()
 	srv := apiservertest.Start(t)
+	apiservertest.WaitIdle(t, srv) // kube-root-ca.crt published, not between two GETs
 	inproc := srv.InProcessRESTConfig()
 	for _, path := range []string{"/api/v1/namespaces/default/configmaps/kube-root-ca.crt", "/api/v1/namespaces/default/configmaps/missing",
 		"/api/v1", "/apis", "/version", "/readyz"} {

@@ -35,7 +35,10 @@ import (
 //     then forgets the recorded requests (Recorder).
 //
 // What a client can still tell from a new server: resourceVersions only
-// grow (as after any restore), /metrics counts every request since Start,
+// grow (as after any restore), objects written at start carry the start's
+// times (the identity Lease's renewTime until its next renewal, 10 s at
+// most; the legacy token tracking ConfigMap's "since" date), /metrics
+// counts every request since Start,
 // the server's clock (Options.Clock) is where it was, the admission
 // policy plugins stay built once a policy existed, and API Priority and
 // Fairness counts the status writes of a FlowSchema's name in the last

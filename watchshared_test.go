@@ -40,6 +40,9 @@ type seenEvent struct {
 func TestWatchesOfOneEventInEveryEncoding(t *testing.T) {
 	t.Parallel()
 	srv := apiservertest.Start(t)
+	// kube-root-ca.crt is published by then (a server on etcd is new, not
+	// yet idle): the watches see only the test's ConfigMap.
+	apiservertest.WaitIdle(t, srv)
 	ctx := context.Background()
 	admin, err := srv.Clientset()
 	require.NoError(t, err)

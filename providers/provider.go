@@ -62,6 +62,10 @@ type Config struct {
 	Authorizer    authorizer.Authorizer
 	// RuleResolver lists what a user may do, for SelfSubjectRulesReview.
 	RuleResolver authorizer.RuleResolver
+	// ServiceClusterIPRange is the range Services' cluster IPs come from
+	// (kube-apiserver's --service-cluster-ip-range); the zero Prefix means
+	// kube-apiserver's default, 10.0.0.0/24.
+	ServiceClusterIPRange netip.Prefix
 	// ServingAddress is the address and port clients reach the server at
 	// (a loopback address when it listens on all): the endpoint of the
 	// default/kubernetes Service.

@@ -60,6 +60,8 @@ type Config struct {
 	// address, named in the serving certificate.
 	URL, Host string
 	Keys      Keys
+	// ServiceClusterIPRange is the Services' range (zero: the default).
+	ServiceClusterIPRange netip.Prefix
 	// AdminToken authenticates AdminUser, in system:masters.
 	AdminToken string
 	// Storage is the backend every tier stores in; Timing slows it down

@@ -62,7 +62,8 @@ func newCoreConfig(sh *shared, crds cache.SharedIndexInformer) (*coreConfig, err
 	getter := restOptionsGetter{factory: factory, backend: sh.stored, untyped: true}
 	build := providers.Config{RESTOptionsGetter: getter, Scheme: sh.scheme,
 		Authenticator: sh.tokens, Authorizer: sh.authz, RuleResolver: sh.rules, ServingAddress: sh.address,
-		Informers: sh.informers.kube, PriorityAndFairness: sh.flowControl != nil, ServiceAccountTokens: sh.Keys.Issuer,
+		ServiceClusterIPRange: sh.ServiceClusterIPRange,
+		Informers:             sh.informers.kube, PriorityAndFairness: sh.flowControl != nil, ServiceAccountTokens: sh.Keys.Issuer,
 		DefaultServiceAccounts: sh.defaultServiceAccounts(), ClusterDialer: set.clusterDialer(),
 		Components: components(sh.Controllers, sh.Storage, sh.stored.Check)}
 	c := &coreConfig{

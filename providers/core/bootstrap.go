@@ -42,13 +42,13 @@ var hooks = map[string]registry.Hook{
 		return keep(isSystemNamespace, ensureSystemNamespaces, cfg.Informers.Core().V1().Namespaces().Informer())
 	}),
 	"start-kubernetes-service-cidr-controller": registry.ConfigHook(func(cfg providers.Config) genericapiserver.PostStartHookFunc {
-		return keep(named(kubernetesService), ensureServiceCIDR, cfg.Informers.Networking().V1().ServiceCIDRs().Informer())
+		return keep(named(kubernetesService), ensureServiceCIDR(serviceCIDR(cfg)), cfg.Informers.Networking().V1().ServiceCIDRs().Informer())
 	}),
 	"bootstrap-controller": registry.ConfigHook(func(cfg providers.Config) genericapiserver.PostStartHookFunc {
 		endpoints := cfg.Informers.Core().V1().Endpoints().Informer()
 		slices := cfg.Informers.Discovery().V1().EndpointSlices().Informer()
 		services := cfg.Informers.Core().V1().Services().Informer()
-		namespaces, ensureService := cfg.Informers.Core().V1().Namespaces().Lister(), ensureKubernetesService(cfg.ServingAddress)
+		namespaces, ensureService := cfg.Informers.Core().V1().Namespaces().Lister(), ensureKubernetesService(cfg.ServingAddress, serviceCIDR(cfg))
 		ensure := func(ctx context.Context, client kubernetes.Interface) error {
 			if err := retry.NamespaceSeen(namespaces, metav1.NamespaceDefault); err != nil {
 				return err
@@ -140,13 +140,19 @@ func ensureSystemNamespaces(ctx context.Context, client kubernetes.Interface) er
 
 // ensureServiceCIDR keeps the "kubernetes" ServiceCIDR, the service range's,
 // Ready.
-func ensureServiceCIDR(ctx context.Context, client kubernetes.Interface) error {
+func ensureServiceCIDR(serviceRange netip.Prefix) func(context.Context, kubernetes.Interface) error {
+	return func(ctx context.Context, client kubernetes.Interface) error {
+		return ensureRange(ctx, client, serviceRange)
+	}
+}
+
+func ensureRange(ctx context.Context, client kubernetes.Interface, serviceRange netip.Prefix) error {
 	cidrs := client.NetworkingV1().ServiceCIDRs()
 	cidr, err := cidrs.Get(ctx, kubernetesService, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		cidr, err = cidrs.Create(ctx, &networkingv1.ServiceCIDR{
 			ObjectMeta: metav1.ObjectMeta{Name: kubernetesService},
-			Spec:       networkingv1.ServiceCIDRSpec{CIDRs: []string{serviceCIDR.String()}},
+			Spec:       networkingv1.ServiceCIDRSpec{CIDRs: []string{serviceRange.String()}},
 		}, metav1.CreateOptions{})
 	}
 	if err != nil {
@@ -166,7 +172,7 @@ func ensureServiceCIDR(ctx context.Context, client kubernetes.Interface) error {
 // ensureKubernetesService keeps default/kubernetes: the Service on the first
 // IP of the range, and its Endpoints and EndpointSlice at the server's
 // address, as kube-apiserver's endpoint reconciler publishes its own.
-func ensureKubernetesService(addr netip.AddrPort) func(context.Context, kubernetes.Interface) error {
+func ensureKubernetesService(addr netip.AddrPort, serviceRange netip.Prefix) func(context.Context, kubernetes.Interface) error {
 	return func(ctx context.Context, client kubernetes.Interface) error {
 		// Read first: on storage that holds the Service (a restart), a
 		// create would fail on its cluster IP, allocated by the repair.
@@ -175,7 +181,7 @@ func ensureKubernetesService(addr netip.AddrPort) func(context.Context, kubernet
 		svc, err := services.Get(ctx, kubernetesService, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			ip := serviceCIDR.Addr().Next().String()
+			ip := serviceRange.Addr().Next().String()
 			_, err = services.Create(ctx, &corev1.Service{
 				ObjectMeta: metav1.ObjectMeta{Name: kubernetesService, Labels: map[string]string{"component": "apiserver", "provider": "kubernetes"}},
 				Spec:       corev1.ServiceSpec{ClusterIP: ip, ClusterIPs: []string{ip}, SessionAffinity: corev1.ServiceAffinityNone, Ports: ports},

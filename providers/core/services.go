@@ -33,10 +33,18 @@ import (
 	"github.com/kubeembed/apiserver/providers/registry"
 )
 
-// serviceCIDR is the service cluster IP range: kube-apiserver's default
-// --service-cluster-ip-range. Its first address belongs to the "kubernetes"
-// service.
-var serviceCIDR = netip.MustParsePrefix("10.0.0.0/24")
+// defaultServiceCIDR is kube-apiserver's default --service-cluster-ip-range,
+// the range of a server whose Config gives none. Its first address belongs
+// to the "kubernetes" service.
+var defaultServiceCIDR = netip.MustParsePrefix("10.0.0.0/24")
+
+// serviceCIDR is the server's service cluster IP range.
+func serviceCIDR(cfg providers.Config) netip.Prefix {
+	if cfg.ServiceClusterIPRange.IsValid() {
+		return cfg.ServiceClusterIPRange
+	}
+	return defaultServiceCIDR
+}
 
 // NodePortRange is kube-apiserver's default --service-node-port-range.
 const nodePortMin, nodePortMax = 30000, 32767
@@ -75,16 +83,17 @@ func defaultService(s *corev1.Service) {
 
 // allocator hands out service cluster IPs and node ports; one per server.
 type allocator struct {
+	cidr  netip.Prefix // the service cluster IP range
 	mu    sync.Mutex
 	ips   map[netip.Addr]bool
 	ports map[int32]bool
 	next  uint32
 }
 
-func newAllocator() *allocator {
+func newAllocator(cidr netip.Prefix) *allocator {
 	// The first address is the kubernetes service's: never handed out
 	// unless asked for (see allocateIP).
-	return &allocator{ips: map[netip.Addr]bool{}, ports: map[int32]bool{}}
+	return &allocator{cidr: cidr, ips: map[netip.Addr]bool{}, ports: map[int32]bool{}}
 }
 
 func (a *allocator) allocateIP(requested string) (string, error) {
@@ -92,7 +101,7 @@ func (a *allocator) allocateIP(requested string) (string, error) {
 	defer a.mu.Unlock()
 	if requested != "" {
 		ip, err := netip.ParseAddr(requested)
-		if err != nil || !serviceCIDR.Contains(ip) {
+		if err != nil || !a.cidr.Contains(ip) {
 			return "", fmt.Errorf("failed to allocate IP %s: the provided network does not match the current range", requested)
 		}
 		if a.ips[ip] {
@@ -103,8 +112,8 @@ func (a *allocator) allocateIP(requested string) (string, error) {
 	}
 	// Usable: from the third address (.0 is the network, .1 the kubernetes
 	// service's) to the one before the broadcast address.
-	base := binary.BigEndian.Uint32(serviceCIDR.Addr().AsSlice())
-	n := uint32(1)<<(32-serviceCIDR.Bits()) - 3
+	base := binary.BigEndian.Uint32(a.cidr.Addr().AsSlice())
+	n := uint32(1)<<(32-a.cidr.Bits()) - 3
 	for i := uint32(0); i < n; i++ {
 		off := (a.next + i) % n
 		var b [4]byte
@@ -347,7 +356,7 @@ var services = registry.Kind[*corev1.Service]{
 // every path that creates (POST, and PUT or apply of a missing service) or
 // changes the type: released if the write fails or is a dry run.
 func allocateServices(cfg providers.Config, store *registry.Store, s map[string]rest.Storage) error {
-	alloc := newAllocator()
+	alloc := newAllocator(serviceCIDR(cfg))
 	ips, err := newIPAddresses(cfg)
 	if err != nil {
 		return err
