@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"go.uber.org/zap"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -331,10 +332,12 @@ func serviceRange(s string) (netip.Prefix, error) {
 	}
 	p, err := netip.ParsePrefix(s)
 	switch {
+	case strings.Contains(s, ","):
+		return p, errors.New("a dual-stack range: kubeembed serves one IPv4 range")
 	case err != nil:
-		return p, err
+		return p, fmt.Errorf("not a CIDR: %w", err)
 	case !p.Addr().Is4():
-		return p, errors.New("not an IPv4 range (IPv6 and dual-stack ranges are not served)")
+		return p, errors.New("not an IPv4 range: kubeembed serves one IPv4 range")
 	case p.Bits() < 8 || p.Bits() > 30:
 		return p, fmt.Errorf("a prefix of %d bits: the range must have 8 to 30", p.Bits())
 	}

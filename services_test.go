@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
 
@@ -162,4 +163,45 @@ func (w *warningRecorder) get() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.Clone(w.seen)
+}
+
+// Options.ServiceClusterIPRange is kube-apiserver's
+// --service-cluster-ip-range: default/kubernetes takes its first address,
+// the "kubernetes" ServiceCIDR holds it, and Services' IPs come from it.
+func TestServiceClusterIPRange(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t, func(o *apiserver.Options) { o.ServiceClusterIPRange = "10.96.0.0/12" })
+	c := clientset(t, srv)
+	ctx := t.Context()
+	own, err := c.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "10.96.0.1", own.Spec.ClusterIP)
+	cidr, err := c.NetworkingV1().ServiceCIDRs().Get(ctx, "kubernetes", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"10.96.0.0/12"}, cidr.Spec.CIDRs)
+
+	svcs := c.CoreV1().Services("default")
+	s, err := svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "auto"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	ip, err := netip.ParseAddr(s.Spec.ClusterIP)
+	require.NoError(t, err)
+	assert.True(t, netip.MustParsePrefix("10.96.0.0/12").Contains(ip), ip)
+	_, err = svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "far"},
+		Spec: corev1.ServiceSpec{ClusterIP: "10.100.7.7", Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+	require.NoError(t, err, "in the range, beyond the default's /24")
+	_, err = svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "out"},
+		Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.9", Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+	assert.True(t, apierrors.IsInvalid(err), "the default range is not this server's: %v", err)
+}
+
+// A range kubeembed cannot serve is refused by New, each with its reason.
+func TestServiceClusterIPRangeRefused(t *testing.T) {
+	t.Parallel()
+	for value, want := range map[string]string{"fd00::/108": "not an IPv4 range", "10.0.0.0/31": "a prefix of 31 bits",
+		"10.0.0.0/4": "a prefix of 4 bits", "ten": "not a CIDR", "10.0.0.0/16,fd00::/108": "a dual-stack range"} {
+		_, err := apiserver.New(apiserver.Options{ServiceClusterIPRange: value})
+		require.Error(t, err, value)
+		assert.Contains(t, err.Error(), `options: ServiceClusterIPRange "`+value+`": `+want, value)
+	}
 }

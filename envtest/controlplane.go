@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -89,6 +90,26 @@ func (te *Environment) listenOn(port *int, bind *string) error {
 		*bind, te.suiteChoseAddress = addr.Address, true
 	}
 	return nil
+}
+
+// serviceRangeFlag is the API server flag --service-cluster-ip-range a
+// suite set through ControlPlane.GetAPIServer().Configure(), for
+// Options.ServiceClusterIPRange (unless set: the server options choose
+// first): the one flag of kube-apiserver's that suites set and then depend
+// on (cluster IPs they give Services must be in it). A dual-stack or IPv6
+// range, which kubeembed does not serve, leaves the default.
+func (te *Environment) serviceRangeFlag(serviceRange *string) {
+	api := te.ControlPlane.APIServer
+	if api == nil || *serviceRange != "" {
+		return
+	}
+	vals := api.Configure().Get("service-cluster-ip-range").Get(nil)
+	if len(vals) == 0 {
+		return
+	}
+	if p, err := netip.ParsePrefix(vals[len(vals)-1]); err == nil && p.Addr().Is4() {
+		*serviceRange = p.String()
+	}
 }
 
 // serverAuthn is the control plane's Authn: users are provisioned by the

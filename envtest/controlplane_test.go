@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -79,4 +80,19 @@ func TestControlPlanePort(t *testing.T) {
 	require.NoError(t, other.Stop())
 	assert.Empty(t, other.ControlPlane.APIServer.Port, "a port Start chose is not kept")
 	assert.Nil(t, other.ControlPlane.APIServer.URL)
+}
+
+// --service-cluster-ip-range, set as suites set it for envtest's
+// kube-apiserver, is the server's range: a Service may take an IP in it.
+func TestControlPlaneServiceRange(t *testing.T) {
+	t.Parallel()
+	te := &envtest.Environment{}
+	te.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
+	cfg := start(t, te)
+	svc, err := clientsetFor(t, cfg).CoreV1().Services("default").Create(t.Context(), &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "pinned"},
+		Spec:       corev1.ServiceSpec{ClusterIP: "10.0.100.1", Ports: []corev1.ServicePort{{Port: 80}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "10.0.100.1", svc.Spec.ClusterIP)
 }

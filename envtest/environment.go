@@ -80,8 +80,8 @@ func SetupEnvtestDefaultBinaryAssetsDirectory() (string, error) {
 // accepted and ignored, and the last four are kubeembed's own.
 type Environment struct {
 	// ControlPlane starts no processes, and the flags set on it are not
-	// read. A port (and loopback address) set on its APIServer before
-	// Start is served on; after Start its APIServer describes the server
+	// read but --service-cluster-ip-range (an IPv4 range). A port (and
+	// loopback address) set on its APIServer before Start is served on; after Start its APIServer describes the server
 	// (URL, SecurePort, SecureServing's address, port and CA, CertDir), and
 	// its AddUser provisions users as Environment.AddUser does.
 	ControlPlane ControlPlane
@@ -236,6 +236,7 @@ func (te *Environment) startServer(crds []*apiextensionsv1.CustomResourceDefinit
 	if err := te.listenOn(&opts.Port, &opts.BindAddress); err != nil {
 		return err
 	}
+	te.serviceRangeFlag(&opts.ServiceClusterIPRange)
 	opts.CRDs = append(append([]*apiextensionsv1.CustomResourceDefinition(nil), opts.CRDs...), crds...)
 	if opts.Logger == nil && (te.AttachControlPlaneOutput || os.Getenv(envAttachOutput) == "true") {
 		if opts.Logger, err = zap.NewDevelopment(); err != nil {

@@ -85,11 +85,11 @@ func splitNames(v string) []controllers.Name {
 
 // flags are the command line.
 type flags struct {
-	kubeconfig, bind, auditLog, auditPolicy, profile, ctrls string
-	port, nodes                                             int
-	verbose, apf, metrics                                   bool
-	crds, rbac                                              stringList
-	storage                                                 storageFlags
+	kubeconfig, bind, auditLog, auditPolicy, profile, ctrls, serviceRange string
+	port, nodes                                                           int
+	verbose, apf, metrics                                                 bool
+	crds, rbac                                                            stringList
+	storage                                                               storageFlags
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, *flag.FlagSet, error) {
@@ -99,6 +99,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, *flag.FlagSet, error) 
 	fs.StringVar(&f.kubeconfig, "kubeconfig", filepath.Join(os.TempDir(), "kubeembed.kubeconfig"), "where to write the kubeconfig of the admin user")
 	fs.StringVar(&f.bind, "bind-address", "127.0.0.1", "IP address to listen on")
 	fs.IntVar(&f.port, "port", 0, "TCP port to listen on; 0 picks a free one (with --data-dir: the one its last server used, if any)")
+	fs.StringVar(&f.serviceRange, "service-cluster-ip-range", "10.0.0.0/24", "the IPv4 range of Services' cluster IPs, as kube-apiserver's flag of that name")
 	fs.BoolVar(&f.verbose, "v", false, "log at debug level")
 	fs.BoolVar(&f.apf, "enable-priority-and-fairness", true, "apply API Priority and Fairness, as kube-apiserver's flag of that name")
 	fs.StringVar(&f.auditLog, "audit-log-path", "", "write audit events (audit.k8s.io/v1 JSON lines) to this file; - for standard output")
@@ -156,7 +157,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	srv, err := apiserver.New(apiserver.Options{Logger: log, BindAddress: f.bind, Port: port, CRDPaths: f.crds, RBACPaths: f.rbac,
 		DisablePriorityAndFairness: !f.apf, AuditLogPath: f.auditLog, AuditPolicyFile: f.auditPolicy,
 		Profile: apiserver.Profile(f.profile), Controllers: controllersFlag(fs, f.ctrls), Nodes: nodesFlag(f.nodes),
-		Storage: backend, CertDir: f.storage.certDir()})
+		Storage: backend, CertDir: f.storage.certDir(), ServiceClusterIPRange: f.serviceRange})
 	if err != nil && kept {
 		return fmt.Errorf("%w (the port of --data-dir's last server, kept in %s: give --port to choose another)", err, f.storage.portFile())
 	}
