@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -29,20 +30,27 @@ type clientPath struct {
 	c    kubernetes.Interface
 }
 
-// clientPaths starts a server and returns its admin clients, network
-// first.
+// clientPaths starts a server and returns its admin clients: over the
+// network, in process, and in process by client certificate (as envtest's
+// clients authenticate), each in system:masters.
 func clientPaths(b *testing.B) []clientPath {
 	srv := startServer(b, apiserver.Options{Controllers: []controllers.Name{}})
 	b.Cleanup(func() { _ = srv.Close() })
+	byCert, err := srv.RESTConfigFor(&user.DefaultInfo{Name: "admin", Groups: []string{user.SystemPrivilegedGroup}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if byCert, err = srv.InProcess(byCert); err != nil {
+		b.Fatal(err)
+	}
 	var out []clientPath
-	for _, cfg := range []*rest.Config{srv.RESTConfig(), srv.InProcessRESTConfig()} {
+	for i, cfg := range []*rest.Config{srv.RESTConfig(), srv.InProcessRESTConfig(), byCert} {
 		c, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
-		out = append(out, clientPath{"network", c})
+		out = append(out, clientPath{[]string{"network", "in-process", "in-process-cert"}[i], c})
 	}
-	out[1].name = "in-process"
 	return out
 }
 

@@ -72,10 +72,16 @@ func (b boundObjects) Node(ctx context.Context, name string) (*corev1.Node, erro
 // rejected (401), not downgraded to anonymous: a certificate of another
 // server's CA too.
 func requestAuthenticator(keys Keys, tokens authenticator.Request) authenticator.Request {
+	certs := group.NewAuthenticatedGroupAdder(certAuthenticator(keys))
+	return union.NewFailOnError(certs, tokens, anonymous.NewAuthenticator(nil))
+}
+
+// certAuthenticator authenticates client certificates: the front proxy's
+// headers first, as kube-apiserver, then the server CA's; a certificate
+// either of them verifies is enough.
+func certAuthenticator(keys Keys) *verifiedCerts {
 	opts := x509request.DefaultVerifyOptions()
 	opts.Roots = keys.CA.Pool()
-	// The front proxy's headers first, as kube-apiserver: a certificate
-	// either of them verifies is enough.
-	certs := group.NewAuthenticatedGroupAdder(union.New(keys.FrontProxy.authenticator(), x509request.New(opts, x509request.CommonNameUserConversion)))
-	return union.NewFailOnError(certs, tokens, anonymous.NewAuthenticator(nil))
+	return newVerifiedCerts(union.New(keys.FrontProxy.authenticator(), x509request.New(opts, x509request.CommonNameUserConversion)),
+		keys.FrontProxy.verifyOptions(), keys.CA.Cert())
 }

@@ -172,11 +172,17 @@ func (fp *FrontProxy) remove() {
 // authenticator authenticates requests whose client certificate is the
 // front proxy's by their request headers.
 func (fp *FrontProxy) authenticator() authenticator.Request {
-	opts := x509request.DefaultVerifyOptions()
-	opts.Roots = fp.ca.Pool()
+	opts := fp.verifyOptions()
 	list := func(v ...string) headerrequest.StringSliceProvider { return headerrequest.StaticStringSlice(v) }
 	return headerrequest.NewDynamicVerifyOptionsSecure(func() (x509.VerifyOptions, bool) { return opts, true },
 		list(frontProxyClient), list(remoteUser), list(), list(remoteGroup), list(remoteExtra))
+}
+
+// verifyOptions verify client certificates the front proxy's CA signed.
+func (fp *FrontProxy) verifyOptions() x509.VerifyOptions {
+	opts := x509request.DefaultVerifyOptions()
+	opts.Roots = fp.ca.Pool()
+	return opts
 }
 
 // publishedInfo is what kube-apiserver publishes of its request-header
