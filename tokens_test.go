@@ -3,8 +3,10 @@ package apiserver_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -100,15 +102,25 @@ func TestTokenRequestBoundToPod(t *testing.T) {
 		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: "app", UID: pod.UID}})
 	require.NoError(t, err)
 	st := review(t, c, tr.Status.Token)
+	reviewed := time.Now()
 	require.True(t, st.Authenticated, st.Error)
 	assert.Equal(t, authenticationv1.ExtraValue{"app"}, st.User.Extra["authentication.kubernetes.io/pod-name"])
 	assert.Equal(t, authenticationv1.ExtraValue{string(pod.UID)}, st.User.Extra["authentication.kubernetes.io/pod-uid"])
 
+	unused, err := requestToken(t, c, "default", "default", authenticationv1.TokenRequestSpec{
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: "app", UID: pod.UID}})
+	require.NoError(t, err)
+
 	require.NoError(t, c.CoreV1().Pods("default").Delete(t.Context(), "app", metav1.DeleteOptions{}))
 	apiservertest.WaitIdle(t, srv) // its kubelet stops it and deletes it
-	st = review(t, c, tr.Status.Token)
+	st = review(t, c, unused.Status.Token)
 	assert.False(t, st.Authenticated)
 	assert.Equal(t, "service account token has been invalidated", st.Error)
+	// As on kube-apiserver, a token that authenticated is remembered for
+	// 10 s: the pod's deletion shows after that (TestServiceAccountTokenSecret).
+	if st := review(t, c, tr.Status.Token); time.Since(reviewed) < 9*time.Second {
+		assert.True(t, st.Authenticated, "remembered")
+	}
 }
 
 // Bad TokenRequests get kube-apiserver's statuses and messages.
@@ -241,7 +253,50 @@ func TestServiceAccountTokenSecret(t *testing.T) {
 	apiservertest.WaitIdle(t, srv)
 	_, err = c.CoreV1().Secrets("default").Get(t.Context(), "robot-token", metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "deleted with its account: %v", err)
-	st = review(t, c, string(secret.Data["token"]))
-	assert.False(t, st.Authenticated)
-	assert.Equal(t, "Token has been invalidated", st.Error)
+	// kube-apiserver remembers a token that authenticated for 10 s (its
+	// TokenSuccessCacheTTL): the token is refused once that has passed.
+	deleted := time.Now()
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		st := review(t, c, string(secret.Data["token"]))
+		assert.False(ct, st.Authenticated)
+		assert.Equal(ct, "Token has been invalidated", st.Error)
+	}, 20*time.Second, 100*time.Millisecond)
+	assert.Less(t, time.Since(deleted), 11*time.Second, "remembered no longer than kube-apiserver's 10 s")
+}
+
+// A WebSocket client (a browser cannot set the Authorization header) gives
+// its token as a subprotocol, base64url.bearer.authorization.k8s.io.<token>,
+// which kube-apiserver reads as a bearer token: here the request lists
+// ConfigMaps as the token's account.
+func TestTokenInWebSocketProtocol(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	tr, err := requestToken(t, c, "default", "default", authenticationv1.TokenRequestSpec{})
+	require.NoError(t, err)
+	cfg := srv.RESTConfig()
+	tlsConfig, err := rest.TLSConfigFor(cfg)
+	require.NoError(t, err)
+	// HTTP/1.1: an upgrade is not an HTTP/2 request.
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig, TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}}
+	get := func(token string) (int, string) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL()+"/api/v1/namespaces/default/configmaps", nil)
+		require.NoError(t, err)
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Upgrade", "websocket")
+		req.Header.Set("Sec-WebSocket-Protocol", "base64url.bearer.authorization.k8s.io."+base64.RawURLEncoding.EncodeToString([]byte(token))+", v4.channel.k8s.io")
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(body)
+	}
+	code, body := get(tr.Status.Token)
+	assert.Equal(t, http.StatusForbidden, code)
+	assert.Contains(t, body, `User \"system:serviceaccount:default:default\" cannot list`)
+	code, _ = get("not-a-token")
+	assert.Equal(t, http.StatusUnauthorized, code)
+	code, _ = get(cfg.BearerToken)
+	assert.Equal(t, http.StatusOK, code, "the admin")
 }

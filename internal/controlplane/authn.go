@@ -4,6 +4,7 @@ package controlplane
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,7 +13,9 @@ import (
 	"k8s.io/apiserver/pkg/authentication/request/anonymous"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
 	"k8s.io/apiserver/pkg/authentication/request/union"
+	"k8s.io/apiserver/pkg/authentication/request/websocket"
 	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
+	tokencache "k8s.io/apiserver/pkg/authentication/token/cache"
 	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
 	tokenunion "k8s.io/apiserver/pkg/authentication/token/union"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -25,9 +28,18 @@ import (
 // AdminUser is the user name of the admin token's identity.
 const AdminUser = "kubeembed-admin"
 
-// tokenAuthenticator authenticates bearer tokens only, the requests' and
-// TokenReview's: the admin token, and the service account tokens of
-// issuer, whose bound objects it looks up through inf.
+// tokenSuccessCacheTTL is how long kube-apiserver remembers a token that
+// authenticated (its TokenSuccessCacheTTL's default; failures, with its
+// TokenFailureCacheTTL of 0, are not remembered).
+const tokenSuccessCacheTTL = 10 * time.Second
+
+// tokenAuthenticator authenticates bearer tokens only, the requests' (in
+// the Authorization header, or a WebSocket's protocol) and TokenReview's:
+// the admin token, and the service account tokens of issuer, whose bound
+// objects it looks up through inf. As kube-apiserver's, a token that
+// authenticated is remembered for tokenSuccessCacheTTL: a token of a
+// service account, pod or secret deleted since still authenticates until
+// then, on both servers.
 func tokenAuthenticator(adminToken string, issuer *satoken.Issuer, inf *informerSet) authenticator.Request {
 	admin := tokenfile.New(map[string]*user.DefaultInfo{
 		adminToken: {Name: AdminUser, UID: AdminUser, Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}},
@@ -38,7 +50,8 @@ func tokenAuthenticator(adminToken string, issuer *satoken.Issuer, inf *informer
 	bound := boundObjects{accounts: inf.kube.Core().V1().ServiceAccounts().Lister(), client: inf.client}
 	// Everyone authenticated is in system:authenticated, as kube-apiserver's
 	// authenticators are wrapped (TokenReview's answers show it).
-	return group.NewAuthenticatedGroupAdder(bearertoken.New(tokenunion.New(admin, issuer.Authenticator(bound))))
+	tokens := tokencache.New(tokenunion.New(admin, issuer.Authenticator(bound)), true, tokenSuccessCacheTTL, 0)
+	return group.NewAuthenticatedGroupAdder(union.New(bearertoken.New(tokens), websocket.NewProtocolAuthenticator(tokens)))
 }
 
 type boundObjects struct {
