@@ -19,12 +19,14 @@ import (
 	"k8s.io/client-go/rest"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/kubeembed/apiserver/envtest"
 	"github.com/kubeembed/apiserver/testing/apiservertest"
 )
 
 // Issue 26's table, side by side in one run: a test's clients of
 // kubeembed (apiservertest.Start's server and default profile, its admin
-// client in process, as the server hands it out, and over the network),
+// client in process, as the server hands it out, and over the network;
+// the envtest drop-in's Config),
 // client-go's fake clientset, and kube-apiserver + etcd as envtest runs
 // them (KUBEBUILDER_ASSETS; skipped without). Each path's requests are
 // timed alike; every client has no client-side rate limit.
@@ -66,6 +68,16 @@ func sideBySide() []clientPathOf {
 	out := []clientPathOf{
 		{"kubeembed-in-process", kubeembed(false)},
 		{"kubeembed-network", kubeembed(true)},
+		// The drop-in as a suite uses it: Environment{}.Start()'s Config,
+		// the admin by client certificate, in process.
+		{"kubeembed-envtest-drop-in", func(b *testing.B) (kubernetes.Interface, dynamic.Interface, func()) {
+			te := &envtest.Environment{}
+			cfg, err := te.Start()
+			if err != nil {
+				b.Fatal(err)
+			}
+			return clientsOf(b, cfg, func() { _ = te.Stop() })
+		}},
 		{"client-go-fake", func(*testing.B) (kubernetes.Interface, dynamic.Interface, func()) {
 			return fake.NewClientset(), dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), func() {}
 		}},
