@@ -40,7 +40,11 @@ func TestServices(t *testing.T) {
 	assert.Equal(t, corev1.ServiceInternalTrafficPolicyCluster, *s.Spec.InternalTrafficPolicy)
 	ip, err := netip.ParseAddr(s.Spec.ClusterIP)
 	require.NoError(t, err)
-	assert.True(t, cidr.Contains(ip), "%s in %s", ip, cidr)
+	// As kube-apiserver's allocator: from the upper part of the range
+	// (past its first 16 addresses after the network's), the lower being
+	// for Services that ask for their IP.
+	assert.True(t, netip.MustParsePrefix("10.0.0.0/24").Contains(ip) && ip.Compare(netip.MustParseAddr("10.0.0.17")) >= 0,
+		"%s in the upper part of %s", ip, cidr)
 	assert.Equal(t, []string{s.Spec.ClusterIP}, s.Spec.ClusterIPs)
 
 	// Updates keep the allocated IP; changing it is refused.
@@ -60,6 +64,12 @@ func TestServices(t *testing.T) {
 	_, err = svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "far"},
 		Spec: corev1.ServiceSpec{ClusterIP: "192.168.1.1", Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
 	assert.True(t, apierrors.IsInvalid(err), "IP out of range: %v", err)
+	for _, edge := range []string{"10.0.0.0", "10.0.0.255"} { // the network's, the broadcast
+		_, err = svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "edge"},
+			Spec: corev1.ServiceSpec{ClusterIP: edge, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+		require.True(t, apierrors.IsInvalid(err), "%s: %v", edge, err)
+		assert.Contains(t, err.Error(), "failed to allocate IP "+edge+": the provided network does not match the current range")
+	}
 
 	// Deleting frees the IP.
 	require.NoError(t, svcs.Delete(ctx, "web", metav1.DeleteOptions{}))
@@ -70,7 +80,9 @@ func TestServices(t *testing.T) {
 	np, err := svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "np"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	assert.GreaterOrEqual(t, np.Spec.Ports[0].NodePort, int32(30000))
+	// The upper part of the port range too: past kube-apiserver's offset
+	// of 2768/32 = 86 ports.
+	assert.GreaterOrEqual(t, np.Spec.Ports[0].NodePort, int32(30086))
 	assert.LessOrEqual(t, np.Spec.Ports[0].NodePort, int32(32767))
 	assert.Equal(t, corev1.ServiceExternalTrafficPolicyCluster, np.Spec.ExternalTrafficPolicy)
 

@@ -96,6 +96,23 @@ func TestRestoreKeepsServiceAllocations(t *testing.T) {
 	assert.True(t, apierrors.IsInvalid(err), "10.0.0.20 is the restored service's: %v", err)
 }
 
+// What a restore deleted frees its cluster IP and node port, as on a new
+// server: a pooled server's next test may ask for them.
+func TestRestoreFreesServiceAllocations(t *testing.T) {
+	t.Parallel()
+	srv := startOnMemory(t)
+	svcs := clientset(t, srv).CoreV1().Services("default")
+	snap, err := srv.Snapshot()
+	require.NoError(t, err)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort,
+		ClusterIP: "10.0.0.30", Ports: []corev1.ServicePort{{Port: 80, NodePort: 30080}}}}
+	_, err = svcs.Create(t.Context(), svc, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, srv.Restore(t.Context(), snap))
+	_, err = svcs.Create(t.Context(), svc, metav1.CreateOptions{})
+	assert.NoError(t, err, "10.0.0.30 and 30080 are free again")
+}
+
 // startOnMemory starts a server on storage/memory, whatever backend
 // apiservertest.Start would choose (apiservertest.EtcdEnv): snapshots are
 // the memory backend's.

@@ -30,7 +30,7 @@ var group = registry.Group{
 	Served: []registry.Served{
 		registry.Computed{Resource: "tokenreviews", Build: func(cfg providers.Config) rest.Storage {
 			return &registry.CreateOnly{NewFunc: func() runtime.Object { return &authenticationv1.TokenReview{} },
-				Singular: "tokenreview", CreateFunc: tokenReview(cfg.Authenticator)}
+				Singular: "tokenreview", CreateFunc: tokenReview(cfg.Authenticator, apiAudiences(cfg))}
 		}},
 		registry.Computed{Resource: "selfsubjectreviews", Build: func(providers.Config) rest.Storage {
 			return &registry.CreateOnly{NewFunc: func() runtime.Object { return &authenticationv1.SelfSubjectReview{} },
@@ -39,7 +39,16 @@ var group = registry.Group{
 	},
 }
 
-func tokenReview(authn authenticator.Request) func(context.Context, runtime.Object, func() error) (runtime.Object, error) {
+// apiAudiences are the server's API audiences: those of its requests, and
+// of a TokenReview that names none, as kube-apiserver's.
+func apiAudiences(cfg providers.Config) authenticator.Audiences {
+	if cfg.ServiceAccountTokens == nil {
+		return nil
+	}
+	return cfg.ServiceAccountTokens.Audiences()
+}
+
+func tokenReview(authn authenticator.Request, apiAudiences authenticator.Audiences) func(context.Context, runtime.Object, func() error) (runtime.Object, error) {
 	return func(ctx context.Context, obj runtime.Object, validate func() error) (runtime.Object, error) {
 		tr, ok := obj.(*authenticationv1.TokenReview)
 		if !ok {
@@ -59,8 +68,12 @@ func tokenReview(authn authenticator.Request) func(context.Context, runtime.Obje
 		}
 		// Authenticate a request that carries nothing but the token.
 		req := &http.Request{Header: http.Header{"Authorization": {"Bearer " + tr.Spec.Token}}}
-		if len(tr.Spec.Audiences) > 0 {
-			req = req.WithContext(authenticator.WithAudiences(context.Background(), tr.Spec.Audiences))
+		auds := authenticator.Audiences(tr.Spec.Audiences)
+		if len(auds) == 0 {
+			auds = apiAudiences
+		}
+		if len(auds) > 0 {
+			req = req.WithContext(authenticator.WithAudiences(context.Background(), auds))
 		}
 		resp, ok, err := authn.AuthenticateRequest(req)
 		tr.Status.Authenticated = ok

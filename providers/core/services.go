@@ -82,12 +82,19 @@ func defaultService(s *corev1.Service) {
 }
 
 // allocator hands out service cluster IPs and node ports; one per server.
+// As kube-apiserver's allocators (KEP-3070, KEP-3668), what it picks comes
+// from the upper part of each range first, the lower part being left to
+// Services that ask for their own IP or port; kube-apiserver picks at
+// random within a part, kubeembed in order (the first Service of a new
+// server gets the same IP every time).
 type allocator struct {
 	cidr  netip.Prefix // the service cluster IP range
 	mu    sync.Mutex
 	ips   map[netip.Addr]bool
 	ports map[int32]bool
-	next  uint32
+	// nextIP and nextPort are where the next search starts, as positions
+	// in the order ipAt and portAt give.
+	nextIP, nextPort uint32
 }
 
 func newAllocator(cidr netip.Prefix) *allocator {
@@ -96,12 +103,24 @@ func newAllocator(cidr netip.Prefix) *allocator {
 	return &allocator{cidr: cidr, ips: map[netip.Addr]bool{}, ports: map[int32]bool{}}
 }
 
+// reset forgets every allocation, as a new server's allocator has none
+// (repairAllocations then marks the stored Services').
+func (a *allocator) reset() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	clear(a.ips)
+	clear(a.ports)
+	a.nextIP, a.nextPort = 0, 0
+}
+
 func (a *allocator) allocateIP(requested string) (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if requested != "" {
+		// The network and broadcast addresses are not the range's, as
+		// kube-apiserver's ServiceCIDRs see them.
 		ip, err := netip.ParseAddr(requested)
-		if err != nil || !a.cidr.Contains(ip) {
+		if err != nil || !a.cidr.Contains(ip) || ip == a.cidr.Addr() || ip == a.broadcast() {
 			return "", fmt.Errorf("failed to allocate IP %s: the provided network does not match the current range", requested)
 		}
 		if a.ips[ip] {
@@ -110,21 +129,50 @@ func (a *allocator) allocateIP(requested string) (string, error) {
 		a.ips[ip] = true
 		return ip.String(), nil
 	}
-	// Usable: from the third address (.0 is the network, .1 the kubernetes
-	// service's) to the one before the broadcast address.
-	base := binary.BigEndian.Uint32(a.cidr.Addr().AsSlice())
-	n := uint32(1)<<(32-a.cidr.Bits()) - 3
-	for i := uint32(0); i < n; i++ {
-		off := (a.next + i) % n
-		var b [4]byte
-		binary.BigEndian.PutUint32(b[:], base+2+off)
-		if ip := netip.AddrFrom4(b); !a.ips[ip] {
+	hosts := uint32(1)<<(32-a.cidr.Bits()) - 2 // .1 to the one before the broadcast address
+	n := hosts - 1                             // but .1, the kubernetes service's
+	for i := range n {
+		pos := (a.nextIP + i) % n
+		if ip := a.ipAt(pos, hosts); !a.ips[ip] {
 			a.ips[ip] = true
-			a.next = (off + 1) % n
+			a.nextIP = (pos + 1) % n
 			return ip.String(), nil
 		}
 	}
 	return "", fmt.Errorf("range is full")
+}
+
+// ipAt is the address at position pos of the allocation order: the upper
+// part of the range (from kube-apiserver's offset, min(max(16, size/16),
+// 256) addresses after .1), then the lower part without .1.
+func (a *allocator) ipAt(pos, hosts uint32) netip.Addr {
+	lower := rangeOffset(hosts+2, 16, 256, 16)
+	idx := lower + pos // index from .1
+	if lower == 0 {
+		idx = 1 + pos
+	} else if idx >= hosts {
+		idx = 1 + idx - hosts
+	}
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], binary.BigEndian.Uint32(a.cidr.Addr().AsSlice())+1+idx)
+	return netip.AddrFrom4(b)
+}
+
+// broadcast is the range's last address.
+func (a *allocator) broadcast() netip.Addr {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], binary.BigEndian.Uint32(a.cidr.Addr().AsSlice())|(uint32(1)<<(32-a.cidr.Bits())-1))
+	return netip.AddrFrom4(b)
+}
+
+// rangeOffset is kube-apiserver's calculateRangeOffset: the size of a
+// range's lower part, min(max(low, size/step), high), 0 for a range of
+// low or fewer.
+func rangeOffset(size, low, high, step uint32) uint32 {
+	if size <= low {
+		return 0
+	}
+	return min(max(low, size/step), high)
 }
 
 func (a *allocator) allocatePort(requested int32) (int32, error) {
@@ -140,9 +188,16 @@ func (a *allocator) allocatePort(requested int32) (int32, error) {
 		a.ports[requested] = true
 		return requested, nil
 	}
-	for p := int32(nodePortMin); p <= nodePortMax; p++ {
+	// Upper part first, as for IPs: kube-apiserver's offset is
+	// min(max(16, size/32), 128) ports.
+	size := uint32(nodePortMax - nodePortMin + 1)
+	lower := rangeOffset(size, 16, 128, 32)
+	for i := range size {
+		pos := (a.nextPort + i) % size
+		p := nodePortMin + int32((lower+pos)%size)
 		if !a.ports[p] {
 			a.ports[p] = true
+			a.nextPort = (pos + 1) % size
 			return p, nil
 		}
 	}
@@ -388,7 +443,10 @@ func allocateServices(cfg providers.Config, store *registry.Store, s map[string]
 		return finish(added, len(opts.DryRun) > 0), nil
 	}
 	s["services"] = &serviceREST{Store: store, alloc: alloc, ips: ips}
-	cfg.AfterRestore(func(ctx context.Context) error { return repairAllocations(ctx, store, alloc) })
+	cfg.AfterRestore(func(ctx context.Context) error {
+		alloc.reset() // what the restore deleted is free again
+		return repairAllocations(ctx, store, alloc)
+	})
 	return cfg.AddPostStartHook("start-service-ip-repair-controllers", func(ctx genericapiserver.PostStartHookContext) error {
 		return repairAllocations(ctx, store, alloc)
 	})
