@@ -61,6 +61,15 @@ func TestClientCertificateOfAnotherServer(t *testing.T) {
 	_, err = c.CoreV1().Namespaces().List(t.Context(), metav1.ListOptions{})
 	require.True(t, apierrors.IsUnauthorized(err), "got %v", err)
 	assert.NotEqual(t, a.CACert(), b.CACert(), "each server has its own CA")
+
+	// Credentials are a union, as kube-apiserver's: b's token with a's
+	// certificate authenticates as the token's user.
+	cfg.BearerToken = b.RESTConfig().BearerToken
+	c, err = kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	review, err := c.AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "kubeembed-admin", review.Status.UserInfo.Username)
 }
 
 // A service account's client authenticates with a bound token as

@@ -257,11 +257,34 @@ func TestServiceAccountTokenSecret(t *testing.T) {
 	// TokenSuccessCacheTTL): the token is refused once that has passed.
 	deleted := time.Now()
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
-		st := review(t, c, string(secret.Data["token"]))
-		assert.False(ct, st.Authenticated)
-		assert.Equal(ct, "Token has been invalidated", st.Error)
+		tr, err := c.AuthenticationV1().TokenReviews().Create(t.Context(), &authenticationv1.TokenReview{
+			Spec: authenticationv1.TokenReviewSpec{Token: string(secret.Data["token"])}}, metav1.CreateOptions{})
+		if !assert.NoError(ct, err) {
+			return
+		}
+		assert.False(ct, tr.Status.Authenticated)
+		assert.Equal(ct, "Token has been invalidated", tr.Status.Error)
 	}, 20*time.Second, 100*time.Millisecond)
 	assert.Less(t, time.Since(deleted), 11*time.Second, "remembered no longer than kube-apiserver's 10 s")
+}
+
+// The admin token is audience agnostic, as kube-apiserver's token file:
+// it authenticates for the server's API audiences (a review naming none
+// gets them), not for another audience.
+func TestAdminTokenAudiences(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	c := clientset(t, srv)
+	token := srv.RESTConfig().BearerToken
+	st := review(t, c, token)
+	require.True(t, st.Authenticated, st.Error)
+	assert.Equal(t, "kubeembed-admin", st.User.Username)
+	tr, err := requestToken(t, c, "default", "default", authenticationv1.TokenRequestSpec{})
+	require.NoError(t, err)
+	api := review(t, c, tr.Status.Token).Audiences
+	require.NotEmpty(t, api, "a token of the API audiences")
+	assert.Equal(t, api, st.Audiences)
+	assert.False(t, review(t, c, token, "vault").Authenticated, "not another audience's")
 }
 
 // A WebSocket client (a browser cannot set the Authorization header) gives

@@ -41,9 +41,11 @@ const tokenSuccessCacheTTL = 10 * time.Second
 // service account, pod or secret deleted since still authenticates until
 // then, on both servers.
 func tokenAuthenticator(adminToken string, issuer *satoken.Issuer, inf *informerSet) authenticator.Request {
-	admin := tokenfile.New(map[string]*user.DefaultInfo{
+	// Audience agnostic, as kube-apiserver's --token-auth-file: the admin
+	// token is for the server's API audiences only.
+	admin := authenticator.WrapAudienceAgnosticToken(issuer.Audiences(), tokenfile.New(map[string]*user.DefaultInfo{
 		adminToken: {Name: AdminUser, UID: AdminUser, Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}},
-	})
+	}))
 	// Service accounts from the shared informer's cache, then live (a token
 	// issued for an account created a moment ago); pods, secrets and nodes
 	// live.
@@ -79,14 +81,15 @@ func (b boundObjects) Node(ctx context.Context, name string) (*corev1.Node, erro
 }
 
 // requestAuthenticator authenticates client certificates the server's CA signed
-// (common name the user, organizations the groups), then bearer tokens, and
-// everyone else as system:anonymous, then denied by authorization, as
-// kube-apiserver does by default. A request with credentials that fail is
+// (common name the user, organizations the groups), or else bearer tokens,
+// and everyone else as system:anonymous, then denied by authorization, as
+// kube-apiserver does by default. A request whose credentials all fail is
 // rejected (401), not downgraded to anonymous: a certificate of another
-// server's CA too.
+// server's CA too, unless a token of the request authenticates (the
+// credentials are a union, as kube-apiserver's).
 func requestAuthenticator(keys Keys, tokens authenticator.Request) authenticator.Request {
-	certs := group.NewAuthenticatedGroupAdder(certAuthenticator(keys))
-	return union.NewFailOnError(certs, tokens, anonymous.NewAuthenticator(nil))
+	credentials := group.NewAuthenticatedGroupAdder(union.New(certAuthenticator(keys), tokens))
+	return union.NewFailOnError(credentials, anonymous.NewAuthenticator(nil))
 }
 
 // certAuthenticator authenticates client certificates: the front proxy's

@@ -4,6 +4,7 @@ package authentication
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -79,6 +80,10 @@ func tokenReview(authn authenticator.Request, apiAudiences authenticator.Audienc
 		tr.Status.Authenticated = ok
 		if err != nil {
 			tr.Status.Error = err.Error()
+		}
+		if len(auds) > 0 && resp != nil && len(auds.Intersect(resp.Audiences)) == 0 {
+			// kube-apiserver's answer to an authenticator that ignored them.
+			return nil, apierrors.NewInternalError(errors.New("error validating audiences"))
 		}
 		if ok && resp != nil && resp.User != nil {
 			tr.Status.User = authenticationv1.UserInfo{Username: resp.User.GetName(), UID: resp.User.GetUID(),
