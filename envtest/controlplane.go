@@ -48,16 +48,19 @@ func (te *Environment) describeControlPlane() error {
 	return nil
 }
 
-// forgetControlPlane undoes describeControlPlane, as envtest's Stop resets
-// what its Start allocated: the address and port are kept when the suite
-// chose them (a restart serves there again).
+// forgetControlPlane undoes what describeControlPlane allocated, as
+// envtest's Stop removes the CertDir it made: the CA and Authn stay (a
+// user provisioned before reads the CA; AddUser now fails, the server
+// being gone). The address and port stay when the suite chose them (a
+// restart serves there again, as envtest's); those Start chose are
+// forgotten, so that a restart picks a free port again.
 func (te *Environment) forgetControlPlane() error {
 	api := te.ControlPlane.APIServer
 	if api == nil || api.CertDir == "" {
 		return nil
 	}
 	err := os.RemoveAll(api.CertDir)
-	api.CertDir, api.SecureServing.CA, api.SecureServing.Authn = "", nil, nil
+	api.CertDir = ""
 	if !te.suiteChoseAddress {
 		api.URL, api.SecurePort, api.SecureServing.ListenAddr = nil, 0, ListenAddr{}
 	}

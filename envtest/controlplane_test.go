@@ -70,10 +70,17 @@ func TestControlPlanePort(t *testing.T) {
 	assert.NoDirExists(t, dir)
 	api := te.ControlPlane.APIServer
 	assert.Equal(t, port, api.Port, "the suite's")
-	assert.Nil(t, api.Authn)
-	assert.Empty(t, api.CA)
+	assert.NotEmpty(t, api.CA, "kept, as envtest keeps it")
 	_, err = te.ControlPlane.AddUser(envtest.User{Name: "late"}, nil)
 	assert.Error(t, err, "no server")
+
+	// A restart serves on the suite's port again.
+	cfg, err := te.Start()
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, te.Stop()) })
+	assert.Equal(t, port, te.ControlPlane.APIServer.Port)
+	_, err = clientsetFor(t, cfg).CoreV1().Namespaces().Get(t.Context(), "default", metav1.GetOptions{})
+	assert.NoError(t, err)
 
 	other := &envtest.Environment{}
 	start(t, other)
