@@ -333,7 +333,7 @@ func serviceRange(s string) (netip.Prefix, error) {
 	p, err := netip.ParsePrefix(s)
 	switch {
 	case strings.Contains(s, ","):
-		return p, errors.New("a dual-stack range: kubeembed serves one IPv4 range")
+		return p, errors.New("a list of ranges (dual-stack): kubeembed serves one IPv4 range")
 	case err != nil:
 		return p, fmt.Errorf("not a CIDR: %w", err)
 	case !p.Addr().Is4():

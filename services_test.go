@@ -211,7 +211,7 @@ func TestServiceClusterIPRange(t *testing.T) {
 func TestServiceClusterIPRangeRefused(t *testing.T) {
 	t.Parallel()
 	for value, want := range map[string]string{"fd00::/108": "not an IPv4 range", "10.0.0.0/31": "a prefix of 31 bits",
-		"10.0.0.0/4": "a prefix of 4 bits", "ten": "not a CIDR", "10.0.0.0/16,fd00::/108": "a dual-stack range"} {
+		"10.0.0.0/4": "a prefix of 4 bits", "ten": "not a CIDR", "10.0.0.0/16,fd00::/108": "a list of ranges"} {
 		_, err := apiserver.New(apiserver.Options{ServiceClusterIPRange: value})
 		require.Error(t, err, value)
 		assert.Contains(t, err.Error(), `options: ServiceClusterIPRange "`+value+`": `+want, value)
