@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 
 	"k8s.io/client-go/rest"
 )
@@ -107,6 +108,11 @@ func (te *Environment) serviceRangeFlag(serviceRange *string) {
 		return
 	}
 	vals := api.Configure().Get("service-cluster-ip-range").Get(nil)
+	for _, arg := range api.Args { // the deprecated way, "--flag=value"
+		if v, ok := strings.CutPrefix(arg, "--service-cluster-ip-range="); ok && len(vals) == 0 {
+			vals = []string{v}
+		}
+	}
 	if len(vals) == 0 {
 		return
 	}

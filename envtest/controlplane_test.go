@@ -93,13 +93,16 @@ func TestControlPlanePort(t *testing.T) {
 // kube-apiserver, is the server's range: a Service may take an IP in it.
 func TestControlPlaneServiceRange(t *testing.T) {
 	t.Parallel()
-	te := &envtest.Environment{}
-	te.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
-	cfg := start(t, te)
-	svc, err := clientsetFor(t, cfg).CoreV1().Services("default").Create(t.Context(), &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "pinned"},
-		Spec:       corev1.ServiceSpec{ClusterIP: "10.0.100.1", Ports: []corev1.ServicePort{{Port: 80}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	assert.Equal(t, "10.0.100.1", svc.Spec.ClusterIP)
+	configured, deprecated := &envtest.Environment{}, &envtest.Environment{}
+	configured.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
+	deprecated.ControlPlane.GetAPIServer().Args = []string{"--service-cluster-ip-range=10.0.0.0/16"}
+	for _, te := range []*envtest.Environment{configured, deprecated} {
+		cfg := start(t, te)
+		svc, err := clientsetFor(t, cfg).CoreV1().Services("default").Create(t.Context(), &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "pinned"},
+			Spec:       corev1.ServiceSpec{ClusterIP: "10.0.100.1", Ports: []corev1.ServicePort{{Port: 80}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, "10.0.100.1", svc.Spec.ClusterIP)
+	}
 }
