@@ -81,9 +81,10 @@ func SetupEnvtestDefaultBinaryAssetsDirectory() (string, error) {
 type Environment struct {
 	// ControlPlane starts no processes, and the flags set on it are not
 	// read but --service-cluster-ip-range (an IPv4 range). A port (and
-	// loopback address) set on its APIServer before Start is served on; after Start its APIServer describes the server
-	// (URL, SecurePort, SecureServing's address, port and CA, CertDir), and
-	// its AddUser provisions users as Environment.AddUser does.
+	// loopback address) set on its APIServer before Start is served on;
+	// after Start its APIServer describes the server (URL, SecurePort,
+	// SecureServing's address, port and CA, CertDir), and its AddUser
+	// provisions users as Environment.AddUser does.
 	ControlPlane ControlPlane
 
 	// Scheme decides which CRDs get a conversion webhook: those whose

@@ -142,31 +142,27 @@ func ensureSystemNamespaces(ctx context.Context, client kubernetes.Interface) er
 // Ready.
 func ensureServiceCIDR(serviceRange netip.Prefix) func(context.Context, kubernetes.Interface) error {
 	return func(ctx context.Context, client kubernetes.Interface) error {
-		return ensureRange(ctx, client, serviceRange)
-	}
-}
-
-func ensureRange(ctx context.Context, client kubernetes.Interface, serviceRange netip.Prefix) error {
-	cidrs := client.NetworkingV1().ServiceCIDRs()
-	cidr, err := cidrs.Get(ctx, kubernetesService, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		cidr, err = cidrs.Create(ctx, &networkingv1.ServiceCIDR{
-			ObjectMeta: metav1.ObjectMeta{Name: kubernetesService},
-			Spec:       networkingv1.ServiceCIDRSpec{CIDRs: []string{serviceRange.String()}},
-		}, metav1.CreateOptions{})
-	}
-	if err != nil {
-		return fmt.Errorf("the kubernetes service CIDR: %w", err)
-	}
-	for _, c := range cidr.Status.Conditions {
-		if c.Type == networkingv1.ServiceCIDRConditionReady && c.Status == metav1.ConditionTrue {
-			return nil
+		cidrs := client.NetworkingV1().ServiceCIDRs()
+		cidr, err := cidrs.Get(ctx, kubernetesService, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			cidr, err = cidrs.Create(ctx, &networkingv1.ServiceCIDR{
+				ObjectMeta: metav1.ObjectMeta{Name: kubernetesService},
+				Spec:       networkingv1.ServiceCIDRSpec{CIDRs: []string{serviceRange.String()}},
+			}, metav1.CreateOptions{})
 		}
+		if err != nil {
+			return fmt.Errorf("the kubernetes service CIDR: %w", err)
+		}
+		for _, c := range cidr.Status.Conditions {
+			if c.Type == networkingv1.ServiceCIDRConditionReady && c.Status == metav1.ConditionTrue {
+				return nil
+			}
+		}
+		cidr.Status.Conditions = []metav1.Condition{{Type: networkingv1.ServiceCIDRConditionReady, Status: metav1.ConditionTrue,
+			Message: "Kubernetes default Service CIDR is ready", LastTransitionTime: metav1.Now()}}
+		_, err = cidrs.UpdateStatus(ctx, cidr, metav1.UpdateOptions{})
+		return err
 	}
-	cidr.Status.Conditions = []metav1.Condition{{Type: networkingv1.ServiceCIDRConditionReady, Status: metav1.ConditionTrue,
-		Message: "Kubernetes default Service CIDR is ready", LastTransitionTime: metav1.Now()}}
-	_, err = cidrs.UpdateStatus(ctx, cidr, metav1.UpdateOptions{})
-	return err
 }
 
 // ensureKubernetesService keeps default/kubernetes: the Service on the first
