@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -30,9 +31,10 @@ type clientPath struct {
 	c    kubernetes.Interface
 }
 
-// clientPaths starts a server and returns its admin clients: over the
+// clientPaths starts a server and returns its clients: the admin over the
 // network, in process, and in process by client certificate (as envtest's
-// clients authenticate), each in system:masters.
+// clients authenticate), then a service account bound to cluster-admin, in
+// process by its token (as a test's controller running as one).
 func clientPaths(b *testing.B) []clientPath {
 	srv := startServer(b, apiserver.Options{Controllers: []controllers.Name{}})
 	b.Cleanup(func() { _ = srv.Close() })
@@ -43,15 +45,43 @@ func clientPaths(b *testing.B) []clientPath {
 	if byCert, err = srv.InProcess(byCert); err != nil {
 		b.Fatal(err)
 	}
+	byToken := benchServiceAccount(b, srv)
 	var out []clientPath
-	for i, cfg := range []*rest.Config{srv.RESTConfig(), srv.InProcessRESTConfig(), byCert} {
+	for i, cfg := range []*rest.Config{srv.RESTConfig(), srv.InProcessRESTConfig(), byCert, byToken} {
 		c, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
-		out = append(out, clientPath{[]string{"network", "in-process", "in-process-cert"}[i], c})
+		out = append(out, clientPath{[]string{"network", "in-process", "in-process-cert", "in-process-sa-token"}[i], c})
 	}
 	return out
+}
+
+// benchServiceAccount is the in-process configuration of default/bench, a
+// service account bound to cluster-admin.
+func benchServiceAccount(b *testing.B, srv *apiserver.Server) *rest.Config {
+	ctx := context.Background()
+	admin, err := srv.Clientset()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := admin.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "bench"}},
+		metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "bench"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "bench", Namespace: "default"}}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := srv.RESTConfigForServiceAccount(ctx, "default", "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if cfg, err = srv.InProcess(cfg); err != nil {
+		b.Fatal(err)
+	}
+	return cfg
 }
 
 // timed runs op once per iteration and reports the p50 and p99 of its
