@@ -82,8 +82,10 @@ func nodeChanged(old, cur *corev1.Node) bool {
 }
 
 // podChanged: a pending pod's own change lets it be tried again; a placed
-// pod that ends, leaves its node or is relabelled can make room.
+// pod that ends, leaves its node, is resized down or relabelled can make
+// room.
 func (s *Scheduler) podChanged(old, cur *corev1.Pod) {
+	changed := false
 	if cur.Spec.NodeName != "" {
 		s.mu.Lock()
 		assumed := s.assumed[cur.UID] // never changed once stored
@@ -93,7 +95,7 @@ func (s *Scheduler) podChanged(old, cur *corev1.Pod) {
 		// differs from the copy the snapshot counts (relabelled or
 		// deleted since it was listed).
 		bound := old.Spec.NodeName == "" && assumed != nil && !s.placedChanged(assumed, cur)
-		changed := !bound && s.placedChanged(old, cur)
+		changed = !bound && s.placedChanged(old, cur)
 		s.mu.Lock()
 		s.stale = s.stale || changed
 		delete(s.assumed, cur.UID)
@@ -112,7 +114,8 @@ func (s *Scheduler) podChanged(old, cur *corev1.Pod) {
 		s.requeue(retryPlacement) // bound
 	case podEnded(old) != podEnded(cur):
 		s.requeue(retryAll) // as deleted: a terminating pod holds its room until then
-
+	case changed && s.requests.of(cur).requested.less(s.requests.of(old).requested):
+		s.requeue(retryAll) // kube-scheduler's UpdatePodScaleDown: a resize gave room back
 	case !maps.Equal(old.Labels, cur.Labels):
 		s.requeue(retryPlacement)
 	}
@@ -122,10 +125,28 @@ func (s *Scheduler) podChanged(old, cur *corev1.Pod) {
 // of it (its node, whether it ended or is terminating, its labels, spec
 // or requests); a status write (the kubelet's) does not.
 func (s *Scheduler) placedChanged(old, cur *corev1.Pod) bool {
-	return old.Spec.NodeName != cur.Spec.NodeName || podEnded(old) != podEnded(cur) ||
+	if old.Spec.NodeName != cur.Spec.NodeName || podEnded(old) != podEnded(cur) ||
 		(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||
-		!maps.Equal(old.Labels, cur.Labels) || !equality.Semantic.DeepEqual(old.Spec, cur.Spec) ||
-		!s.requests.of(old).requested.equal(s.requests.of(cur).requested)
+		!maps.Equal(old.Labels, cur.Labels) || !sameSpec(old, cur) {
+		return true
+	}
+	if sameStatusRequests(old, cur) {
+		s.requests.carry(old, cur)
+		return false
+	}
+	return !s.requests.of(old).requested.equal(s.requests.of(cur).requested)
+}
+
+// sameSpec: cur's spec is old's but for its node. A server that tracks
+// pods' generations (kube-apiserver since 1.34, KEP-5067) increments it
+// at each change of the spec but a binding's, so a status write is told by
+// its generation without comparing two specs, ~2% of the CPU of a thousand
+// pods' start; a pod without one is compared.
+func sameSpec(old, cur *corev1.Pod) bool {
+	if old.Generation > 0 && old.Generation == cur.Generation {
+		return true
+	}
+	return equality.Semantic.DeepEqual(old.Spec, cur.Spec)
 }
 
 // podAdded: a new pending pod is tried; a pod created on a node is placed.

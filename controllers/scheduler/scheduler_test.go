@@ -179,6 +179,21 @@ func TestRoomFreedByAPlacedPod(t *testing.T) {
 	assert.Equal(t, "a", second.Spec.NodeName)
 }
 
+// A placed pod resized down frees the room it gave back once the kubelet
+// has actuated the resize: the status write that reports it (the spec is
+// unchanged by then) is counted as a change of the pod's requests.
+func TestRoomFreedByAResize(t *testing.T) {
+	t.Parallel()
+	_, client := start(t, controllers.Node{Name: "a", Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}})
+	big := wait(t, client, create(t, client, pod("big", requests("600m"))), func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	waiting := wait(t, client, create(t, client, pod("waiting", requests("600m"))), unschedulable)
+
+	big.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("200m")
+	_, err := client.CoreV1().Pods("default").UpdateResize(t.Context(), big.Name, big, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "a", wait(t, client, waiting, scheduled).Spec.NodeName)
+}
+
 // A pod that fits nowhere gets kube-scheduler's condition and event, with
 // its message; it is scheduled once a node that fits joins.
 func TestUnschedulablePodWaitsForANode(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/resource"
 )
@@ -112,6 +113,65 @@ func (c *requestCache) of(p *corev1.Pod) podRequests {
 	return r
 }
 
+// carry keeps old's requests for cur, a later version of the pod with the
+// same spec and sameStatusRequests: a status write (the kubelet's) does not
+// compute them again.
+func (c *requestCache) carry(old, cur *corev1.Pod) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.pods[old.UID]; ok && r.resourceVersion == old.ResourceVersion && old.ResourceVersion != "" {
+		r.resourceVersion = cur.ResourceVersion
+		c.pods[old.UID] = r
+	}
+}
+
+// sameStatusRequests: what of a and b's statuses their requests read
+// (component-helpers' PodRequests with status resources: the pod's and
+// its containers' resources and allocated resources, a pending resize's
+// reason, its node allocatable claims) is the same.
+func sameStatusRequests(a, b *corev1.Pod) bool {
+	as, bs := &a.Status, &b.Status
+	return resizeReason(a) == resizeReason(b) &&
+		equality.Semantic.DeepEqual(as.Resources, bs.Resources) &&
+		equality.Semantic.DeepEqual(as.AllocatedResources, bs.AllocatedResources) &&
+		equality.Semantic.DeepEqual(as.NodeAllocatableResourceClaimStatuses, bs.NodeAllocatableResourceClaimStatuses) &&
+		sameContainerResources(as.ContainerStatuses, bs.ContainerStatuses) &&
+		sameContainerResources(as.InitContainerStatuses, bs.InitContainerStatuses)
+}
+
+// sameContainerResources: the statuses that report resources are the same
+// containers' with the same resources (one reporting none counts as not
+// there, as PodRequests reads it).
+func sameContainerResources(a, b []corev1.ContainerStatus) bool {
+	i, j := 0, 0
+	for {
+		for i < len(a) && a[i].Resources == nil && a[i].AllocatedResources == nil {
+			i++
+		}
+		for j < len(b) && b[j].Resources == nil && b[j].AllocatedResources == nil {
+			j++
+		}
+		if i == len(a) || j == len(b) {
+			return i == len(a) && j == len(b)
+		}
+		if a[i].Name != b[j].Name || !equality.Semantic.DeepEqual(a[i].Resources, b[j].Resources) ||
+			!equality.Semantic.DeepEqual(a[i].AllocatedResources, b[j].AllocatedResources) {
+			return false
+		}
+		i, j = i+1, j+1
+	}
+}
+
+// resizeReason is the reason of the pod's PodResizePending condition.
+func resizeReason(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodResizePending {
+			return c.Reason
+		}
+	}
+	return ""
+}
+
 func (c *requestCache) forget(uid types.UID) {
 	c.mu.Lock()
 	delete(c.pods, uid)
@@ -169,6 +229,19 @@ func (a *amounts) of(name corev1.ResourceName) int64 {
 
 func (a *amounts) equal(b *amounts) bool {
 	return a.cpu == b.cpu && a.memory == b.memory && maps.Equal(a.others, b.others)
+}
+
+// less: a has less of some resource than b.
+func (a *amounts) less(b *amounts) bool {
+	if a.cpu < b.cpu || a.memory < b.memory {
+		return true
+	}
+	for name, v := range b.others {
+		if a.others[name] < v {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *amounts) add(b *amounts) {
