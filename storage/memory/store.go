@@ -682,16 +682,10 @@ func (l *listing) pages() error {
 		if pred.Empty() {
 			growSlice(l.items, len(res.kvs))
 		}
-		limitReached := false
-		for _, item := range res.kvs {
-			if paging && int64(l.items.Len()) >= pred.Limit {
-				limitReached = true
-				break
-			}
-			l.lastKey = item.key
-			if err := l.add(item); err != nil {
-				return err
-			}
+		limitReached, err := l.addAll(res.kvs)
+		releaseKVs(res.kvs)
+		if err != nil {
+			return err
 		}
 		l.hasMore = res.more || limitReached
 		if limitReached || !res.more || (paging && int64(l.items.Len()) >= pred.Limit) {
@@ -719,6 +713,21 @@ func (l *listing) atRevision(rev int64) error {
 
 // add decodes item into the list if it matches; a corrupt one is noted and
 // the list reads on.
+// addAll adds the items read until a page is full (limitReached).
+func (l *listing) addAll(kvs []kv) (limitReached bool, err error) {
+	pred := l.opts.Predicate
+	for _, item := range kvs {
+		if pred.Limit > 0 && int64(l.items.Len()) >= pred.Limit {
+			return true, nil
+		}
+		l.lastKey = item.key
+		if err := l.add(item); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
 func (l *listing) add(item kv) error {
 	if err := l.s.appendItem(l.ctx, item, l.opts.Predicate, l.newItem, l.items); err != nil {
 		return l.corrupt.add(l.s, item.key, err)
@@ -731,28 +740,65 @@ func (l *listing) add(item kv) error {
 const maxPage = 10000
 
 // appendItem decodes one stored item and appends it to v if pred matches.
+// A typed item is decoded into the slice's next element, as kube-apiserver's
+// watch cache appends its objects: an object of its own per item, then
+// copied into the slice, was a third of a list's allocations (newItem is
+// nil then).
 func (s *store) appendItem(ctx context.Context, item kv, pred storage.SelectionPredicate, newItem func() runtime.Object, v reflect.Value) error {
-	data, _, err := s.xf().TransformFromStorage(ctx, item.value, dataCtx(item.key))
+	data, err := s.fromStorage(ctx, item)
 	if err != nil {
-		if reportCorrupt() {
-			return &corruptObjectError{err: err}
-		}
-		return storage.NewInternalError(fmt.Errorf("unable to transform key %q: %w", item.key, err))
-	}
-	if ctx.Err() != nil {
-		return storage.NewTimeoutError(item.key, "request did not complete within requested timeout")
-	}
-	obj := newItem()
-	if err := s.decodeVersion(data, item.memo, obj, item.modRev, false); err != nil {
-		if reportCorrupt() {
-			return &corruptObjectError{err: err, undecodable: true, revision: item.modRev}
-		}
 		return err
 	}
-	if ok, err := pred.Matches(obj); err == nil && ok {
+	n := v.Len()
+	var obj runtime.Object
+	if newItem != nil {
+		obj = newItem()
+	} else {
+		if n == v.Cap() {
+			growSlice(v, max(n, 16))
+		}
+		v.SetLen(n + 1)
+		slot := v.Index(n)
+		slot.SetZero()
+		obj = slot.Addr().Interface().(runtime.Object)
+	}
+	err = s.decodeVersion(data, item.memo, obj, item.modRev, false)
+	matched := false
+	if err == nil {
+		ok, matchErr := pred.Matches(obj)
+		matched = matchErr == nil && ok
+	}
+	switch {
+	case newItem == nil && !matched: // the slot is given back
+		v.Index(n).SetZero()
+		v.SetLen(n)
+	case newItem != nil && matched:
 		v.Set(reflect.Append(v, reflect.ValueOf(obj).Elem()))
 	}
-	return nil
+	if err != nil && reportCorrupt() {
+		return &corruptObjectError{err: err, undecodable: true, revision: item.modRev}
+	}
+	return err
+}
+
+// fromStorage is an item's stored bytes as its transformer gives them back
+// (as they are without one: no context for it to read).
+func (s *store) fromStorage(ctx context.Context, item kv) ([]byte, error) {
+	xf := s.xf()
+	if _, none := xf.(identity); none {
+		return item.value, nil
+	}
+	data, _, err := xf.TransformFromStorage(ctx, item.value, dataCtx(item.key))
+	if err != nil {
+		if reportCorrupt() {
+			return nil, &corruptObjectError{err: err}
+		}
+		return nil, storage.NewInternalError(fmt.Errorf("unable to transform key %q: %w", item.key, err))
+	}
+	if ctx.Err() != nil {
+		return nil, storage.NewTimeoutError(item.key, "request did not complete within requested timeout")
+	}
+	return data, nil
 }
 
 // listError maps backend read errors to the API errors etcd3's store returns.
@@ -786,6 +832,9 @@ func newItemFunc(listObj runtime.Object, v reflect.Value) func() runtime.Object 
 		}
 	}
 	elem := v.Type().Elem()
+	if elem.Kind() == reflect.Struct && reflect.PointerTo(elem).Implements(reflect.TypeFor[runtime.Object]()) {
+		return nil // decoded in place (appendItem)
+	}
 	return func() runtime.Object { return reflect.New(elem).Interface().(runtime.Object) }
 }
 
