@@ -541,3 +541,41 @@ func TestInlineGiveUpBeforeAbort(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 }
+
+// A write into an inline answer after its handler returned (from a
+// goroutine the handler left behind) fails, as on an ended stream: the
+// answer's buffer, given back once its caller closed the body, serves the
+// next answer, which must not get the late write.
+func TestInlineAnswerSealedWhenTheHandlerReturns(t *testing.T) {
+	tr := modes()["inline"]()
+	left := make(chan http.ResponseWriter, 1)
+	lateWrite := make(chan error, 1)
+	tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/first" {
+			left <- w // kept past the handler's return
+			_, _ = io.WriteString(w, "first")
+			return
+		}
+		_, err := io.WriteString(<-left, "LATE")
+		lateWrite <- err
+		_, _ = io.WriteString(w, "second")
+	}))
+	client := &http.Client{Transport: tr}
+	get := func(path string) string {
+		resp, err := client.Get("https://server.invalid" + path)
+		require.NoError(t, err)
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		return string(b)
+	}
+	assert.Equal(t, "first", get("/first"))
+	assert.Equal(t, "second", get("/second"))
+	// Dropped (the first caller is gone, as a reset stream's write) or
+	// refused: never written.
+	if err := <-lateWrite; err != nil {
+		assert.ErrorIs(t, err, errAnswered)
+	}
+	_, err := (&keptBody{answer: nil, leave: func() {}, closed: true}).Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.ErrClosedPipe, "a closed body is not read")
+}
