@@ -235,3 +235,20 @@ func objectOf(ev watch.Event) runtime.Object {
 	}
 	return ev.Object
 }
+
+// A list whose request has ended stops with the timeout etcd3's store
+// gives, with no transformer too (the server's stores have none; the
+// conformance suite's have one).
+func TestListStopsWhenItsRequestEnded(t *testing.T) {
+	ctx, s := testSetup(t, withTransformer(identity{}))
+	for i := range 3 {
+		p := benchPod(i)
+		require.NoError(t, s.Create(ctx, "/pods/bench/"+p.Name, p, nil, 0))
+	}
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	list := &example.PodList{}
+	err := s.GetList(ended, "/pods/bench", storage.ListOptions{Recursive: true, Predicate: storage.Everything}, list)
+	assert.True(t, storage.IsRequestTimeout(err), "%v", err)
+	assert.Empty(t, list.Items)
+}

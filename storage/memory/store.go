@@ -711,8 +711,6 @@ func (l *listing) atRevision(rev int64) error {
 	return nil
 }
 
-// add decodes item into the list if it matches; a corrupt one is noted and
-// the list reads on.
 // addAll adds the items read until a page is full (limitReached).
 func (l *listing) addAll(kvs []kv) (limitReached bool, err error) {
 	pred := l.opts.Predicate
@@ -728,6 +726,8 @@ func (l *listing) addAll(kvs []kv) (limitReached bool, err error) {
 	return false, nil
 }
 
+// add decodes item into the list if it matches; a corrupt one is noted and
+// the list reads on.
 func (l *listing) add(item kv) error {
 	if err := l.s.appendItem(l.ctx, item, l.opts.Predicate, l.newItem, l.items); err != nil {
 		return l.corrupt.add(l.s, item.key, err)
@@ -748,6 +748,9 @@ func (s *store) appendItem(ctx context.Context, item kv, pred storage.SelectionP
 	data, err := s.fromStorage(ctx, item)
 	if err != nil {
 		return err
+	}
+	if ctx.Err() != nil { // a list whose request ended stops, as etcd3's
+		return storage.NewTimeoutError(item.key, "request did not complete within requested timeout")
 	}
 	n := v.Len()
 	var obj runtime.Object
@@ -794,9 +797,6 @@ func (s *store) fromStorage(ctx context.Context, item kv) ([]byte, error) {
 			return nil, &corruptObjectError{err: err}
 		}
 		return nil, storage.NewInternalError(fmt.Errorf("unable to transform key %q: %w", item.key, err))
-	}
-	if ctx.Err() != nil {
-		return nil, storage.NewTimeoutError(item.key, "request did not complete within requested timeout")
 	}
 	return data, nil
 }

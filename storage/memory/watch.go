@@ -201,6 +201,7 @@ func (w *watcher) sendInitialState() (int64, bool) {
 	key := w.waiter.key
 	if w.waiter.recursive {
 		res, err = w.s.b.rangeKeys(key, key, w.initialAt, 0)
+		defer func() { releaseKVs(res.kvs) }()
 	} else {
 		var item kv
 		var found bool
