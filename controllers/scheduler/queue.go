@@ -114,7 +114,7 @@ func (s *Scheduler) podChanged(old, cur *corev1.Pod) {
 		s.requeue(retryPlacement) // bound
 	case podEnded(old) != podEnded(cur):
 		s.requeue(retryAll) // as deleted: a terminating pod holds its room until then
-	case changed && s.requests.of(cur).requested.less(s.requests.of(old).requested):
+	case changed && s.scaledDown(old, cur):
 		s.requeue(retryAll) // kube-scheduler's UpdatePodScaleDown: a resize gave room back
 	case !maps.Equal(old.Labels, cur.Labels):
 		s.requeue(retryPlacement)
@@ -123,9 +123,10 @@ func (s *Scheduler) podChanged(old, cur *corev1.Pod) {
 
 // placedChanged: a placed pod's update changes what the snapshot counts
 // of it (its node, whether it ended or is terminating, its labels, spec
-// or requests); a status write (the kubelet's) does not.
+// or requests), or is another pod of its name (an informer's relist); a
+// status write (the kubelet's) does not.
 func (s *Scheduler) placedChanged(old, cur *corev1.Pod) bool {
-	if old.Spec.NodeName != cur.Spec.NodeName || podEnded(old) != podEnded(cur) ||
+	if old.UID != cur.UID || old.Spec.NodeName != cur.Spec.NodeName || podEnded(old) != podEnded(cur) ||
 		(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||
 		!maps.Equal(old.Labels, cur.Labels) || !sameSpec(old, cur) {
 		return true
@@ -137,14 +138,24 @@ func (s *Scheduler) placedChanged(old, cur *corev1.Pod) bool {
 	return !s.requests.of(old).requested.equal(s.requests.of(cur).requested)
 }
 
+// scaledDown: a placed pod's update shrank its requests. The old version's
+// are computed first, so the cache keeps the new one's.
+func (s *Scheduler) scaledDown(old, cur *corev1.Pod) bool {
+	if sameSpec(old, cur) && sameStatusRequests(old, cur) {
+		return false
+	}
+	was := s.requests.of(old).requested
+	return s.requests.of(cur).requested.less(was)
+}
+
 // sameSpec: cur's spec is old's but for its node. A server that tracks
 // pods' generations (kube-apiserver since 1.34, KEP-5067) increments it
 // at each change of the spec but a binding's, so a status write is told by
 // its generation without comparing two specs, ~2% of the CPU of a thousand
 // pods' start; a pod without one is compared.
 func sameSpec(old, cur *corev1.Pod) bool {
-	if old.Generation > 0 && old.Generation == cur.Generation {
-		return true
+	if old.UID == cur.UID && old.Generation > 0 && old.Generation == cur.Generation {
+		return true // not another pod of the name (an informer's relist can tell one as an update)
 	}
 	return equality.Semantic.DeepEqual(old.Spec, cur.Spec)
 }

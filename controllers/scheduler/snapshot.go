@@ -128,38 +128,41 @@ func (c *requestCache) carry(old, cur *corev1.Pod) {
 // sameStatusRequests: what of a and b's statuses their requests read
 // (component-helpers' PodRequests with status resources: the pod's and
 // its containers' resources and allocated resources, a pending resize's
-// reason, its node allocatable claims) is the same.
+// reason, its node allocatable claims) is the same, for pods of the same
+// spec.
 func sameStatusRequests(a, b *corev1.Pod) bool {
 	as, bs := &a.Status, &b.Status
 	return resizeReason(a) == resizeReason(b) &&
 		equality.Semantic.DeepEqual(as.Resources, bs.Resources) &&
 		equality.Semantic.DeepEqual(as.AllocatedResources, bs.AllocatedResources) &&
 		equality.Semantic.DeepEqual(as.NodeAllocatableResourceClaimStatuses, bs.NodeAllocatableResourceClaimStatuses) &&
-		sameContainerResources(as.ContainerStatuses, bs.ContainerStatuses) &&
-		sameContainerResources(as.InitContainerStatuses, bs.InitContainerStatuses)
+		sameContainerResources(a, b, a.Spec.Containers) && sameContainerResources(a, b, a.Spec.InitContainers)
 }
 
-// sameContainerResources: the statuses that report resources are the same
-// containers' with the same resources (one reporting none counts as not
-// there, as PodRequests reads it).
-func sameContainerResources(a, b []corev1.ContainerStatus) bool {
-	i, j := 0, 0
-	for {
-		for i < len(a) && a[i].Resources == nil && a[i].AllocatedResources == nil {
-			i++
-		}
-		for j < len(b) && b[j].Resources == nil && b[j].AllocatedResources == nil {
-			j++
-		}
-		if i == len(a) || j == len(b) {
-			return i == len(a) && j == len(b)
-		}
-		if a[i].Name != b[j].Name || !equality.Semantic.DeepEqual(a[i].Resources, b[j].Resources) ||
-			!equality.Semantic.DeepEqual(a[i].AllocatedResources, b[j].AllocatedResources) {
+// sameContainerResources: each container's status as PodRequests finds it
+// (the first of its name, among the containers' statuses then the init
+// containers') reports the same resources in a and b; a status that
+// reports none reads as no status.
+func sameContainerResources(a, b *corev1.Pod, containers []corev1.Container) bool {
+	for _, c := range containers {
+		sa, sb := statusNamed(a, c.Name), statusNamed(b, c.Name)
+		if !equality.Semantic.DeepEqual(sa.Resources, sb.Resources) || !equality.Semantic.DeepEqual(sa.AllocatedResources, sb.AllocatedResources) {
 			return false
 		}
-		i, j = i+1, j+1
 	}
+	return true
+}
+
+// statusNamed is the first status of a container of that name, or none.
+func statusNamed(p *corev1.Pod, name string) corev1.ContainerStatus {
+	for _, statuses := range [][]corev1.ContainerStatus{p.Status.ContainerStatuses, p.Status.InitContainerStatuses} {
+		for _, s := range statuses {
+			if s.Name == name {
+				return s
+			}
+		}
+	}
+	return corev1.ContainerStatus{}
 }
 
 // resizeReason is the reason of the pod's PodResizePending condition.
