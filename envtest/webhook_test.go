@@ -32,7 +32,16 @@ import (
 // accepts TLS connections (as kubebuilder's scaffolded suite waits).
 func serveWebhooks(t *testing.T, o envtest.WebhookInstallOptions, handlers map[string]http.Handler) {
 	t.Helper()
-	srv := webhook.NewServer(webhook.Options{Host: o.LocalServingHost, Port: o.LocalServingPort, CertDir: o.LocalServingCertDir})
+	// The certificate envtest wrote, loaded once. Left to the server (its
+	// CertDir), controller-runtime's certificate watcher runs an fsnotify
+	// goroutine that ends after the server's Start has returned, and never
+	// when the server stops while the watcher still adds its watches:
+	// TestNoGoroutineLeakAfterStop saw it (CI, 2026-12-07).
+	pair, err := tls.LoadX509KeyPair(filepath.Join(o.LocalServingCertDir, "tls.crt"), filepath.Join(o.LocalServingCertDir, "tls.key"))
+	require.NoError(t, err)
+	srv := webhook.NewServer(webhook.Options{Host: o.LocalServingHost, Port: o.LocalServingPort, TLSOpts: []func(*tls.Config){
+		func(c *tls.Config) { c.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &pair, nil } },
+	}})
 	for path, h := range handlers {
 		srv.Register(path, h)
 	}
