@@ -40,7 +40,9 @@ func serveWebhooks(t *testing.T, o envtest.WebhookInstallOptions, handlers map[s
 	pair, err := tls.LoadX509KeyPair(filepath.Join(o.LocalServingCertDir, "tls.crt"), filepath.Join(o.LocalServingCertDir, "tls.key"))
 	require.NoError(t, err)
 	srv := webhook.NewServer(webhook.Options{Host: o.LocalServingHost, Port: o.LocalServingPort, TLSOpts: []func(*tls.Config){
-		func(c *tls.Config) { c.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &pair, nil } },
+		func(c *tls.Config) {
+			c.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &pair, nil }
+		},
 	}})
 	for path, h := range handlers {
 		srv.Register(path, h)
