@@ -380,10 +380,15 @@ func (n *Normaliser) str(s string) string {
 
 // names replaces uids, generated names and the server's address.
 func (n *Normaliser) names(s string) string {
+	// Uids first: a generated name can occur inside a random uid (db-1 in
+	// 1df6b6db-13a0-...), never the other way round.
 	for _, old := range n.order {
 		if p, ok := n.uids[old]; ok {
 			s = strings.ReplaceAll(s, old, p)
-		} else if p, ok := n.gens[old]; ok {
+		}
+	}
+	for _, old := range n.order {
+		if p, ok := n.gens[old]; ok {
 			s = strings.ReplaceAll(s, old, p)
 		}
 	}

@@ -52,6 +52,16 @@ func TestNormaliseMakesEquivalentResponsesEqual(t *testing.T) {
 	assert.Contains(t, a[2].Body.(map[string]any)["message"], "rv <rv-2>")
 }
 
+// A generated name that happens to occur inside a random uid (db-1 in
+// 1df6b6db-13a0-...) leaves the uid whole.
+func TestNormaliseUidsBeforeGeneratedNames(t *testing.T) {
+	got := NormaliseAll(cidr(t), []Response{
+		{Code: 201, Body: jsonValue(t, `{"metadata":{"name":"db-1","generateName":"db-","uid":"0b6c5e2a-1111-4c2b-9d2e-1a2b3c4d5e6f"}}`)},
+		{Code: 200, Body: jsonValue(t, `{"metadata":{"name":"e","uid":"1df6b6db-13a0-4815-a14e-c1a44b3a4826"}}`)},
+	})
+	assert.Equal(t, "<uid-2>", got[1].Body.(map[string]any)["metadata"].(map[string]any)["uid"])
+}
+
 // A number after a colon in a message is a port, not a resource version
 // that happens to have its value.
 func TestNormaliseKeepsPortsThatLookLikeVersions(t *testing.T) {
