@@ -55,10 +55,13 @@ type Monitors struct {
 	stop        map[schema.GroupVersionResource]context.CancelFunc
 	subscribers []func(added, removed []controllers.Resource)
 	informers   sync.WaitGroup
-	// pending is set from a trigger until a discovery has served every
-	// established CRD.
+	// pending is set from a trigger until a discovery begun after it has
+	// served every established CRD; pokes counts the triggers, so that a
+	// discovery begun before one does not clear it.
 	pending bool
 	synced  bool
+	pokes   uint64
+	missing []schema.GroupResource // established CRDs' not discovered
 }
 
 // NewMonitors returns monitors listing with client, discovering with d and
@@ -76,6 +79,7 @@ func NewMonitors(client metadata.Interface, d discovery.DiscoveryInterface, crds
 func (m *Monitors) poke() {
 	m.mu.Lock()
 	m.pending = true
+	m.pokes++
 	m.mu.Unlock()
 	select {
 	case m.trigger <- struct{}{}:
@@ -98,38 +102,53 @@ func (m *Monitors) Subscribe(f func(added, removed []controllers.Resource)) {
 	}
 }
 
+// monitorRetry is how often Monitors rediscover while an established CRD
+// is not served yet, after sync's quick tries.
+const monitorRetry = time.Second
+
 // Run discovers the resources at once, then again when poked or every 30 s,
-// until ctx ends; then it stops the informers and waits for them.
+// until ctx ends; then it stops the informers and waits for them. While an
+// established CRD is missing from discovery it tries again every second,
+// and stays pending (not Idle): its custom resources are not monitored.
 func (m *Monitors) Run(ctx context.Context) {
 	defer m.informers.Wait()
 	m.poke()
 	tick := time.NewTicker(monitorResync)
 	defer tick.Stop()
+	retry := time.NewTimer(monitorRetry)
+	retry.Stop()
+	defer retry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		case <-m.trigger:
+		case <-retry.C:
 		}
-		if err := m.sync(ctx); err != nil {
-			klog.FromContext(ctx).V(2).Info("Resource discovery", "err", err)
+		missing, err := m.sync(ctx)
+		if err != nil {
+			klog.FromContext(ctx).V(2).Info("Resource discovery", "err", err, "establishedNotServed", missing)
+		}
+		if len(missing) > 0 {
+			retry.Reset(monitorRetry)
 		}
 	}
 }
 
-// sync rediscovers until every established CRD is served, or a few tries.
-func (m *Monitors) sync(ctx context.Context) error {
+// sync rediscovers until every established CRD is served, or a few tries;
+// it returns the CRDs' resources still missing.
+func (m *Monitors) sync(ctx context.Context) ([]schema.GroupResource, error) {
 	delay := time.Millisecond
 	for try := 0; ; try++ {
+		m.mu.Lock()
+		pokes := m.pokes
+		m.mu.Unlock()
 		found, err := m.discover(ctx)
 		missing := m.missingCRDs(found)
 		if err == nil && len(missing) == 0 || try == 12 || ctx.Err() != nil {
-			m.apply(ctx, found, err == nil)
-			if err == nil && len(missing) > 0 {
-				err = fmt.Errorf("established but not discovered: %v", missing)
-			}
-			return err
+			m.apply(ctx, found, err == nil, missing, pokes)
+			return missing, err
 		}
 		select {
 		case <-ctx.Done():
@@ -169,6 +188,9 @@ func (m *Monitors) missingCRDs(found map[schema.GroupVersionResource]controllers
 		if !ok || !established(crd) || crd.DeletionTimestamp != nil {
 			continue
 		}
+		if !slices.ContainsFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Served }) {
+			continue // established, and never discovered
+		}
 		if gr := (schema.GroupResource{Group: crd.Spec.Group, Resource: crd.Spec.Names.Plural}); !served[gr] {
 			missing = append(missing, gr)
 		}
@@ -184,8 +206,11 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 
 // apply tells subscribers what changed. After a failed discovery (some
 // groups failing) only additions are applied, as the garbage collector
-// keeps the monitors of groups it could not reach.
-func (m *Monitors) apply(ctx context.Context, found map[schema.GroupVersionResource]controllers.Resource, complete bool) {
+// keeps the monitors of groups it could not reach. The monitors are no
+// longer pending if every established CRD was served (none missing) and no
+// trigger came since the discovery began (pokes).
+func (m *Monitors) apply(ctx context.Context, found map[schema.GroupVersionResource]controllers.Resource, complete bool,
+	missing []schema.GroupResource, pokes uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var added, removed []controllers.Resource
@@ -216,7 +241,10 @@ func (m *Monitors) apply(ctx context.Context, found map[schema.GroupVersionResou
 		m.stop[r.GroupVersionResource] = cancel
 		m.informers.Go(func() { r.Informer.RunWithContext(ictx) })
 	}
-	m.pending, m.synced = false, true
+	m.synced, m.missing = true, missing
+	if len(missing) == 0 && pokes == m.pokes {
+		m.pending = false
+	}
 }
 
 // Idle returns nil once the monitors have seen every write to CRDs and
@@ -227,6 +255,9 @@ func (m *Monitors) Idle(written map[schema.GroupResource]uint64) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if len(m.missing) > 0 {
+		return fmt.Errorf("resource monitors: established CRDs' resources not discovered yet: %v", m.missing)
+	}
 	if m.pending || !m.synced {
 		return fmt.Errorf("resource monitors: discovering")
 	}

@@ -13,6 +13,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
@@ -311,5 +312,49 @@ func TestMonitorsRelistHandsOutOnlyWhatChanged(t *testing.T) {
 		default:
 			return // the relist's updates, if any, came before t-c's add
 		}
+	}
+}
+
+// An established CRD that discovery does not serve yet (the apiextensions
+// server's discovery follows its condition, late under load) keeps the
+// monitors pending, and they try again until it is served. They used to
+// give up after their quick tries and say they were idle: the garbage
+// collector did not see the CRD's resources until its 30 s rediscovery,
+// while WaitIdle said it had caught up (CI, on etcd behind the watch
+// cache).
+func TestMonitorsWaitForAnEstablishedCRD(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t, apiservertest.WithCRDPaths("../../testdata/crds"))
+	client, err := srv.Clientset()
+	require.NoError(t, err)
+	review, err := client.AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	var lagging atomic.Bool
+	lagging.Store(true)
+	srv.Faults().Add(faults.Rule{Match: faults.Match{User: review.Status.UserInfo.Username},
+		When:   func(r faults.Request) bool { return r.Path == "/apis" && lagging.Load() },
+		Action: faults.Fail(apierrors.NewServiceUnavailable("discovery lags"))})
+
+	m, run := newMonitors(t, srv)
+	widgets := make(chan struct{})
+	var once sync.Once
+	m.Subscribe(func(added, _ []controllers.Resource) {
+		for _, r := range added {
+			if r.Resource == "widgets" {
+				once.Do(func() { close(widgets) })
+			}
+		}
+	})
+	defer run()()
+	idle := func() bool { return m.Idle(nil) == nil }
+	// Longer than the quick tries (~0.8 s): a negative check.
+	require.Never(t, idle, 3*time.Second, 10*time.Millisecond, "idle while an established CRD was not monitored")
+	assert.ErrorContains(t, m.Idle(nil), "widgets.example.kubeembed.dev")
+	lagging.Store(false)
+	require.Eventually(t, idle, 30*time.Second, time.Millisecond)
+	select {
+	case <-widgets:
+	default:
+		t.Fatal("idle, and the CRD's resource was never handed to the subscribers")
 	}
 }
