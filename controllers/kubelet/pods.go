@@ -8,7 +8,6 @@ package kubelet
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -19,8 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubeembed/apiserver/internal/controller"
 )
 
 // podWork is what a sync of one pod found to do, computed under the lock
@@ -240,15 +240,8 @@ func (k *Kubelet) keepReported(pod *corev1.Pod) {
 }
 
 func (k *Kubelet) patchStatus(ctx context.Context, pod *corev1.Pod, status corev1.PodStatus) error {
-	old, err := json.Marshal(corev1.Pod{Status: pod.Status})
-	if err != nil {
-		return err
-	}
-	cur, err := json.Marshal(corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: pod.UID}, Status: status})
-	if err != nil {
-		return err
-	}
-	patch, err := strategicpatch.CreateTwoWayMergePatch(old, cur, corev1.Pod{})
+	patch, err := controller.TwoWayPatch(&corev1.Pod{Status: pod.Status},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: pod.UID}, Status: status})
 	if err != nil {
 		return err
 	}

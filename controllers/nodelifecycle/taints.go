@@ -7,7 +7,6 @@ package nodelifecycle
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -15,7 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
+
+	"github.com/kubeembed/apiserver/internal/controller"
 )
 
 // conditionTaints maps a condition's status to the taint key it gives.
@@ -124,15 +124,7 @@ func (c *Controller) fullDisruption() (bool, error) {
 
 // patchTaints writes the node's taints as a strategic merge patch.
 func (c *Controller) patchTaints(ctx context.Context, n *corev1.Node, taints []corev1.Taint) error {
-	old, err := json.Marshal(corev1.Node{Spec: corev1.NodeSpec{Taints: n.Spec.Taints}})
-	if err != nil {
-		return err
-	}
-	cur, err := json.Marshal(corev1.Node{Spec: corev1.NodeSpec{Taints: taints}})
-	if err != nil {
-		return err
-	}
-	patch, err := strategicpatch.CreateTwoWayMergePatch(old, cur, corev1.Node{})
+	patch, err := controller.TwoWayPatch(&corev1.Node{Spec: corev1.NodeSpec{Taints: n.Spec.Taints}}, &corev1.Node{Spec: corev1.NodeSpec{Taints: taints}})
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package podgc
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,8 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/klog/v2"
+
+	"github.com/kubeembed/apiserver/internal/controller"
 )
 
 // gcTerminated deletes the terminated pods past the threshold.
@@ -242,14 +242,6 @@ func (c *Controller) patchStatus(ctx context.Context, pod *corev1.Pod, status co
 
 // statusPatch is the strategic merge patch from old to updated, with uid.
 func statusPatch(uid types.UID, old, updated corev1.PodStatus) ([]byte, error) {
-	oldData, err := json.Marshal(corev1.Pod{Status: old})
-	if err != nil {
-		return nil, err
-	}
 	// Only the UID in the new object: it becomes the patch's precondition.
-	newData, err := json.Marshal(corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}, Status: updated})
-	if err != nil {
-		return nil, err
-	}
-	return strategicpatch.CreateTwoWayMergePatch(oldData, newData, corev1.Pod{})
+	return controller.TwoWayPatch(&corev1.Pod{Status: old}, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}, Status: updated})
 }

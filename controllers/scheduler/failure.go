@@ -5,7 +5,6 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,8 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/kubeembed/apiserver/internal/controller"
 )
 
 func eventScheme() *runtime.Scheme { return scheme.Scheme }
@@ -98,15 +98,7 @@ func (s *Scheduler) failWith(ctx context.Context, pod *corev1.Pod, reason, messa
 // patchStatus writes the pod's status as kube-scheduler does: a strategic
 // merge patch from the status it read.
 func (s *Scheduler) patchStatus(ctx context.Context, pod *corev1.Pod, status corev1.PodStatus) error {
-	old, err := json.Marshal(corev1.Pod{Status: pod.Status})
-	if err != nil {
-		return err
-	}
-	cur, err := json.Marshal(corev1.Pod{Status: status})
-	if err != nil {
-		return err
-	}
-	patch, err := strategicpatch.CreateTwoWayMergePatch(old, cur, corev1.Pod{})
+	patch, err := controller.TwoWayPatch(&corev1.Pod{Status: pod.Status}, &corev1.Pod{Status: status})
 	if err != nil || string(patch) == "{}" {
 		return err
 	}

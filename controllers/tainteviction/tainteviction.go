@@ -9,7 +9,6 @@ package tainteviction
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -21,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	corev1listers "k8s.io/client-go/listers/core/v1"
@@ -226,15 +224,7 @@ func (c *Controller) markDisruptionTarget(ctx context.Context, pod *corev1.Pod) 
 	status.Conditions = append(status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
 		Reason: "DeletionByTaintManager", Message: "Taint manager: deleting due to NoExecute taint",
 		ObservedGeneration: pod.Generation, LastTransitionTime: metav1.NewTime(c.clock.Now())})
-	old, err := json.Marshal(corev1.Pod{Status: pod.Status})
-	if err != nil {
-		return err
-	}
-	cur, err := json.Marshal(corev1.Pod{Status: *status})
-	if err != nil {
-		return err
-	}
-	patch, err := strategicpatch.CreateTwoWayMergePatch(old, cur, corev1.Pod{})
+	patch, err := controller.TwoWayPatch(&corev1.Pod{Status: pod.Status}, &corev1.Pod{Status: *status})
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ package controller
 // them for kube-scheduler, through Events' queue.
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"time"
@@ -15,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/record/util"
 	"k8s.io/client-go/tools/reference"
@@ -194,13 +192,5 @@ func (e *Events) refused(err error, namespace string, ev runtime.Object) {
 func seriesPatch(ev *eventsv1.Event) ([]byte, error) {
 	old := ev.DeepCopy()
 	old.Series = nil
-	oldData, err := json.Marshal(old)
-	if err != nil {
-		return nil, err
-	}
-	newData, err := json.Marshal(ev)
-	if err != nil {
-		return nil, err
-	}
-	return strategicpatch.CreateTwoWayMergePatch(oldData, newData, eventsv1.Event{})
+	return TwoWayPatch(old, ev)
 }
