@@ -398,7 +398,11 @@ func (s *Server) DynamicInformerFactory() dynamicinformer.DynamicSharedInformerF
 // What it cannot wait for: controllers that are not the server's (a test's
 // own manager), and work a controller put off on purpose because someone
 // else must act first (a finalizer only the test removes keeps a namespace
-// Terminating; WaitIdle returns with the namespace still there). It returns
+// Terminating; WaitIdle returns with the namespace still there), and a
+// CRD established but missing from discovery for over 30 s (its group
+// version taken by an APIService or a built-in group): the garbage
+// collector and quota do not see its objects, and WaitIdle stops waiting
+// for them, as kube-controller-manager's rediscovery would. It returns
 // ctx's error, naming what was still busy, if ctx ends first. Without
 // controllers it waits only for priority and fairness, which is at once
 // unless a FlowSchema or priority level was just written.

@@ -62,6 +62,17 @@ type Monitors struct {
 	synced  bool
 	pokes   uint64
 	missing []schema.GroupResource // established CRDs' not discovered
+
+	// missingSince is when each established CRD's resource was first seen
+	// missing from discovery (Run's goroutine only); it is waited for for
+	// missingGrace, then no longer.
+	missingSince map[schema.GroupResource]*missingCRD
+	missingGrace time.Duration
+}
+
+type missingCRD struct {
+	since  time.Time
+	warned bool
 }
 
 // NewMonitors returns monitors listing with client, discovering with d and
@@ -69,7 +80,8 @@ type Monitors struct {
 func NewMonitors(client metadata.Interface, d discovery.DiscoveryInterface, crds cache.SharedIndexInformer, revisions interface{ Latest() uint64 }) (*Monitors, error) {
 	m := &Monitors{client: client, discovery: d, crds: crds, observer: NewObserver(revisions),
 		trigger: make(chan struct{}, 1), resources: map[schema.GroupVersionResource]controllers.Resource{},
-		stop: map[schema.GroupVersionResource]context.CancelFunc{}}
+		stop: map[schema.GroupVersionResource]context.CancelFunc{}, missingSince: map[schema.GroupResource]*missingCRD{},
+		missingGrace: monitorResync}
 	changed := func(any) { m.poke() }
 	err := m.observer.Watch(schema.GroupResource{Group: apiextensionsv1.GroupName, Resource: "customresourcedefinitions"}, crds,
 		cache.ResourceEventHandlerFuncs{AddFunc: changed, DeleteFunc: changed, UpdateFunc: func(_, o any) { changed(o) }})
@@ -110,6 +122,9 @@ const monitorRetry = time.Second
 // until ctx ends; then it stops the informers and waits for them. While an
 // established CRD is missing from discovery it tries again every second,
 // and stays pending (not Idle): its custom resources are not monitored.
+// It waits so for 30 s at most (missingGrace, the garbage collector's
+// rediscovery period): a CRD can stay established and undiscovered, its
+// group version taken by an APIService or a built-in group.
 func (m *Monitors) Run(ctx context.Context) {
 	defer m.informers.Wait()
 	m.poke()
@@ -132,6 +147,8 @@ func (m *Monitors) Run(ctx context.Context) {
 		}
 		if len(missing) > 0 {
 			retry.Reset(monitorRetry)
+		} else {
+			retry.Stop()
 		}
 	}
 }
@@ -145,7 +162,7 @@ func (m *Monitors) sync(ctx context.Context) ([]schema.GroupResource, error) {
 		pokes := m.pokes
 		m.mu.Unlock()
 		found, err := m.discover(ctx)
-		missing := m.missingCRDs(found)
+		missing := m.awaited(ctx, m.missingCRDs(found))
 		if err == nil && len(missing) == 0 || try == 12 || ctx.Err() != nil {
 			m.apply(ctx, found, err == nil, missing, pokes)
 			return missing, err
@@ -191,11 +208,39 @@ func (m *Monitors) missingCRDs(found map[schema.GroupVersionResource]controllers
 		if !slices.ContainsFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Served }) {
 			continue // established, and never discovered
 		}
-		if gr := (schema.GroupResource{Group: crd.Spec.Group, Resource: crd.Spec.Names.Plural}); !served[gr] {
+		if gr := (schema.GroupResource{Group: crd.Spec.Group, Resource: crd.Spec.Names.Plural}); !served[gr] && !ignored[gr] {
 			missing = append(missing, gr)
 		}
 	}
 	return missing
+}
+
+// awaited are the missing resources still waited for: those missing for
+// less than missingGrace. One missing longer is logged once.
+func (m *Monitors) awaited(ctx context.Context, missing []schema.GroupResource) []schema.GroupResource {
+	now := time.Now()
+	for gr := range m.missingSince {
+		if !slices.Contains(missing, gr) {
+			delete(m.missingSince, gr)
+		}
+	}
+	var waiting []schema.GroupResource
+	for _, gr := range missing {
+		c := m.missingSince[gr]
+		if c == nil {
+			c = &missingCRD{since: now}
+			m.missingSince[gr] = c
+		}
+		switch {
+		case now.Sub(c.since) < m.missingGrace:
+			waiting = append(waiting, gr)
+		case !c.warned:
+			c.warned = true
+			klog.FromContext(ctx).Info("Established CRD's resource not in discovery; its objects are not monitored until it is",
+				"resource", gr, "missingFor", now.Sub(c.since).Round(time.Second))
+		}
+	}
+	return waiting
 }
 
 func established(crd *apiextensionsv1.CustomResourceDefinition) bool {

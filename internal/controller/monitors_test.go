@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -331,7 +333,7 @@ func TestMonitorsWaitForAnEstablishedCRD(t *testing.T) {
 	require.NoError(t, err)
 	var lagging atomic.Bool
 	lagging.Store(true)
-	srv.Faults().Add(faults.Rule{Match: faults.Match{User: review.Status.UserInfo.Username},
+	apiservertest.InjectFault(t, srv, faults.Rule{Match: faults.Match{User: review.Status.UserInfo.Username},
 		When:   func(r faults.Request) bool { return r.Path == "/apis" && lagging.Load() },
 		Action: faults.Fail(apierrors.NewServiceUnavailable("discovery lags"))})
 
@@ -357,4 +359,50 @@ func TestMonitorsWaitForAnEstablishedCRD(t *testing.T) {
 	default:
 		t.Fatal("idle, and the CRD's resource was never handed to the subscribers")
 	}
+}
+
+// A CRD that stays established and undiscovered (its group version taken
+// by an APIService, here discovery failing for good) is waited for no
+// longer than the monitors' grace: WaitIdle must not hang on it.
+func TestMonitorsStopWaitingForACRDNeverDiscovered(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t, apiservertest.WithCRDPaths("../../testdata/crds"))
+	client, err := srv.Clientset()
+	require.NoError(t, err)
+	review, err := client.AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	apiservertest.InjectFault(t, srv, faults.Rule{Match: faults.Match{User: review.Status.UserInfo.Username},
+		When:   func(r faults.Request) bool { return r.Path == "/apis" },
+		Action: faults.Fail(apierrors.NewServiceUnavailable("never"))})
+	m, run := newMonitors(t, srv)
+	controller.SetMissingGrace(m, 2*time.Second)
+	defer run()()
+	require.Eventually(t, func() bool { return m.Idle(nil) == nil }, 30*time.Second, 10*time.Millisecond,
+		"the monitors waited for a CRD never discovered past their grace")
+}
+
+// A CRD none of whose versions is served is established and never
+// discovered: the monitors do not wait for it.
+func TestMonitorsDoNotWaitForACRDServingNothing(t *testing.T) {
+	t.Parallel()
+	srv := apiservertest.Start(t)
+	ext, err := srv.APIExtensionsClientset()
+	require.NoError(t, err)
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "gadgets.example.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: "example.com", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: false, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object"}}}}}}
+	_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(t.Context(), crd, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		got, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(t.Context(), crd.Name, metav1.GetOptions{})
+		return err == nil && slices.ContainsFunc(got.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
+			return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
+		})
+	}, 30*time.Second, 10*time.Millisecond)
+	m, run := newMonitors(t, srv)
+	defer run()()
+	// Well within the grace (30 s): the CRD is not waited for at all.
+	require.Eventually(t, func() bool { return m.Idle(nil) == nil }, 10*time.Second, 10*time.Millisecond)
 }
