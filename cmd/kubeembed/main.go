@@ -89,6 +89,7 @@ type flags struct {
 	port, nodes                                                           int
 	verbose, apf, metrics                                                 bool
 	crds, rbac                                                            stringList
+	podExits                                                              podExits
 	storage                                                               storageFlags
 }
 
@@ -115,6 +116,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, *flag.FlagSet, error) 
 		"each node the sum of its pods' usage. Off by default: an HPA whose target is under 100% utilization would always see 100% "+
 		"and scale to its maximum; and it adds ~0.07 s to the start (the aggregator's first check of the Service)")
 	fs.Var(&f.crds, "crds", "file or directory of CRD YAML/JSON to install before serving (repeatable)")
+	fs.Var(&f.podExits, "pod-exit", podExitUsage)
 	fs.Var(&f.rbac, "rbac", "file or directory of RBAC manifests (config/rbac) to create before serving (repeatable)")
 	f.storage.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -165,6 +167,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if err := f.storage.keepPort(srv.URL()); err != nil {
+		return errors.Join(err, srv.Close())
+	}
+	if err := addPodExits(srv, f.podExits); err != nil {
 		return errors.Join(err, srv.Close())
 	}
 	defer func() {
