@@ -9,6 +9,7 @@ package kubelet
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -239,7 +240,16 @@ func (k *Kubelet) keepReported(pod *corev1.Pod) {
 	}
 }
 
+// patchStatus writes status over pod's, as the kubelet's status manager
+// does: a strategic merge patch, with the pod's UID as its precondition;
+// nothing when the status is unchanged. Most syncs (the echo of the
+// kubelet's own write among them) change nothing: an identical status is
+// told before any patch is computed (reflect.DeepEqual only says equal
+// where their JSON is too).
 func (k *Kubelet) patchStatus(ctx context.Context, pod *corev1.Pod, status corev1.PodStatus) error {
+	if reflect.DeepEqual(pod.Status, status) {
+		return nil
+	}
 	patch, err := controller.TwoWayPatch(&corev1.Pod{Status: pod.Status},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: pod.UID}, Status: status})
 	if err != nil {

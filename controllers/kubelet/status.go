@@ -59,6 +59,9 @@ func podStatus(pod *corev1.Pod, r *podRuntime, hostIP string, now time.Time) cor
 // holds, once allocated).
 func podLevelResources(pod *corev1.Pod, r *podRuntime, allocated *corev1.Pod) *corev1.ResourceRequirements {
 	out := effectiveResources(allocated)
+	defer func() { // as read back from the server: empty lists are absent
+		out.Requests, out.Limits = nonEmpty(out.Requests), nonEmpty(out.Limits)
+	}()
 	if pod.Status.Phase != corev1.PodRunning {
 		return out
 	}
