@@ -2,9 +2,12 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -33,37 +36,42 @@ func (p *podExits) Set(v string) error {
 }
 
 // parsePodExit reads one --pod-exit: comma-separated key=value fields,
-// selector last.
+// selector last. Each key at most once, no empty value.
 func parsePodExit(v string) (kubelet.Rule, error) {
-	r := kubelet.Rule{}
-	code := false
-	for rest := strings.TrimSpace(v); rest != ""; {
-		var field string
-		if strings.HasPrefix(rest, "selector=") {
-			field, rest = rest, ""
-		} else {
+	r := kubelet.Rule{Exit: &kubelet.Exit{}}
+	seen := map[string]bool{}
+	for rest := strings.TrimSpace(v); rest != ""; rest = strings.TrimSpace(rest) {
+		field := rest
+		if key, _, _ := strings.Cut(rest, "="); strings.TrimSpace(key) != "selector" {
 			field, rest, _ = strings.Cut(rest, ",")
-			rest = strings.TrimSpace(rest)
+		} else {
+			rest = ""
 		}
-		key, value, ok := strings.Cut(strings.TrimSpace(field), "=")
-		if !ok {
+		key, value, ok := strings.Cut(field, "=")
+		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
+		switch {
+		case !ok:
 			return r, fmt.Errorf("%q: want key=value", field)
+		case value == "":
+			return r, fmt.Errorf("%s=: no value (an empty one would select every pod)", key)
+		case seen[key]:
+			return r, fmt.Errorf("%s given twice", key)
 		}
-		if err := setPodExitField(&r, key, strings.TrimSpace(value)); err != nil {
+		seen[key] = true
+		if err := setPodExitField(&r, key, value); err != nil {
 			return r, err
 		}
-		code = code || key == "code"
 	}
-	if !code {
+	if !seen["code"] {
 		return r, fmt.Errorf("%q: code=N is required (the containers' exit code)", v)
 	}
 	return r, nil
 }
 
+// podExitKeys are --pod-exit's keys.
+var podExitKeys = []string{"code", "after", "owner", "namespace", "container", "selector"}
+
 func setPodExitField(r *kubelet.Rule, key, value string) error {
-	if r.Exit == nil {
-		r.Exit = &kubelet.Exit{}
-	}
 	switch key {
 	case "code":
 		n, err := strconv.ParseInt(value, 10, 32)
@@ -78,20 +86,36 @@ func setPodExitField(r *kubelet.Rule, key, value string) error {
 		}
 		r.Exit.After = d
 	case "owner":
+		if first, _ := utf8.DecodeRuneInString(value); !unicode.IsUpper(first) {
+			return fmt.Errorf("owner=%s: want a kind, such as Job (kinds are case-sensitive)", value)
+		}
 		r.OwnerKind = value
 	case "namespace":
 		r.Namespace = value
 	case "container":
 		r.Container = value
 	case "selector":
-		s, err := labels.Parse(value)
-		if err != nil {
-			return fmt.Errorf("selector=%s: %w", value, err)
-		}
-		r.Selector = s
+		return setSelector(r, value)
 	default:
-		return fmt.Errorf("%s=%s: unknown key (known: code, after, owner, namespace, container, selector)", key, value)
+		return fmt.Errorf("%s=%s: unknown key (known: %s)", key, value, strings.Join(podExitKeys, ", "))
 	}
+	return nil
+}
+
+// setSelector sets the rule's label selector, refusing one that took the
+// fields meant to follow it (the selector must come last).
+func setSelector(r *kubelet.Rule, value string) error {
+	s, err := labels.Parse(value)
+	if err != nil {
+		return fmt.Errorf("selector=%s: %w", value, err)
+	}
+	reqs, _ := s.Requirements()
+	for _, req := range reqs {
+		if slices.Contains(podExitKeys, req.Key()) {
+			return fmt.Errorf("selector=%s: holds %s=, a field of --pod-exit: the selector must come last", value, req.Key())
+		}
+	}
+	r.Selector = s
 	return nil
 }
 

@@ -30,15 +30,23 @@ func TestPodExitFlag(t *testing.T) {
 	assert.Equal(t, int32(3), r.Exit.Code)
 	assert.True(t, r.Selector.Matches(labels.Set{"app": "b"}))
 	assert.False(t, r.Selector.Matches(labels.Set{"app": "b", "tier": "web"}), "the selector's commas are its own")
+	r, err = parsePodExit(" code = 1 , selector = app=x ")
+	require.NoError(t, err, "spaces around = and ,")
+	assert.True(t, r.Selector.Matches(labels.Set{"app": "x"}))
 	for in, want := range map[string]string{
-		"owner=Job":         `"owner=Job": code=N is required`,
-		"code=256":          "code=256: want an exit code, 0 to 255",
-		"code=x":            "code=x: want an exit code",
-		"code=0,after=soon": "after=soon: want a duration",
-		"code=0,after=-1s":  "after=-1s: want a duration",
-		"code=0,owner":      `"owner": want key=value`,
-		"code=0,pod=x":      "pod=x: unknown key",
-		"code=0,selector=(": "selector=(:",
+		"owner=Job":                      `"owner=Job": code=N is required`,
+		"code=256":                       "code=256: want an exit code, 0 to 255",
+		"code=x":                         "code=x: want an exit code",
+		"code=0,after=soon":              "after=soon: want a duration",
+		"code=0,after=-1s":               "after=-1s: want a duration",
+		"code=0,owner":                   `"owner": want key=value`,
+		"code=0,pod=x":                   "pod=x: unknown key",
+		"code=0,selector=(":              "selector=(:",
+		"code=1,selector=app=x,after=1s": "selector=app=x,after=1s: holds after=, a field of --pod-exit: the selector must come last",
+		"code=1,code=2":                  "code given twice",
+		"code=1,owner=":                  "owner=: no value",
+		"code=1,namespace= ":             "namespace=: no value",
+		"code=1,owner=job":               "owner=job: want a kind, such as Job",
 	} {
 		_, err := parsePodExit(in)
 		if assert.Error(t, err, in) {
@@ -55,11 +63,13 @@ func TestPodExitFlag(t *testing.T) {
 // --pod-exit decides how containers end for clients that cannot call the
 // kubelet's Go API: a Job's pod succeeds and the Job completes (what helm's
 // hooks and kubectl wait --for=condition=complete wait for), a selected
-// pod fails with its code; the last rule given wins.
+// pod fails with its code, and the first rule, which every pod of the
+// namespace matches, decides only for the pods no later rule matches.
 func TestCLIPodExit(t *testing.T) {
 	t.Parallel()
 	kc := filepath.Join(t.TempDir(), "kc")
-	runUntilServing(t, "--kubeconfig", kc, "--pod-exit", "owner=Job,code=0,after=100ms", "--pod-exit", "code=3,selector=fails=yes")
+	runUntilServing(t, "--kubeconfig", kc, "--pod-exit", "code=7,namespace=default",
+		"--pod-exit", "owner=Job,code=0,after=100ms", "--pod-exit", "code=3,selector=fails=yes")
 	c, _ := clientsOf(t, kc)
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "migrate"}, Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{
 		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "m", Image: "busybox"}}}}}}
@@ -70,12 +80,19 @@ func TestCLIPodExit(t *testing.T) {
 	_, err = c.CoreV1().Pods("default").Create(t.Context(), pod, metav1.CreateOptions{})
 	require.NoError(t, err)
 
+	plain := pod.DeepCopy()
+	plain.Name, plain.Labels = "plain", nil
+	_, err = c.CoreV1().Pods("default").Create(t.Context(), plain, metav1.CreateOptions{})
+	require.NoError(t, err)
+
 	waitJobComplete(t, c, "default", "migrate")
-	failed := waitPodPhase(t, c, "default", "bad", corev1.PodFailed)
-	require.Len(t, failed.Status.ContainerStatuses, 1)
-	require.NotNil(t, failed.Status.ContainerStatuses[0].State.Terminated)
-	assert.Equal(t, int32(3), failed.Status.ContainerStatuses[0].State.Terminated.ExitCode)
-	assert.Equal(t, "Error", failed.Status.ContainerStatuses[0].State.Terminated.Reason)
+	for name, code := range map[string]int32{"bad": 3, "plain": 7} {
+		failed := waitPodPhase(t, c, "default", name, corev1.PodFailed)
+		require.Len(t, failed.Status.ContainerStatuses, 1)
+		require.NotNil(t, failed.Status.ContainerStatuses[0].State.Terminated)
+		assert.Equal(t, code, failed.Status.ContainerStatuses[0].State.Terminated.ExitCode, name)
+		assert.Equal(t, "Error", failed.Status.ContainerStatuses[0].State.Terminated.Reason, name)
+	}
 }
 
 func waitJobComplete(t *testing.T, c kubernetes.Interface, namespace, name string) {
