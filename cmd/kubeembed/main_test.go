@@ -244,15 +244,5 @@ func TestCLIMetricsDataDir(t *testing.T) {
 // 30 s.
 func waitRunning(t *testing.T, c kubernetes.Interface, namespace, name string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	w, err := c.CoreV1().Pods(namespace).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
-	require.NoError(t, err)
-	defer w.Stop()
-	for ev := range w.ResultChan() {
-		if p, ok := ev.Object.(*corev1.Pod); ok && p.Status.Phase == corev1.PodRunning {
-			return
-		}
-	}
-	t.Fatalf("pod %s/%s is not Running: %v", namespace, name, ctx.Err())
+	waitPodPhase(t, c, namespace, name, corev1.PodRunning)
 }

@@ -327,15 +327,9 @@ func TestMonitorsRelistHandsOutOnlyWhatChanged(t *testing.T) {
 func TestMonitorsWaitForAnEstablishedCRD(t *testing.T) {
 	t.Parallel()
 	srv := apiservertest.Start(t, apiservertest.WithCRDPaths("../../testdata/crds"))
-	client, err := srv.Clientset()
-	require.NoError(t, err)
-	review, err := client.AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
-	require.NoError(t, err)
 	var lagging atomic.Bool
 	lagging.Store(true)
-	apiservertest.InjectFault(t, srv, faults.Rule{Match: faults.Match{User: review.Status.UserInfo.Username},
-		When:   func(r faults.Request) bool { return r.Path == "/apis" && lagging.Load() },
-		Action: faults.Fail(apierrors.NewServiceUnavailable("discovery lags"))})
+	failDiscovery(t, srv, lagging.Load)
 
 	m, run := newMonitors(t, srv)
 	widgets := make(chan struct{})
@@ -367,13 +361,7 @@ func TestMonitorsWaitForAnEstablishedCRD(t *testing.T) {
 func TestMonitorsStopWaitingForACRDNeverDiscovered(t *testing.T) {
 	t.Parallel()
 	srv := apiservertest.Start(t, apiservertest.WithCRDPaths("../../testdata/crds"))
-	client, err := srv.Clientset()
-	require.NoError(t, err)
-	review, err := client.AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	apiservertest.InjectFault(t, srv, faults.Rule{Match: faults.Match{User: review.Status.UserInfo.Username},
-		When:   func(r faults.Request) bool { return r.Path == "/apis" },
-		Action: faults.Fail(apierrors.NewServiceUnavailable("never"))})
+	failDiscovery(t, srv, func() bool { return true })
 	m, run := newMonitors(t, srv)
 	controller.SetMissingGrace(m, 2*time.Second)
 	defer run()()
@@ -405,4 +393,17 @@ func TestMonitorsDoNotWaitForACRDServingNothing(t *testing.T) {
 	defer run()()
 	// Well within the grace (30 s): the CRD is not waited for at all.
 	require.Eventually(t, func() bool { return m.Idle(nil) == nil }, 10*time.Second, 10*time.Millisecond)
+}
+
+// failDiscovery makes the discovery of the groups (GET /apis) fail with 503
+// for the admin clients of srv (those newMonitors uses) while failing says.
+func failDiscovery(t *testing.T, srv *apiserver.Server, failing func() bool) {
+	t.Helper()
+	client, err := srv.Clientset()
+	require.NoError(t, err)
+	review, err := client.AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	apiservertest.InjectFault(t, srv, faults.Rule{Match: faults.Match{User: review.Status.UserInfo.Username},
+		When:   func(r faults.Request) bool { return r.Path == "/apis" && failing() },
+		Action: faults.Fail(apierrors.NewServiceUnavailable("discovery fails"))})
 }
