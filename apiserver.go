@@ -399,10 +399,10 @@ func (s *Server) DynamicInformerFactory() dynamicinformer.DynamicSharedInformerF
 // own manager), and work a controller put off on purpose because someone
 // else must act first (a finalizer only the test removes keeps a namespace
 // Terminating; WaitIdle returns with the namespace still there), and a
-// CRD established but missing from discovery for over 30 s (its group
-// version taken by an APIService or a built-in group): the garbage
-// collector and quota do not see its objects, and WaitIdle stops waiting
-// for them, as kube-controller-manager's rediscovery would. It returns
+// CRD that stays established but missing from discovery (its group
+// version taken by an APIService or a built-in group): WaitIdle waits 30 s
+// for it to be discovered, then returns, the garbage collector and quota
+// not seeing its objects (nor would kube-controller-manager's). It returns
 // ctx's error, naming what was still busy, if ctx ends first. Without
 // controllers it waits only for priority and fairness, which is at once
 // unless a FlowSchema or priority level was just written.

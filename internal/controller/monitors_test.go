@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2/ktesting"
 
 	apiserver "github.com/kubeembed/apiserver"
 	"github.com/kubeembed/apiserver/controllers"
@@ -87,7 +88,9 @@ func newMonitors(t *testing.T, srv *apiserver.Server) (m *controller.Monitors, r
 	m, err = controller.NewMonitors(metadata.NewForConfigOrDie(srv.RESTConfig()), client.Discovery(), crds, nil)
 	require.NoError(t, err)
 	return m, func() func() {
-		ctx, cancel := context.WithCancel(t.Context())
+		// Their log (an undiscovered CRD given up on) goes to the test's.
+		_, ctx := ktesting.NewTestContext(t)
+		ctx, cancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		wg.Go(func() { crds.RunWithContext(ctx) })
 		wg.Go(func() { m.Run(ctx) })
