@@ -189,3 +189,63 @@ func TestDeletedPodStopsAndGoes(t *testing.T) {
 	e.clock.Step(30 * time.Second) // StopAfter is capped by the grace period
 	e.waitGone(t, sp)
 }
+
+// A pod active longer than its activeDeadlineSeconds fails as the kubelet
+// fails it: phase Failed with reason DeadlineExceeded, what runs killed
+// (exit 143, Killing), the DeadlineExceeded event counted four times, no
+// restart after; a pod without the field, or one that finished before its
+// deadline, is left as it is; a deadline lowered while the pod runs is read
+// at once.
+func TestActiveDeadline(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	deadlined := simplePod("deadlined")
+	deadlined.Spec.ActiveDeadlineSeconds = ptr.To[int64](60)
+	p := e.waitPod(t, e.createPod(t, deadlined), ready)
+	other := e.waitPod(t, e.createPod(t, simplePod("other")), ready)
+	done := simplePod("done")
+	done.Spec.RestartPolicy = corev1.RestartPolicyNever
+	done.Spec.ActiveDeadlineSeconds = ptr.To[int64](60)
+	d := e.waitPod(t, e.createPod(t, done), ready)
+	require.NoError(t, e.k.Complete(t.Context(), "default", "done"))
+	d = e.waitPod(t, d, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+
+	e.clock.Step(59 * time.Second)
+	apiservertest.WaitIdle(t, e.srv)
+	got, err := e.client.CoreV1().Pods("default").Get(t.Context(), "deadlined", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, corev1.PodRunning, got.Status.Phase, "a second before its deadline")
+
+	e.clock.Step(time.Second)
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	assert.Equal(t, "DeadlineExceeded", p.Status.Reason)
+	assert.Equal(t, "Pod was active on the node longer than the specified deadline", p.Status.Message)
+	term := status(p, "app").State.Terminated
+	require.NotNil(t, term, "killed")
+	assert.Equal(t, int32(143), term.ExitCode)
+	assert.Equal(t, "PodFailed", condition(p, corev1.PodReady).Reason)
+
+	e.clock.Step(time.Hour)
+	apiservertest.WaitIdle(t, e.srv)
+	events := e.events(t, "default", "deadlined", "DeadlineExceeded", "Killing")
+	for _, ev := range events {
+		if ev.Reason == "DeadlineExceeded" {
+			assert.Equal(t, int32(4), ev.Count, "once for each status the kubelet generates")
+			assert.Equal(t, corev1.EventTypeNormal, ev.Type)
+		}
+	}
+	for name, want := range map[string]*corev1.Pod{"deadlined": p, "other": other, "done": d} {
+		got, err := e.client.CoreV1().Pods("default").Get(t.Context(), name, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, want.Status.Phase, got.Status.Phase, name)
+		assert.Equal(t, want.Status.Reason, got.Status.Reason, name)
+		assert.Equal(t, status(want, "app").ContainerID, status(got, "app").ContainerID, name+": not restarted")
+	}
+
+	lowered := e.waitPod(t, e.createPod(t, simplePod("lowered")), ready)
+	lowered.Spec.ActiveDeadlineSeconds = ptr.To[int64](10)
+	_, err = e.client.CoreV1().Pods("default").Update(t.Context(), lowered, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	e.clock.Step(10 * time.Second)
+	e.waitPod(t, lowered, func(p *corev1.Pod) bool { return p.Status.Reason == "DeadlineExceeded" })
+}

@@ -88,16 +88,16 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 	r := k.running[pod.UID]
 	if r == nil {
-		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		if terminal(pod) {
 			return podWork{}, false
 		}
-		k.forgetLocked(key, pod.UID) // a pod of the same name before it
-		r = newRuntime(pod, n.spec.Name, k.podIP(pod, n), k.clock.Now())
-		k.running[pod.UID] = r
-		k.keys[key] = pod.UID
+		r = k.admit(key, pod, n)
 	}
 	if r.deleted {
 		return podWork{}, false
+	}
+	if r.rejection != nil {
+		return r.rejectedWork(pod), true
 	}
 	if !terminal(pod) {
 		r.addEphemeral(pod) // a finished pod's worker takes no more updates
@@ -111,8 +111,8 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 		after, code := k.outcomes.stopPlan(pod)
 		r.stopping, r.stopAt, r.stopCode = now, now.Add(after), code
 	}
-	var podEvents []event
-	if r.sandbox && r.stopping.IsZero() && !terminal(pod) {
+	podEvents := r.checkDeadline(pod, now)
+	if r.sandbox && r.stopping.IsZero() && !terminal(pod) && !r.pastDeadline {
 		podEvents = k.resize(pod, r, n, now, &k.outcomes)
 	} else {
 		r.inProgress, r.pending = nil, nil // a deleted or finished pod's resize is dropped
@@ -124,7 +124,7 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 		r.kill(now, code) // the pod is over: what still runs is stopped (killPod)
 		status = podStatus(pod, r, n.internalIP(), now)
 	}
-	w := podWork{status: status, events: r.takeEvents(), podEvents: podEvents, version: r.version, next: r.next(now)}
+	w := podWork{status: status, events: r.takeEvents(), podEvents: podEvents, version: r.version, next: r.next(pod, now)}
 	if added := r.reportedAdded(); !r.sandbox || added || r.inProgress != nil {
 		w.next = now // the sandbox and containers start (a resize is actuated) at the next sync
 	}

@@ -24,7 +24,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	quota "k8s.io/apiserver/pkg/quota/v1"
 	"k8s.io/component-helpers/resource"
 )
 
@@ -226,12 +225,7 @@ func (k *Kubelet) fits(pod *corev1.Pod, r *podRuntime, n *node, desired map[stri
 			}
 		}
 	}
-	used := corev1.ResourceList{}
-	for _, other := range k.running {
-		if other != r && other.node == n.spec.Name && !other.deleted && !other.over {
-			used = quota.Add(used, resource.PodRequests(other.allocatedPod(&corev1.Pod{}), resource.PodResourcesOptions{}))
-		}
-	}
+	used := requested(k.admitted(n, r))
 	requested, capacity := resource.PodRequests(want, resource.PodResourcesOptions{}), allocatable(capacityOf(n.spec))
 	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 		req, u, c := amount(requested, name), amount(used, name), amount(capacity, name)

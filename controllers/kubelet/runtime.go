@@ -56,7 +56,11 @@ type podRuntime struct {
 	inProgress, pending *corev1.PodCondition
 	// over: its phase ended and nothing runs; it takes no room on the node.
 	// ipReleased: its sandbox's address went back to the node's pool.
-	over, ipReleased bool
+	// pastDeadline: it outlived its activeDeadlineSeconds (deadline.go).
+	over, ipReleased, pastDeadline bool
+	// rejection, when set, is why the kubelet rejected the pod at
+	// admission (admit.go): it never ran.
+	rejection *rejection
 	// overhead and podResources are the pod's spec.overhead and
 	// spec.resources as admitted (podResources: as allocated, after a
 	// resize): what it holds of the node beside its containers' requests.
@@ -183,8 +187,8 @@ func (r *podRuntime) advance(pod *corev1.Pod, now time.Time, plans planner) {
 		r.stop(now)
 		return
 	}
-	if r.over {
-		return // its containers were killed when it ended: none starts again
+	if r.over || r.pastDeadline {
+		return // its containers were (are being) killed as it ended: none starts again
 	}
 	for range 64 { // each round changes something or ends the loop
 		if !r.step(pod, now, plans) {
@@ -411,8 +415,9 @@ func (r *podRuntime) stopped() bool {
 }
 
 // next is the earliest instant after now at which something is due: an
-// exit, a restart, a probe passing, the containers stopping.
-func (r *podRuntime) next(now time.Time) time.Time {
+// exit, a restart, a probe passing, the containers stopping, pod's active
+// deadline.
+func (r *podRuntime) next(pod *corev1.Pod, now time.Time) time.Time {
 	var next time.Time
 	consider := func(t time.Time) {
 		if t.After(now) && (next.IsZero() || t.Before(next)) {
@@ -420,6 +425,9 @@ func (r *podRuntime) next(now time.Time) time.Time {
 		}
 	}
 	consider(r.stopAt)
+	if !r.pastDeadline {
+		consider(r.deadline(pod))
+	}
 	for _, c := range r.all() {
 		consider(c.exitAt)
 		consider(c.restartAt)

@@ -42,6 +42,9 @@ func podStatus(pod *corev1.Pod, r *podRuntime, hostIP string, now time.Time) cor
 		s.PodIP, s.PodIPs = r.ip, []corev1.PodIP{{IP: r.ip}}
 	}
 	s.Phase = phase(pod, r, init, main)
+	if r.pastDeadline { // the active deadline handler's eviction
+		s.Phase, s.Reason, s.Message = corev1.PodFailed, deadlineReason, deadlineMessage
+	}
 	if held := pod.Status.Phase; held == corev1.PodSucceeded || held == corev1.PodFailed {
 		s.Phase = held // once terminal, a pod's phase never changes
 	}

@@ -1,0 +1,49 @@
+package kubelet
+
+// The kubelet's active deadline handler (active_deadline.go of kubelet
+// v1.37.2): a pod active on its node longer than its
+// spec.activeDeadlineSeconds, counted from the startTime the kubelet gave
+// it, fails with reason DeadlineExceeded, and what still runs in it is
+// killed.
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+const (
+	deadlineReason  = "DeadlineExceeded"
+	deadlineMessage = "Pod was active on the node longer than the specified deadline"
+	// deadlineEvents is how many times the kubelet records its event for
+	// a pod past its deadline: once each time it generates the pod's
+	// status (SyncPod, SyncTerminatingPod before and after the kill,
+	// SyncTerminatedPod); its recorder counts them in one Event.
+	deadlineEvents = 4
+)
+
+// deadline is when pod's active deadline passes on r; zero when it has
+// none. The field may be lowered while the pod runs: it is read at each
+// sync, as the kubelet does.
+func (r *podRuntime) deadline(pod *corev1.Pod) time.Time {
+	if pod.Spec.ActiveDeadlineSeconds == nil || r.startTime.IsZero() {
+		return time.Time{}
+	}
+	return r.startTime.Add(time.Duration(*pod.Spec.ActiveDeadlineSeconds) * time.Second)
+}
+
+// checkDeadline marks r past its deadline when it is at now (once, and
+// never for a pod that finished before it) and returns the kubelet's
+// events about it.
+func (r *podRuntime) checkDeadline(pod *corev1.Pod, now time.Time) []event {
+	d := r.deadline(pod)
+	if r.pastDeadline || d.IsZero() || now.Before(d) || terminal(pod) || r.over {
+		return nil
+	}
+	r.pastDeadline = true
+	out := make([]event, deadlineEvents)
+	for i := range out {
+		out[i] = event{corev1.EventTypeNormal, deadlineReason, deadlineMessage}
+	}
+	return out
+}
