@@ -11,8 +11,11 @@ package kubelet
 // plugins and AppArmor profiles (a node has every one).
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,10 +52,7 @@ func (k *Kubelet) admission(pod *corev1.Pod, n *node) (reason, message string) {
 	if pod.Spec.OS != nil && pod.Spec.OS.Name != corev1.Linux {
 		return "PodOSNotSupported", "Failed to admit pod as the OS field doesn't match node OS"
 	}
-	obj, err := k.nodes.Get(n.spec.Name)
-	if err != nil {
-		obj = n.object(metav1.NewTime(k.clock.Now())) // not in the cache yet: as registered
-	}
+	obj := k.nodeObject(n)
 	if reason, msg := k.resourcesFit(pod, n, obj); reason != "" {
 		return reason, msg
 	}
@@ -70,6 +70,53 @@ func (k *Kubelet) admission(pod *corev1.Pod, n *node) (reason, message string) {
 		return predicate("TaintToleration", "node(s) had taints that the pod didn't tolerate")
 	}
 	return "", ""
+}
+
+// nodeObject is the node as the kubelet of n last read it: from the
+// server when admission read it again (refreshNode), else the informer's
+// copy, else as registered. Called with k.mu held.
+func (k *Kubelet) nodeObject(n *node) *corev1.Node {
+	informer, err := k.nodes.Get(n.spec.Name)
+	if err != nil {
+		informer = n.object(metav1.NewTime(k.clock.Now())) // not in the cache yet
+	}
+	if fresh := n.fresh; fresh != nil && resourceVersionAfter(fresh.ResourceVersion, informer.ResourceVersion) {
+		return fresh
+	}
+	return informer
+}
+
+// nodeAffinityFails: pod's required node affinity does not match its
+// node as the informer has it. Called with k.mu held.
+func (k *Kubelet) nodeAffinityFails(pod *corev1.Pod) bool {
+	obj, err := k.nodes.Get(pod.Spec.NodeName)
+	if err != nil {
+		return false
+	}
+	ok, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(obj)
+	return !ok
+}
+
+// refreshNode reads the node from the server, as the kubelet's admission
+// does before it rejects a pod for its node affinity alone (the informer
+// may not have a label just added).
+func (k *Kubelet) refreshNode(ctx context.Context, name string) {
+	obj, err := k.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	k.mu.Lock()
+	if n := k.simulated[name]; n != nil {
+		n.fresh = obj
+	}
+	k.mu.Unlock()
+}
+
+// resourceVersionAfter: a is a later resourceVersion than b.
+func resourceVersionAfter(a, b string) bool {
+	x, err1 := strconv.ParseUint(a, 10, 64)
+	y, err2 := strconv.ParseUint(b, 10, 64)
+	return err1 == nil && err2 == nil && x > y
 }
 
 // forbiddenSysctl is the sysctl allowlist's message for the first of the
@@ -93,8 +140,8 @@ func forbiddenSysctl(pod *corev1.Pod) string {
 
 // resourcesFit is the resource check of the kubelet's predicates
 // (noderesources.Fits): room for another pod, then the pod's cpu, memory,
-// ephemeral storage and extended resources (those the node has: others
-// are not the predicate's) against the node's allocatable less what the
+// ephemeral storage, hugepages and extended resources (those the node has:
+// others are not the predicate's) against the node's allocatable less what the
 // pods it admitted request.
 func (k *Kubelet) resourcesFit(pod *corev1.Pod, n *node, obj *corev1.Node) (reason, message string) {
 	others := k.admitted(n, nil)
@@ -109,7 +156,8 @@ func (k *Kubelet) resourcesFit(pod *corev1.Pod, n *node, obj *corev1.Node) (reas
 	names := []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage}
 	var extended []corev1.ResourceName
 	for name := range requests {
-		if _, onNode := allocatable[name]; onNode && !slices.Contains(names, name) && name != corev1.ResourcePods {
+		_, onNode := allocatable[name]
+		if (onNode || strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix)) && !slices.Contains(names, name) && name != corev1.ResourcePods {
 			extended = append(extended, name)
 		}
 	}
@@ -228,7 +276,8 @@ type rejection struct {
 // delete the pod once it is deleted.
 func (r *podRuntime) rejectedWork(pod *corev1.Pod) podWork {
 	w := podWork{version: r.version, status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: r.rejection.reason,
-		Message: "Pod was rejected: " + r.rejection.message, QOSClass: podqos.Class(pod), StartTime: ptrTime(r.startTime)}}
+		Message: "Pod was rejected: " + r.rejection.message, QOSClass: podqos.Class(pod), StartTime: ptrTime(r.startTime),
+		ObservedGeneration: pod.Generation}}
 	if !r.rejection.recorded {
 		r.rejection.recorded = true
 		w.podEvents = []event{{corev1.EventTypeWarning, r.rejection.reason, r.rejection.message}}

@@ -1,6 +1,7 @@
 package kubelet_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -8,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubeembed/apiserver/controllers"
 )
@@ -60,7 +62,7 @@ func TestKubeletRejectsPodsTheNodeCannotRun(t *testing.T) {
 		tc.pod(pod)
 		p := e.waitPod(t, e.createPod(t, pod), func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
 		require.NotNil(t, p.Status.StartTime, tc.name)
-		assert.Equal(t, corev1.PodStatus{Phase: corev1.PodFailed, Reason: tc.reason, Message: "Pod was rejected: " + tc.message,
+		assert.Equal(t, corev1.PodStatus{ObservedGeneration: 1, Phase: corev1.PodFailed, Reason: tc.reason, Message: "Pod was rejected: " + tc.message,
 			QOSClass: p.Status.QOSClass, StartTime: p.Status.StartTime}, p.Status, tc.name)
 		ev := e.events(t, "default", tc.name, tc.reason)
 		assert.Equal(t, corev1.EventTypeWarning, ev[0].Type, tc.name)
@@ -84,4 +86,26 @@ func TestKubeletRejectsPodsTheNodeCannotRun(t *testing.T) {
 
 	require.NoError(t, e.client.CoreV1().Pods("default").Delete(t.Context(), "fourth", metav1.DeleteOptions{}))
 	e.waitGone(t, p)
+}
+
+// A label just added to the node admits a pod that selects it though the
+// kubelet's informer may not have it yet: admission reads the node from
+// the server before it rejects a pod for its node affinity alone.
+func TestAdmissionReadsTheNodeAgain(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	for i := range 20 {
+		label := fmt.Sprintf("example.com/l%d", i)
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"yes"}}}`, label)
+		_, err := e.client.CoreV1().Nodes().Patch(t.Context(), "node-0", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		require.NoError(t, err)
+		pod := simplePod(fmt.Sprintf("selects-%d", i))
+		pod.Spec.NodeSelector = map[string]string{label: "yes"}
+		e.waitPod(t, e.createPod(t, pod), func(p *corev1.Pod) bool { return ready(p) || p.Status.Phase == corev1.PodFailed })
+	}
+	pods, err := e.client.CoreV1().Pods("default").List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, p := range pods.Items {
+		assert.Equal(t, corev1.PodRunning, p.Status.Phase, "%s: %s", p.Name, p.Status.Message)
+	}
 }

@@ -119,10 +119,14 @@ func (k *Kubelet) containerStatus(pod *corev1.Pod, name string) (corev1.Containe
 	k.mu.Lock()
 	now := k.clock.Now()
 	var init, main, ephemeral []corev1.ContainerStatus
-	if r := k.running[pod.UID]; r != nil {
+	r := k.running[pod.UID]
+	if r != nil {
 		init, main, ephemeral = containerStatuses(pod, r, now)
 	}
 	k.mu.Unlock()
+	if r != nil && r.rejection != nil {
+		return corev1.ContainerStatus{}, false // rejected: it has no container, none is to come
+	}
 	if init == nil && main == nil {
 		init, main, ephemeral = pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses, pod.Status.EphemeralContainerStatuses
 		if !hasStatus(init, name) && !hasStatus(main, name) && !hasStatus(ephemeral, name) {

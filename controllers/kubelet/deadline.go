@@ -33,11 +33,12 @@ func (r *podRuntime) deadline(pod *corev1.Pod) time.Time {
 }
 
 // checkDeadline marks r past its deadline when it is at now (once, and
-// never for a pod that finished before it) and returns the kubelet's
-// events about it.
+// never for a pod that finished or was deleted before it: a deleted pod's
+// containers stop as its deletion says) and returns the kubelet's events
+// about it.
 func (r *podRuntime) checkDeadline(pod *corev1.Pod, now time.Time) []event {
 	d := r.deadline(pod)
-	if r.pastDeadline || d.IsZero() || now.Before(d) || terminal(pod) || r.over {
+	if r.pastDeadline || d.IsZero() || now.Before(d) || terminal(pod) || r.over || !r.stopping.IsZero() {
 		return nil
 	}
 	r.pastDeadline = true

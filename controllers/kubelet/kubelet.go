@@ -80,6 +80,8 @@ type Kubelet struct {
 	timers  map[string]clock.Timer
 	// outcomes are what the test decided for containers.
 	outcomes outcomes
+	// config reads the ConfigMaps and Secrets pods refer to.
+	config configSource
 	// registered is closed once the initial nodes are registered.
 	registered chan struct{}
 	// ready is closed once the server is ready: its kube-node-lease
@@ -145,6 +147,17 @@ func (k *Kubelet) watch(cfg controllers.Config) error {
 	if err := k.Observer.Watch(corev1.Resource("nodes"), cfg.Informers.Core().V1().Nodes().Informer(),
 		cache.ResourceEventHandlerFuncs{AddFunc: node, UpdateFunc: func(_, o any) { node(o) }, DeleteFunc: node}); err != nil {
 		return err
+	}
+	// The ConfigMaps and Secrets pods refer to are read when the kubelet
+	// syncs a pod (configrefs.go), which their changes do not trigger;
+	// they are watched so that WaitIdle covers what the kubelet sees.
+	cms, secrets := cfg.Informers.Core().V1().ConfigMaps(), cfg.Informers.Core().V1().Secrets()
+	k.config = configSource{configMaps: cms.Lister(), secrets: secrets.Lister(),
+		synced: func() bool { return cms.Informer().HasSynced() && secrets.Informer().HasSynced() }}
+	for gr, inf := range map[string]cache.SharedIndexInformer{"configmaps": cms.Informer(), "secrets": secrets.Informer()} {
+		if err := k.Observer.Watch(corev1.Resource(gr), inf, cache.ResourceEventHandlerFuncs{}); err != nil {
+			return err
+		}
 	}
 	pod := func(obj any) {
 		if p, ok := deleted(obj).(*corev1.Pod); ok && p.Spec.NodeName != "" {

@@ -55,6 +55,9 @@ type node struct {
 	stopped  bool
 	ipam     *ipam
 	bootID   string
+	// fresh is the Node as admission last read it from the server
+	// (refreshNode).
+	fresh *corev1.Node
 }
 
 func (n *node) internalIP() string { return fmt.Sprintf("172.18.%d.%d", n.index/250, n.index%250+2) }

@@ -95,6 +95,9 @@ type plan struct {
 
 type planner interface {
 	plan(pod *corev1.Pod, c *container) (plan, bool)
+	// configError is why the container cannot be created now (its
+	// environment's ConfigMap or Secret is missing), or "".
+	configError(pod *corev1.Pod, c *container) string
 }
 
 // plan is how the container's instance that starts now ends: by the
@@ -238,3 +241,6 @@ func (k *Kubelet) act(namespace, name string, change func(*podRuntime, time.Time
 	}
 	return err
 }
+
+// plans are the outcomes and the config source a container's start reads.
+func (k *Kubelet) plans() plans { return plans{outcomes: &k.outcomes, config: k.config} }

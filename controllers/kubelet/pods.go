@@ -63,23 +63,43 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 		k.mu.Unlock()
 		return nil // no kubelet, or its runtime is down (SetNodeReady): the pod is left as it is
 	}
+	if k.running[pod.UID] == nil && !terminal(pod) && k.nodeAffinityFails(pod) {
+		k.mu.Unlock()
+		k.refreshNode(ctx, pod.Spec.NodeName) // admission reads the node again before it rejects
+		k.mu.Lock()
+	}
 	work, ok := k.work(key, pod, n)
 	k.mu.Unlock()
 	if !ok {
 		return nil
 	}
 	k.record(pod, n, work)
-	base := k.statusBase(pod)
-	if err := k.patchStatus(ctx, base, keepOthers(base, work.status)); err != nil {
+	if err := k.report(ctx, pod, work); err != nil {
 		return fmt.Errorf("report status of pod %s: %w", key, err)
-	}
-	if work.remove {
-		return k.deletePod(ctx, pod)
 	}
 	if !work.next.IsZero() {
 		k.requeueAt(key, work.next)
 	}
 	return nil
+}
+
+// report writes the pod's status, then deletes it if the work says so;
+// if either fails, the pod is not taken as deleted, so that its next sync
+// tries again.
+func (k *Kubelet) report(ctx context.Context, pod *corev1.Pod, work podWork) error {
+	base := k.statusBase(pod)
+	err := k.patchStatus(ctx, base, keepOthers(base, work.status))
+	if err == nil && work.remove {
+		err = k.deletePod(ctx, pod)
+	}
+	if err != nil && work.remove {
+		k.mu.Lock()
+		if r := k.running[pod.UID]; r != nil {
+			r.deleted = false
+		}
+		k.mu.Unlock()
+	}
+	return err
 }
 
 // work advances the pod's runtime to now and computes its status; false
@@ -103,29 +123,30 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 		r.addEphemeral(pod) // a finished pod's worker takes no more updates
 	}
 	now := k.clock.Now()
-	if r.admitted {
-		r.sandbox = true // the admission status is written: the sandbox starts
-	}
-	r.admitted = true
 	if pod.DeletionTimestamp != nil && r.stopping.IsZero() {
 		after, code := k.outcomes.stopPlan(pod)
 		r.stopping, r.stopAt, r.stopCode = now, now.Add(after), code
 	}
 	podEvents := r.checkDeadline(pod, now)
+	if r.admitted && !r.sandbox && r.stopping.IsZero() && !r.pastDeadline {
+		r.sandbox = k.mount(pod, r, now) // the admission status is written: volumes, then the sandbox
+	}
+	r.admitted = true
 	if r.sandbox && r.stopping.IsZero() && !terminal(pod) && !r.pastDeadline {
-		podEvents = k.resize(pod, r, n, now, &k.outcomes)
+		podEvents = k.resize(pod, r, n, now, k.plans())
 	} else {
 		r.inProgress, r.pending = nil, nil // a deleted or finished pod's resize is dropped
 	}
-	r.advance(pod, now, &k.outcomes)
+	r.advance(pod, now, k.plans())
 	status := podStatus(pod, r, n.internalIP(), now)
 	if phaseOver(status.Phase) && !r.stopped() {
 		_, code := k.outcomes.stopPlan(pod)
 		r.kill(now, code) // the pod is over: what still runs is stopped (killPod)
 		status = podStatus(pod, r, n.internalIP(), now)
 	}
+	podEvents, r.podEvents = append(r.podEvents, podEvents...), nil
 	w := podWork{status: status, events: r.takeEvents(), podEvents: podEvents, version: r.version, next: r.next(pod, now)}
-	if added := r.reportedAdded(); !r.sandbox || added || r.inProgress != nil {
+	if added := r.reportedAdded(); !r.sandbox && r.mountRetryAt.IsZero() || added || r.inProgress != nil {
 		w.next = now // the sandbox and containers start (a resize is actuated) at the next sync
 	}
 	if retry := now.Add(deferredRetry); r.pending != nil && (w.next.IsZero() || retry.Before(w.next)) {

@@ -129,7 +129,9 @@ func TestPodIPs(t *testing.T) {
 	}
 	host := simplePod("host")
 	host.Spec.HostNetwork = true
-	assert.Equal(t, "172.18.0.2", e.waitPod(t, e.createPod(t, host), ready).Status.PodIP)
+	first := e.waitPod(t, e.createPod(t, host), func(p *corev1.Pod) bool { return p.Status.StartTime != nil })
+	assert.Equal(t, "172.18.0.2", first.Status.PodIP, "from the kubelet's first status")
+	assert.Equal(t, "172.18.0.2", e.waitPod(t, first, ready).Status.PodIP)
 }
 
 // A pod bound to a node the kubelet does not simulate is left alone.

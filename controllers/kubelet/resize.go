@@ -226,9 +226,9 @@ func (k *Kubelet) fits(pod *corev1.Pod, r *podRuntime, n *node, desired map[stri
 		}
 	}
 	used := requested(k.admitted(n, r))
-	requested, capacity := resource.PodRequests(want, resource.PodResourcesOptions{}), allocatable(capacityOf(n.spec))
+	asked, capacity := resource.PodRequests(want, resource.PodResourcesOptions{}), allocatable(capacityOf(n.spec))
 	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-		req, u, c := amount(requested, name), amount(used, name), amount(capacity, name)
+		req, u, c := amount(asked, name), amount(used, name), amount(capacity, name)
 		if req > 0 && req > c-u {
 			return "OutOf" + string(name), fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d", name, req, u, c)
 		}

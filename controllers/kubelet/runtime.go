@@ -61,6 +61,12 @@ type podRuntime struct {
 	// rejection, when set, is why the kubelet rejected the pod at
 	// admission (admit.go): it never ran.
 	rejection *rejection
+	// mountFailures are the failed tries to set up its volumes, the next
+	// at mountRetryAt (configrefs.go); podEvents are the kubelet's events
+	// about the pod, to be recorded by the writer of the next status.
+	mountFailures int
+	mountRetryAt  time.Time
+	podEvents     []event
 	// overhead and podResources are the pod's spec.overhead and
 	// spec.resources as admitted (podResources: as allocated, after a
 	// resize): what it holds of the node beside its containers' requests.
@@ -104,6 +110,11 @@ type container struct {
 	ready              *bool
 	// events are to be recorded by the writer of the next status.
 	events []event
+	// configError, when not empty, is why the container could not be
+	// created (CreateContainerConfigError); configRetryAt when it is
+	// tried again.
+	configError   string
+	configRetryAt time.Time
 }
 
 // run is a container instance: running when finished is zero.
@@ -241,8 +252,7 @@ func phaseOver(p corev1.PodPhase) bool { return p == corev1.PodSucceeded || p ==
 func (c *container) advance(now time.Time, restart bool, plans planner, pod *corev1.Pod) bool {
 	switch {
 	case c.instance.started.IsZero():
-		c.start(now, plans, pod)
-		return true
+		return c.create(now, plans, pod)
 	case c.instance.running() && !c.exitAt.IsZero() && !now.Before(c.exitAt):
 		c.exit(c.exitAt, c.exitCode)
 		return true
@@ -258,6 +268,25 @@ func (c *container) advance(now time.Time, restart bool, plans planner, pod *cor
 		return true
 	}
 	return false
+}
+
+// create creates and starts the container, unless its configuration
+// cannot be made (configrefs.go): then it waits, CreateContainerConfigError
+// with a Failed event after the image's, and is tried again after the pod
+// worker's back-off. It reports whether it changed anything.
+func (c *container) create(now time.Time, plans planner, pod *corev1.Pod) bool {
+	if now.Before(c.configRetryAt) {
+		return false
+	}
+	if msg := plans.configError(pod, c); msg != "" {
+		c.configError, c.configRetryAt = msg, now.Add(workerBackOff)
+		c.events = append(c.events, pullEvents(c.spec)...)
+		c.events = append(c.events, event{corev1.EventTypeWarning, "Failed", "Error: " + msg})
+		return true
+	}
+	c.configError, c.configRetryAt = "", time.Time{}
+	c.start(now, plans, pod)
+	return true
 }
 
 // start starts a new instance of the container, with the kubelet's
@@ -428,9 +457,13 @@ func (r *podRuntime) next(pod *corev1.Pod, now time.Time) time.Time {
 	if !r.pastDeadline {
 		consider(r.deadline(pod))
 	}
+	if !r.sandbox {
+		consider(r.mountRetryAt)
+	}
 	for _, c := range r.all() {
 		consider(c.exitAt)
 		consider(c.restartAt)
+		consider(c.configRetryAt)
 		if c.instance.running() {
 			consider(c.readyAt)
 			consider(c.startupAt)

@@ -38,7 +38,7 @@ func podStatus(pod *corev1.Pod, r *podRuntime, hostIP string, now time.Time) cor
 		Resources:          podLevelResources(pod, r, allocated),
 		AllocatedResources: nonEmpty(resource.PodRequests(allocated, resource.PodResourcesOptions{})),
 	}
-	if r.sandbox && r.ip != "" {
+	if (r.sandbox || pod.Spec.HostNetwork) && r.ip != "" { // a host network pod has the node's from its first status
 		s.PodIP, s.PodIPs = r.ip, []corev1.PodIP{{IP: r.ip}}
 	}
 	s.Phase = phase(pod, r, init, main)
@@ -145,6 +145,9 @@ func containerStatus(pod *corev1.Pod, c *container, waiting string, now time.Tim
 	}
 	if c.instance.started.IsZero() {
 		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: waiting}
+		if c.configError != "" {
+			s.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: c.configError}
+		}
 		return s
 	}
 	// A running container's resources are what its runtime applies; any
