@@ -88,7 +88,7 @@ type flags struct {
 	kubeconfig, bind, auditLog, auditPolicy, profile, ctrls, serviceRange string
 	port, nodes                                                           int
 	verbose, apf, metrics                                                 bool
-	crds, rbac                                                            stringList
+	crds, rbac, failPulls                                                 stringList
 	podExits                                                              podExits
 	storage                                                               storageFlags
 }
@@ -117,6 +117,8 @@ func parseFlags(args []string, stderr io.Writer) (*flags, *flag.FlagSet, error) 
 		"and scale to its maximum; and it adds ~0.07 s to the start (the aggregator's first check of the Service)")
 	fs.Var(&f.crds, "crds", "file or directory of CRD YAML/JSON to install before serving (repeatable)")
 	fs.Var(&f.podExits, "pod-exit", podExitUsage)
+	fs.Var(&f.failPulls, "fail-image-pull", "an image the simulated nodes cannot pull (repeatable): its containers wait with "+
+		"ErrImagePull, then ImagePullBackOff, as kubelet.FailImagePulls makes them for tests in Go")
 	fs.Var(&f.rbac, "rbac", "file or directory of RBAC manifests (config/rbac) to create before serving (repeatable)")
 	f.storage.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -169,7 +171,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := f.storage.keepPort(srv.URL()); err != nil {
 		return errors.Join(err, srv.Close())
 	}
-	if err := addPodExits(srv, f.podExits); err != nil {
+	if err := addPodExits(srv, f.podExits, f.failPulls); err != nil {
 		return errors.Join(err, srv.Close())
 	}
 	defer func() {

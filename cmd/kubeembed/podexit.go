@@ -119,17 +119,25 @@ func setSelector(r *kubelet.Rule, value string) error {
 	return nil
 }
 
-// addPodExits gives the rules to srv's simulated kubelet, before it starts.
-func addPodExits(srv *apiserver.Server, rules podExits) error {
-	if len(rules) == 0 {
+// addPodExits gives the rules and the images that fail to pull to srv's
+// simulated kubelet, before it starts.
+func addPodExits(srv *apiserver.Server, rules podExits, failPulls []string) error {
+	if len(rules) == 0 && len(failPulls) == 0 {
 		return nil
 	}
 	k := srv.Kubelet()
 	if k == nil {
-		return fmt.Errorf("--pod-exit: the simulated kubelet does not run (the 'envtest' profile, or --controllers without kubelet)")
+		flag := "--pod-exit"
+		if len(rules) == 0 {
+			flag = "--fail-image-pull"
+		}
+		return fmt.Errorf("%s: the simulated kubelet does not run (the 'envtest' profile, or --controllers without kubelet)", flag)
 	}
 	for _, r := range rules {
 		k.AddRule(r)
+	}
+	for _, image := range failPulls {
+		k.FailImagePulls(image, "")
 	}
 	return nil
 }

@@ -69,7 +69,7 @@ func TestCLIPodExit(t *testing.T) {
 	t.Parallel()
 	kc := filepath.Join(t.TempDir(), "kc")
 	runUntilServing(t, "--kubeconfig", kc, "--pod-exit", "code=7,namespace=default",
-		"--pod-exit", "owner=Job,code=0,after=100ms", "--pod-exit", "code=3,selector=fails=yes")
+		"--pod-exit", "owner=Job,code=0,after=100ms", "--pod-exit", "code=3,selector=fails=yes", "--fail-image-pull", "example.com/missing:v1")
 	c, _ := clientsOf(t, kc)
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "migrate"}, Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{
 		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "m", Image: "busybox"}}}}}}
@@ -85,6 +85,11 @@ func TestCLIPodExit(t *testing.T) {
 	_, err = c.CoreV1().Pods("default").Create(t.Context(), plain, metav1.CreateOptions{})
 	require.NoError(t, err)
 
+	unpullable := plain.DeepCopy()
+	unpullable.Name, unpullable.Spec.Containers[0].Image = "unpullable", "example.com/missing:v1"
+	_, err = c.CoreV1().Pods("default").Create(t.Context(), unpullable, metav1.CreateOptions{})
+	require.NoError(t, err)
+
 	waitJobComplete(t, c, "default", "migrate")
 	for name, code := range map[string]int32{"bad": 3, "plain": 7} {
 		failed := waitPodPhase(t, c, "default", name, corev1.PodFailed)
@@ -93,6 +98,10 @@ func TestCLIPodExit(t *testing.T) {
 		assert.Equal(t, code, failed.Status.ContainerStatuses[0].State.Terminated.ExitCode, name)
 		assert.Equal(t, "Error", failed.Status.ContainerStatuses[0].State.Terminated.Reason, name)
 	}
+	waitPod(t, c, "default", "unpullable", func(p *corev1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil &&
+			p.Status.ContainerStatuses[0].State.Waiting.Reason == "ErrImagePull"
+	})
 }
 
 func waitJobComplete(t *testing.T, c kubernetes.Interface, namespace, name string) {
@@ -116,16 +125,21 @@ func waitJobComplete(t *testing.T, c kubernetes.Interface, namespace, name strin
 
 func waitPodPhase(t *testing.T, c kubernetes.Interface, namespace, name string, phase corev1.PodPhase) *corev1.Pod {
 	t.Helper()
+	return waitPod(t, c, namespace, name, func(p *corev1.Pod) bool { return p.Status.Phase == phase })
+}
+
+func waitPod(t *testing.T, c kubernetes.Interface, namespace, name string, cond func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	w, err := c.CoreV1().Pods(namespace).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
 	require.NoError(t, err)
 	defer w.Stop()
 	for ev := range w.ResultChan() {
-		if p, ok := ev.Object.(*corev1.Pod); ok && p.Status.Phase == phase {
+		if p, ok := ev.Object.(*corev1.Pod); ok && cond(p) {
 			return p
 		}
 	}
-	t.Fatalf("pod %s/%s is not %s: %v", namespace, name, phase, ctx.Err())
+	t.Fatalf("pod %s/%s: condition not met: %v", namespace, name, ctx.Err())
 	return nil
 }

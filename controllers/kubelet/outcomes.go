@@ -82,10 +82,12 @@ func ownedBy(pod *corev1.Pod, kind string) bool {
 	return false
 }
 
-// outcomes are the rules, the latest first.
+// outcomes are the rules, the latest first, and the images whose pulls
+// fail, with the runtime's error (images.go).
 type outcomes struct {
-	mu    sync.Mutex
-	rules []*Rule
+	mu        sync.Mutex
+	rules     []*Rule
+	failPulls map[string]string
 }
 
 type plan struct {
@@ -98,6 +100,9 @@ type planner interface {
 	// configError is why the container cannot be created now (its
 	// environment's ConfigMap or Secret is missing), or "".
 	configError(pod *corev1.Pod, c *container) string
+	// pull is why the container's image cannot be had now, and the
+	// events of the try, or nil.
+	pull(c *container, now time.Time) (*corev1.ContainerStateWaiting, []event)
 }
 
 // plan is how the container's instance that starts now ends: by the
@@ -105,7 +110,7 @@ type planner interface {
 // reset drops every rule (Kubelet.Reset).
 func (o *outcomes) reset() {
 	o.mu.Lock()
-	o.rules = nil
+	o.rules, o.failPulls = nil, nil
 	o.mu.Unlock()
 }
 

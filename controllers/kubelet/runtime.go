@@ -110,11 +110,15 @@ type container struct {
 	ready              *bool
 	// events are to be recorded by the writer of the next status.
 	events []event
-	// configError, when not empty, is why the container could not be
-	// created (CreateContainerConfigError); configRetryAt when it is
-	// tried again.
-	configError   string
-	configRetryAt time.Time
+	// waiting, when set, is why the container could not be created (its
+	// image, its configuration); createRetryAt when it is tried again.
+	waiting       *corev1.ContainerStateWaiting
+	createRetryAt time.Time
+	// pullBackOff, pullUpdate and pullErr are the image manager's back-off
+	// for the container's image after a failed pull (images.go).
+	pullBackOff time.Duration
+	pullUpdate  time.Time
+	pullErr     string
 }
 
 // run is a container instance: running when finished is zero.
@@ -270,21 +274,27 @@ func (c *container) advance(now time.Time, restart bool, plans planner, pod *cor
 	return false
 }
 
-// create creates and starts the container, unless its configuration
-// cannot be made (configrefs.go): then it waits, CreateContainerConfigError
-// with a Failed event after the image's, and is tried again after the pod
+// create creates and starts the container, unless its image cannot be
+// pulled (images.go) or its configuration made (configrefs.go): then it
+// waits, with the kubelet's events, and is tried again after the pod
 // worker's back-off. It reports whether it changed anything.
 func (c *container) create(now time.Time, plans planner, pod *corev1.Pod) bool {
-	if now.Before(c.configRetryAt) {
+	if now.Before(c.createRetryAt) {
 		return false
 	}
-	if msg := plans.configError(pod, c); msg != "" {
-		c.configError, c.configRetryAt = msg, now.Add(workerBackOff)
-		c.events = append(c.events, pullEvents(c.spec)...)
-		c.events = append(c.events, event{corev1.EventTypeWarning, "Failed", "Error: " + msg})
+	waiting, events := plans.pull(c, now)
+	if waiting == nil {
+		if msg := plans.configError(pod, c); msg != "" {
+			waiting = &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: msg}
+			events = append(pullEvents(c.spec), event{corev1.EventTypeWarning, "Failed", "Error: " + msg})
+		}
+	}
+	if waiting != nil {
+		c.waiting, c.createRetryAt = waiting, now.Add(workerBackOff)
+		c.events = append(c.events, events...)
 		return true
 	}
-	c.configError, c.configRetryAt = "", time.Time{}
+	c.waiting, c.createRetryAt = nil, time.Time{}
 	c.start(now, plans, pod)
 	return true
 }
@@ -463,7 +473,7 @@ func (r *podRuntime) next(pod *corev1.Pod, now time.Time) time.Time {
 	for _, c := range r.all() {
 		consider(c.exitAt)
 		consider(c.restartAt)
-		consider(c.configRetryAt)
+		consider(c.createRetryAt)
 		if c.instance.running() {
 			consider(c.readyAt)
 			consider(c.startupAt)

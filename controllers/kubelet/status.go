@@ -145,8 +145,8 @@ func containerStatus(pod *corev1.Pod, c *container, waiting string, now time.Tim
 	}
 	if c.instance.started.IsZero() {
 		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: waiting}
-		if c.configError != "" {
-			s.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: c.configError}
+		if c.waiting != nil {
+			s.State.Waiting = c.waiting.DeepCopy()
 		}
 		return s
 	}
