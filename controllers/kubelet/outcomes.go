@@ -56,6 +56,16 @@ const sigtermExitCode = 143
 type Exit struct {
 	Code  int32
 	After time.Duration
+	// Reason is the runtime's reason for the end: by default Completed for
+	// code 0, Error otherwise; OOMKilled for a container killed for its
+	// memory (code 137).
+	Reason string
+	// Message is what the process wrote to its terminationMessagePath
+	// (at most 4,096 bytes are read), the status's terminated message.
+	// Without one, a container whose terminationMessagePolicy is
+	// FallbackToLogsOnError and that failed has the end of its log (80
+	// lines, at most 2,048 bytes), as the kubelet reads it.
+	Message string
 }
 
 // matches: the rule is for pod's container c.
@@ -90,19 +100,16 @@ type outcomes struct {
 	failPulls map[string]string
 }
 
-type plan struct {
-	after time.Duration
-	code  int32
-}
-
 type planner interface {
-	plan(pod *corev1.Pod, c *container) (plan, bool)
+	plan(pod *corev1.Pod, c *container) (Exit, bool)
 	// configError is why the container cannot be created now (its
 	// environment's ConfigMap or Secret is missing), or "".
 	configError(pod *corev1.Pod, c *container) string
 	// pull is why the container's image cannot be had now, and the
 	// events of the try, or nil.
 	pull(c *container, now time.Time) (*corev1.ContainerStateWaiting, []event)
+	// stopPlan is how long a stopped container takes and its exit code.
+	stopPlan(pod *corev1.Pod) (time.Duration, int32)
 }
 
 // plan is how the container's instance that starts now ends: by the
@@ -114,18 +121,18 @@ func (o *outcomes) reset() {
 	o.mu.Unlock()
 }
 
-func (o *outcomes) plan(pod *corev1.Pod, c *container) (plan, bool) {
+func (o *outcomes) plan(pod *corev1.Pod, c *container) (Exit, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, r := range o.rules {
 		if r.Exit != nil && r.matches(pod, c) {
-			return plan{after: r.Exit.After, code: r.Exit.Code}, true
+			return *r.Exit, true
 		}
 	}
 	if c.init && !c.sidecar {
-		return plan{}, true
+		return Exit{}, true
 	}
-	return plan{}, false
+	return Exit{}, false
 }
 
 // stopPlan is how long a deleted pod's containers take to stop and the
@@ -177,11 +184,17 @@ func (k *Kubelet) AddRule(r Rule) (remove func()) {
 // whether it restarts. An empty container name is every running container
 // of the pod (Complete and Fail use it).
 func (k *Kubelet) Exit(ctx context.Context, namespace, pod, containerName string, code int32) error {
+	return k.ExitWith(ctx, namespace, pod, containerName, Exit{Code: code})
+}
+
+// ExitWith is Exit with the end's reason and termination message (e's
+// After is not read: the container exits now).
+func (k *Kubelet) ExitWith(ctx context.Context, namespace, pod, containerName string, e Exit) error {
 	return k.act(namespace, pod, func(r *podRuntime, now time.Time) error {
 		var hit bool
 		for _, c := range r.all() {
 			if (containerName == "" || c.spec.Name == containerName) && c.instance.running() {
-				c.exitAt, c.exitCode, hit = now, code, true
+				c.exitAt, c.exitAs, hit = now, e, true
 			}
 		}
 		if !hit {

@@ -138,10 +138,12 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 		r.inProgress, r.pending = nil, nil // a deleted or finished pod's resize is dropped
 	}
 	r.advance(pod, now, k.plans())
+	k.terminationMessages(pod, r)
 	status := podStatus(pod, r, n.internalIP(), now)
 	if phaseOver(status.Phase) && !r.stopped() {
 		_, code := k.outcomes.stopPlan(pod)
 		r.kill(now, code) // the pod is over: what still runs is stopped (killPod)
+		k.terminationMessages(pod, r)
 		status = podStatus(pod, r, n.internalIP(), now)
 	}
 	podEvents, r.podEvents = append(r.podEvents, podEvents...), nil

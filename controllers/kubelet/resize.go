@@ -163,7 +163,7 @@ func (k *Kubelet) actuate(pod *corev1.Pod, r *podRuntime, now time.Time, plans p
 	for _, c := range r.all() {
 		if c.restartOnResize && c.instance.running() {
 			c.events = append(c.events, event{corev1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s resize requires restart", c.spec.Name)})
-			c.exit(now, code)
+			c.exit(now, Exit{Code: code})
 			previous := c.instance
 			c.last = &previous
 			c.restarts++

@@ -101,13 +101,19 @@ type container struct {
 	// restartAt, when not zero, is when a crashed container may start
 	// again (CrashLoopBackOff until then).
 	restartAt time.Time
-	// exitAt, exitCode: the current instance exits then (zero: runs on).
-	exitAt   time.Time
-	exitCode int32
+	// exitAt, exitAs: the current instance exits then, so (zero: runs
+	// on).
+	exitAt time.Time
+	exitAs Exit
 	// readyAt and startedAt are when its readiness and startup probes
 	// first pass; ready, when set, is the test's readiness result.
 	readyAt, startupAt time.Time
 	ready              *bool
+	// failingLiveness: the test fails its liveness probe (SetLive);
+	// liveFailures in a row so far, the next at liveCheckAt (probes.go).
+	failingLiveness bool
+	liveFailures    int32
+	liveCheckAt     time.Time
 	// events are to be recorded by the writer of the next status.
 	events []event
 	// waiting, when set, is why the container could not be created (its
@@ -127,6 +133,8 @@ type run struct {
 	started, finished time.Time
 	exitCode          int32
 	reason, message   string
+	// messageRead: its termination message was read (termination.go).
+	messageRead bool
 }
 
 func (r run) running() bool    { return !r.started.IsZero() && r.finished.IsZero() }
@@ -257,8 +265,10 @@ func (c *container) advance(now time.Time, restart bool, plans planner, pod *cor
 	switch {
 	case c.instance.started.IsZero():
 		return c.create(now, plans, pod)
+	case c.probeLiveness(pod, now, plans):
+		return true
 	case c.instance.running() && !c.exitAt.IsZero() && !now.Before(c.exitAt):
-		c.exit(c.exitAt, c.exitCode)
+		c.exit(c.exitAt, c.exitAs)
 		return true
 	case c.instance.terminated() && restart && c.restartAt.IsZero():
 		c.scheduleRestart(pod)
@@ -303,11 +313,12 @@ func (c *container) create(now time.Time, plans planner, pod *corev1.Pod) bool {
 // events and the test's plan for it.
 func (c *container) start(now time.Time, plans planner, pod *corev1.Pod) {
 	c.instance = run{id: newContainerID(), started: now}
-	c.exitAt, c.exitCode = time.Time{}, 0
+	c.exitAt, c.exitAs = time.Time{}, Exit{}
 	if plan, ok := plans.plan(pod, c); ok {
-		c.exitAt, c.exitCode = now.Add(plan.after), plan.code
+		c.exitAt, c.exitAs = now.Add(plan.After), plan
 	}
 	c.readyAt, c.startupAt = now, now
+	c.startLiveness(now)
 	if p := c.spec.ReadinessProbe; p != nil {
 		c.readyAt = now.Add(time.Duration(p.InitialDelaySeconds) * time.Second)
 	}
@@ -333,12 +344,21 @@ func pullEvents(spec *corev1.Container) []event {
 	}
 }
 
-// exit ends the running instance with code at t, as the runtime reports:
-// Completed for 0, Error otherwise.
-func (c *container) exit(t time.Time, code int32) {
-	c.instance.finished, c.instance.exitCode, c.instance.reason = t, code, "Completed"
-	if code != 0 {
-		c.instance.reason = "Error"
+// exit ends the running instance at t as e says, as the runtime reports
+// it: by default reason Completed for code 0, Error otherwise; the
+// termination message as much of e's as the kubelet reads.
+func (c *container) exit(t time.Time, e Exit) {
+	i := &c.instance
+	i.finished, i.exitCode, i.reason, i.message = t, e.Code, e.Reason, e.Message
+	switch {
+	case i.reason != "":
+	case e.Code == 0:
+		i.reason = "Completed"
+	default:
+		i.reason = "Error"
+	}
+	if len(i.message) > maxTerminationMessage {
+		i.message = i.message[:maxTerminationMessage]
 	}
 	c.exitAt = time.Time{}
 }
@@ -437,7 +457,7 @@ func (r *podRuntime) kill(t time.Time, code int32) {
 	for _, c := range r.all() {
 		if c.instance.running() {
 			c.events = append(c.events, event{corev1.EventTypeNormal, "Killing", "Stopping container " + c.spec.Name})
-			c.exit(t, code)
+			c.exit(t, Exit{Code: code})
 		}
 		c.restartAt = time.Time{}
 	}
@@ -474,6 +494,7 @@ func (r *podRuntime) next(pod *corev1.Pod, now time.Time) time.Time {
 		consider(c.exitAt)
 		consider(c.restartAt)
 		consider(c.createRetryAt)
+		consider(c.liveCheckAt)
 		if c.instance.running() {
 			consider(c.readyAt)
 			consider(c.startupAt)
