@@ -249,3 +249,34 @@ func TestActiveDeadline(t *testing.T) {
 	e.clock.Step(10 * time.Second)
 	e.waitPod(t, lowered, func(p *corev1.Pod) bool { return p.Status.Reason == "DeadlineExceeded" })
 }
+
+// A container's own restartPolicy and restartPolicyRules decide its
+// restart over the pod's (ContainerRestartRules, beta and on in v1.37):
+// OnFailure in a pod of Never restarts a failure, a rule restarts the exit
+// codes it names, Never in a pod of Always ends the container for good.
+func TestContainerRestartPolicies(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	pod := simplePod("mixed", "onfailure", "rules", "never")
+	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	pod.Spec.Containers[0].RestartPolicy = ptr.To(corev1.ContainerRestartPolicyOnFailure)
+	pod.Spec.Containers[1].RestartPolicy = ptr.To(corev1.ContainerRestartPolicyNever)
+	pod.Spec.Containers[1].RestartPolicyRules = []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestart,
+		ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
+	pod.Spec.Containers[2].RestartPolicy = ptr.To(corev1.ContainerRestartPolicyNever)
+	p := e.waitPod(t, e.createPod(t, pod), ready)
+	require.NoError(t, e.k.Exit(t.Context(), "default", "mixed", "onfailure", 1))
+	require.NoError(t, e.k.Exit(t.Context(), "default", "mixed", "rules", 42))
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool {
+		return status(p, "onfailure").RestartCount == 1 && status(p, "rules").RestartCount == 1 && ready(p)
+	})
+	require.NoError(t, e.k.Exit(t.Context(), "default", "mixed", "rules", 3))
+	require.NoError(t, e.k.Exit(t.Context(), "default", "mixed", "never", 0))
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool {
+		return status(p, "rules").State.Terminated != nil && status(p, "never").State.Terminated != nil
+	})
+	assert.Equal(t, corev1.PodRunning, p.Status.Phase, "onfailure runs on")
+	require.NoError(t, e.k.Exit(t.Context(), "default", "mixed", "onfailure", 0))
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	assert.Equal(t, int32(3), status(p, "rules").State.Terminated.ExitCode)
+}

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -426,8 +427,18 @@ func (c *container) failedForGood(pod *corev1.Pod) bool {
 // restart policy or the pod's (Always; OnFailure for a failure; regular
 // init containers follow OnFailure unless the pod's is Never).
 func restartable(pod *corev1.Pod, c *container, code int32) bool {
-	if c.spec.RestartPolicy != nil {
-		return *c.spec.RestartPolicy == corev1.ContainerRestartPolicyAlways
+	if p := c.spec.RestartPolicy; p != nil {
+		if restartRule(c.spec, code) {
+			return true
+		}
+		switch *p {
+		case corev1.ContainerRestartPolicyAlways:
+			return true
+		case corev1.ContainerRestartPolicyOnFailure:
+			return code != 0
+		case corev1.ContainerRestartPolicyNever:
+			return false
+		}
 	}
 	policy := pod.Spec.RestartPolicy
 	if c.init && !c.sidecar && policy == corev1.RestartPolicyAlways {
@@ -438,6 +449,24 @@ func restartable(pod *corev1.Pod, c *container, code int32) bool {
 		return true
 	case corev1.RestartPolicyOnFailure:
 		return code != 0
+	}
+	return false
+}
+
+// restartRule: the first of the container's restartPolicyRules whose exit
+// codes match code says to restart (ContainerShouldRestart). A rule that
+// says RestartAllContainers restarts this container only: the restart of
+// the pod's others (AllContainersRestarting) is not simulated.
+func restartRule(spec *corev1.Container, code int32) bool {
+	for _, rule := range spec.RestartPolicyRules {
+		if rule.ExitCodes == nil {
+			continue
+		}
+		in := slices.Contains(rule.ExitCodes.Values, code)
+		if in && rule.ExitCodes.Operator == corev1.ContainerRestartRuleOnExitCodesOpIn ||
+			!in && rule.ExitCodes.Operator == corev1.ContainerRestartRuleOnExitCodesOpNotIn {
+			return rule.Action == corev1.ContainerRestartRuleActionRestart || rule.Action == corev1.ContainerRestartRuleActionRestartAllContainers
+		}
 	}
 	return false
 }
