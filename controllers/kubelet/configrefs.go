@@ -11,12 +11,15 @@ package kubelet
 // Failed event), tried again on the pod worker's back-off.
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 )
 
@@ -27,18 +30,25 @@ const (
 	mountBackOffInitial = 500 * time.Millisecond
 	mountBackOffMax     = 2*time.Minute + 2*time.Second
 	// workerBackOff is how long the pod worker waits to sync a pod again
-	// after its sync failed (a container's config could not be made).
+	// after its sync failed (a container's config could not be made);
+	// plegRelist is how often the runtime's state is relisted, which
+	// syncs a pod whose sandbox or containers changed.
 	workerBackOff = 10 * time.Second
+	plegRelist    = time.Second
 	// rootCAConfigMap is the ConfigMap of the service account volume
 	// kube-apiserver's admission adds: always taken as there, so that a
 	// server whose controllers leave out its publisher runs pods.
 	rootCAConfigMap = "kube-root-ca.crt"
 )
 
-// configSource reads the ConfigMaps and Secrets pods refer to.
+// configSource reads the ConfigMaps and Secrets pods refer to: from the
+// informers' caches, and, for one a cache does not have, from the server
+// (the cache may not have an object created just before the pod; the
+// kubelet's watch-based managers wait for each object's first list).
 type configSource struct {
 	configMaps corev1listers.ConfigMapLister
 	secrets    corev1listers.SecretLister
+	client     kubernetes.Interface
 	synced     func() bool
 }
 
@@ -46,6 +56,11 @@ type configSource struct {
 // ConfigMap manager gives (`configmap "x" not found`).
 func (s configSource) configMap(ns, name string) (*corev1.ConfigMap, error) {
 	cm, err := s.configMaps.ConfigMaps(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		cm, err = readFresh(func(ctx context.Context) (*corev1.ConfigMap, error) {
+			return s.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		})
+	}
 	if apierrors.IsNotFound(err) {
 		return nil, apierrors.NewNotFound(corev1.Resource("configmap"), name)
 	}
@@ -57,9 +72,22 @@ func (s configSource) configMap(ns, name string) (*corev1.ConfigMap, error) {
 func (s configSource) secret(ns, name string) (*corev1.Secret, error) {
 	sec, err := s.secrets.Secrets(ns).Get(name)
 	if apierrors.IsNotFound(err) {
+		sec, err = readFresh(func(ctx context.Context) (*corev1.Secret, error) {
+			return s.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		})
+	}
+	if apierrors.IsNotFound(err) {
 		return nil, apierrors.NewNotFound(corev1.Resource("secret"), name)
 	}
 	return sec, err
+}
+
+// readFresh reads an object from the server, within a bound (the caller
+// holds the kubelet's lock; the server is in the process).
+func readFresh[T any](get func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return get(ctx)
 }
 
 // mountErrors are the FailedMount messages of the pod's volumes that
@@ -177,23 +205,31 @@ func (s configSource) keyError(ns string, from *corev1.EnvVarSource) string {
 	case from.ConfigMapKeyRef != nil:
 		ref := from.ConfigMapKeyRef
 		cm, err := s.configMap(ns, ref.Name)
-		if err = unlessOptional(err, ref.Optional); err != nil {
-			return err.Error()
+		if err = unlessOptional(err, ref.Optional); err != nil || cm == nil {
+			return errorText(err)
 		}
-		if _, ok := cm.Data[ref.Key]; cm != nil && !ok && (ref.Optional == nil || !*ref.Optional) {
+		if _, ok := cm.Data[ref.Key]; !ok && (ref.Optional == nil || !*ref.Optional) {
 			return fmt.Sprintf("couldn't find key %v in ConfigMap %v/%v", ref.Key, ns, ref.Name)
 		}
 	case from.SecretKeyRef != nil:
 		ref := from.SecretKeyRef
 		sec, err := s.secret(ns, ref.Name)
-		if err = unlessOptional(err, ref.Optional); err != nil {
-			return err.Error()
+		if err = unlessOptional(err, ref.Optional); err != nil || sec == nil {
+			return errorText(err)
 		}
-		if _, ok := sec.Data[ref.Key]; sec != nil && !ok && (ref.Optional == nil || !*ref.Optional) {
+		if _, ok := sec.Data[ref.Key]; !ok && (ref.Optional == nil || !*ref.Optional) {
 			return fmt.Sprintf("couldn't find key %v in Secret %v/%v", ref.Key, ns, ref.Name)
 		}
 	}
 	return ""
+}
+
+// errorText is err's text, or "" for nil.
+func errorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // unlessOptional is err, but nil for an object not found that is optional.
@@ -202,6 +238,12 @@ func unlessOptional(err error, optional *bool) error {
 		return nil
 	}
 	return err
+}
+
+// sandboxDue: the pod's sandbox is to start at its next sync (its
+// volumes are not waiting for a retry; it is not ending).
+func (r *podRuntime) sandboxDue(pod *corev1.Pod) bool {
+	return !r.sandbox && r.mountRetryAt.IsZero() && !r.pastDeadline && r.stopping.IsZero() && !terminal(pod)
 }
 
 // mount sets up the pod's volumes when the volume manager's back-off lets

@@ -1,6 +1,7 @@
 package kubelet_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -61,6 +62,8 @@ func TestMissingEnvSecretHoldsTheContainer(t *testing.T) {
 		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "password"}}}}
 	pod.Spec.Containers[1].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
 		LocalObjectReference: corev1.LocalObjectReference{Name: "none"}, Optional: ptr.To(true)}}}
+	pod.Spec.Containers[1].Env = []corev1.EnvVar{{Name: "MAYBE", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "none"}, Key: "k", Optional: ptr.To(true)}}}}
 	waitingFor := func(msg string) func(*corev1.Pod) bool {
 		return func(p *corev1.Pod) bool {
 			w := status(p, "app").State.Waiting
@@ -93,4 +96,22 @@ func TestMissingEnvSecretHoldsTheContainer(t *testing.T) {
 	assert.Nil(t, status(got, "app").State.Running, "not before the pod worker's back-off")
 	e.clock.Step(10 * time.Second)
 	e.waitPod(t, p, ready)
+}
+
+// A ConfigMap or Secret created just before the pod that names it is
+// found, though the kubelet's cache may not have it yet.
+func TestConfigCreatedJustBeforeThePod(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	for i := range 20 {
+		name := fmt.Sprintf("fresh-%d", i)
+		_, err := e.client.CoreV1().Secrets("default").Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Data: map[string][]byte{"k": []byte("v")}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		pod := simplePod(name)
+		pod.Spec.Volumes = []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: name}}}}
+		pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "K", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: "k"}}}}
+		e.waitPod(t, e.createPod(t, pod), ready)
+	}
 }

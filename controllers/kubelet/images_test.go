@@ -32,6 +32,7 @@ func TestImagePullFailures(t *testing.T) {
 		`failed to resolve reference "registry.example.com/app:v2": registry.example.com/app:v2: not found`
 	assert.Equal(t, notFound, status(p, "app").State.Waiting.Message)
 	assert.Equal(t, corev1.PodPending, p.Status.Phase)
+	apiservertest.WaitIdle(t, e.srv) // the three events are written
 	events := e.eventsOf(t, "default", "pulls", "spec.containers{app}", "Pulling", "Failed")
 	var messages []string
 	for _, ev := range events {
@@ -40,12 +41,15 @@ func TestImagePullFailures(t *testing.T) {
 	assert.ElementsMatch(t, []string{`Pulling image "registry.example.com/app:v2"`,
 		`Failed to pull image "registry.example.com/app:v2": ` + notFound, "Error: ErrImagePull"}, messages)
 
-	e.clock.Step(10 * time.Second) // the back-off (10 s) is over: pulled again, and failed again (20 s)
-	apiservertest.WaitIdle(t, e.srv)
-	e.clock.Step(10 * time.Second)
+	e.clock.Step(time.Second) // the relist that sees the sandbox syncs the pod: in the back-off (10 s)
 	p = e.waitPod(t, p, waiting("ImagePullBackOff"))
 	assert.Equal(t, `Back-off pulling image "registry.example.com/app:v2": ErrImagePull: `+notFound, status(p, "app").State.Waiting.Message)
 	e.events(t, "default", "pulls", "BackOff")
+
+	e.clock.Step(10 * time.Second) // the pod worker's retry (10 s), the back-off over: pulled and failed again
+	p = e.waitPod(t, p, waiting("ErrImagePull"))
+	e.clock.Step(10 * time.Second) // in the back-off (20 s)
+	p = e.waitPod(t, p, waiting("ImagePullBackOff"))
 
 	remove()
 	e.clock.Step(10 * time.Second) // 20 s after the last pull: it pulls

@@ -152,7 +152,7 @@ func (k *Kubelet) watch(cfg controllers.Config) error {
 	// syncs a pod (configrefs.go), which their changes do not trigger;
 	// they are watched so that WaitIdle covers what the kubelet sees.
 	cms, secrets := cfg.Informers.Core().V1().ConfigMaps(), cfg.Informers.Core().V1().Secrets()
-	k.config = configSource{configMaps: cms.Lister(), secrets: secrets.Lister(),
+	k.config = configSource{configMaps: cms.Lister(), secrets: secrets.Lister(), client: k.client,
 		synced: func() bool { return cms.Informer().HasSynced() && secrets.Informer().HasSynced() }}
 	for gr, inf := range map[string]cache.SharedIndexInformer{"configmaps": cms.Informer(), "secrets": secrets.Informer()} {
 		if err := k.Observer.Watch(corev1.Resource(gr), inf, cache.ResourceEventHandlerFuncs{}); err != nil {

@@ -279,4 +279,13 @@ func TestContainerRestartPolicies(t *testing.T) {
 	require.NoError(t, e.k.Exit(t.Context(), "default", "mixed", "onfailure", 0))
 	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
 	assert.Equal(t, int32(3), status(p, "rules").State.Terminated.ExitCode)
+
+	// An init container's own OnFailure restarts it in a pod of Never.
+	e.k.AddRule(kubelet.Rule{Namespace: "default", Container: "setup", Exit: &kubelet.Exit{Code: 1}})
+	withInit := simplePod("init-retry")
+	withInit.Spec.RestartPolicy = corev1.RestartPolicyNever
+	withInit.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyOnFailure)}}
+	e.waitPod(t, e.createPod(t, withInit), func(p *corev1.Pod) bool {
+		return len(p.Status.InitContainerStatuses) == 1 && p.Status.InitContainerStatuses[0].RestartCount >= 1 && p.Status.Phase == corev1.PodPending
+	})
 }

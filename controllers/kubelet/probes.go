@@ -48,6 +48,9 @@ func (c *container) probeLiveness(pod *corev1.Pod, now time.Time, plans planner)
 	if !c.failingLiveness || !c.instance.running() || c.liveCheckAt.IsZero() || now.Before(c.liveCheckAt) {
 		return false
 	}
+	if !c.exitAt.IsZero() && !c.exitAt.After(c.liveCheckAt) {
+		return false // it exits before the probe fails
+	}
 	p := c.spec.LivenessProbe
 	c.liveFailures++
 	c.events = append(c.events, event{corev1.EventTypeWarning, "Unhealthy", "Liveness probe failed: "})
@@ -56,7 +59,11 @@ func (c *container) probeLiveness(pod *corev1.Pod, now time.Time, plans planner)
 		return true
 	}
 	msg := fmt.Sprintf("Container %s failed liveness probe", c.spec.Name)
-	if pod.Spec.RestartPolicy != corev1.RestartPolicyNever || c.sidecar {
+	restart := pod.Spec.RestartPolicy != corev1.RestartPolicyNever
+	if p := c.spec.RestartPolicy; p != nil {
+		restart = *p != corev1.ContainerRestartPolicyNever
+	}
+	if restart {
 		msg += ", will be restarted"
 	}
 	c.events = append(c.events, event{corev1.EventTypeNormal, "Killing", msg})

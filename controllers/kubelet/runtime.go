@@ -301,7 +301,14 @@ func (c *container) create(now time.Time, plans planner, pod *corev1.Pod) bool {
 		}
 	}
 	if waiting != nil {
-		c.waiting, c.createRetryAt = waiting, now.Add(workerBackOff)
+		// The first retry is the sync the runtime's relist (PLEG, every
+		// second) makes on seeing the sandbox just started; later ones
+		// come on the pod worker's back-off.
+		retry := workerBackOff
+		if c.waiting == nil {
+			retry = plegRelist
+		}
+		c.waiting, c.createRetryAt = waiting, now.Add(retry)
 		c.events = append(c.events, events...)
 		return true
 	}
@@ -358,8 +365,8 @@ func (c *container) exit(t time.Time, e Exit) {
 	default:
 		i.reason = "Error"
 	}
-	if len(i.message) > maxTerminationMessage {
-		i.message = i.message[:maxTerminationMessage]
+	if len(i.message) > maxTerminationMessage { // tail.ReadAtMost: the end of the file
+		i.message = i.message[len(i.message)-maxTerminationMessage:]
 	}
 	c.exitAt = time.Time{}
 }
@@ -420,7 +427,7 @@ func (c *container) isReady(now time.Time) bool {
 // failedForGood: a regular init container failed and the pod does not
 // restart it.
 func (c *container) failedForGood(pod *corev1.Pod) bool {
-	return !c.sidecar && c.instance.terminated() && c.instance.exitCode != 0 && pod.Spec.RestartPolicy == corev1.RestartPolicyNever
+	return !c.sidecar && c.instance.terminated() && c.instance.exitCode != 0 && !restartable(pod, c, c.instance.exitCode)
 }
 
 // restartable: the container restarts after it exits with code, by its own
@@ -523,8 +530,8 @@ func (r *podRuntime) next(pod *corev1.Pod, now time.Time) time.Time {
 		consider(c.exitAt)
 		consider(c.restartAt)
 		consider(c.createRetryAt)
-		consider(c.liveCheckAt)
 		if c.instance.running() {
+			consider(c.liveCheckAt)
 			consider(c.readyAt)
 			consider(c.startupAt)
 		}

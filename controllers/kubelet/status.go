@@ -28,6 +28,7 @@ var kubeletConditions = []corev1.PodConditionType{corev1.PodReadyToStartContaine
 // node at hostIP, now.
 func podStatus(pod *corev1.Pod, r *podRuntime, hostIP string, now time.Time) corev1.PodStatus {
 	init, main, ephemeral := containerStatuses(pod, r, now)
+	capMessages(pod, init, main, ephemeral)
 	allocated := r.allocatedPod(pod)
 	s := corev1.PodStatus{
 		ObservedGeneration: pod.Generation,
@@ -50,6 +51,24 @@ func podStatus(pod *corev1.Pod, r *podRuntime, hostIP string, now time.Time) cor
 	}
 	s.Conditions = conditions(pod, r, s, now)
 	return s
+}
+
+// capMessages cuts the termination messages to the status manager's share
+// of 12 KiB per container (normalizeStatus): their first bytes.
+func capMessages(pod *corev1.Pod, lists ...[]corev1.ContainerStatus) {
+	share := maxPodTerminationMessages
+	if n := len(pod.Spec.Containers) + len(pod.Spec.InitContainers) + len(pod.Spec.EphemeralContainers); n > 0 {
+		share /= n
+	}
+	for _, list := range lists {
+		for i := range list {
+			for _, t := range []*corev1.ContainerStateTerminated{list[i].State.Terminated, list[i].LastTerminationState.Terminated} {
+				if t != nil && len(t.Message) > share {
+					t.Message = t.Message[:share]
+				}
+			}
+		}
+	}
 }
 
 // podLevelResources is a pod's status.resources as the kubelet reports it

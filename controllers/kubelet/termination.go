@@ -14,9 +14,10 @@ import (
 )
 
 const (
-	maxTerminationMessage    = 4096
-	maxTerminationLogMessage = 2048
-	terminationLogLines      = 80
+	maxPodTerminationMessages = 12 * 1024
+	maxTerminationMessage     = 4096
+	maxTerminationLogMessage  = 2048
+	terminationLogLines       = 80
 )
 
 // terminationMessages reads the log for the termination message of each
