@@ -63,3 +63,39 @@ func TestLivenessProbeFailureRestarts(t *testing.T) {
 	plain := e.waitPod(t, e.createPod(t, simplePod("plain")), ready)
 	assert.ErrorContains(t, e.k.SetLive(t.Context(), "default", plain.Name, "app", false), "has no liveness probe")
 }
+
+// A startup probe the test fails holds the container not started (nor
+// ready) and kills it at its failure threshold ("failed startup probe,
+// will be restarted"); passing again, the new instance is started.
+func TestStartupProbeFailureRestarts(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	pod := simplePod("slow")
+	pod.Spec.Containers[0].StartupProbe = &corev1.Probe{InitialDelaySeconds: 10, PeriodSeconds: 5, FailureThreshold: 2,
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/started", Port: intstrFrom(8080)}}}
+	p := e.waitPod(t, e.createPod(t, pod), running)
+	require.NoError(t, e.k.SetStarted(t.Context(), "default", "slow", "app", false))
+	e.clock.Step(10 * time.Second) // the delay over: the first failure, not started
+	apiservertest.WaitIdle(t, e.srv)
+	got, err := e.client.CoreV1().Pods("default").Get(t.Context(), "slow", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.False(t, *status(got, "app").Started)
+	assert.False(t, ready(got))
+	assert.Zero(t, status(got, "app").RestartCount)
+
+	e.clock.Step(5 * time.Second) // the second failure: killed, restarted
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return status(p, "app").RestartCount == 1 })
+	assert.False(t, *status(p, "app").Started, "the new instance fails it too")
+	events := e.eventsOf(t, "default", "slow", "spec.containers{app}", "Unhealthy", "Killing")
+	for _, ev := range events {
+		switch ev.Reason {
+		case "Unhealthy":
+			assert.Equal(t, "Startup probe failed: ", ev.Message)
+		case "Killing":
+			assert.Equal(t, "Container app failed startup probe, will be restarted", ev.Message)
+		}
+	}
+	require.NoError(t, e.k.SetStarted(t.Context(), "default", "slow", "app", true))
+	e.waitPod(t, p, ready)
+	assert.ErrorContains(t, e.k.SetStarted(t.Context(), "default", "slow", "nope", true), "no container")
+}

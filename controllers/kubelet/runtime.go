@@ -110,11 +110,10 @@ type container struct {
 	// first pass; ready, when set, is the test's readiness result.
 	readyAt, startupAt time.Time
 	ready              *bool
-	// failingLiveness: the test fails its liveness probe (SetLive);
-	// liveFailures in a row so far, the next at liveCheckAt (probes.go).
-	failingLiveness bool
-	liveFailures    int32
-	liveCheckAt     time.Time
+	// failingLive, failingStartup: the test fails its liveness or
+	// startup probe (SetLive, SetStarted; probes.go). A failing startup
+	// probe holds startupAt zero: not started.
+	failingLive, failingStartup failingProbe
 	// events are to be recorded by the writer of the next status.
 	events []event
 	// waiting, when set, is why the container could not be created (its
@@ -266,7 +265,7 @@ func (c *container) advance(now time.Time, restart bool, plans planner, pod *cor
 	switch {
 	case c.instance.started.IsZero():
 		return c.create(now, plans, pod)
-	case c.probeLiveness(pod, now, plans):
+	case c.probeFailures(pod, now, plans):
 		return true
 	case c.instance.running() && !c.exitAt.IsZero() && !now.Before(c.exitAt):
 		c.exit(c.exitAt, c.exitAs)
@@ -326,13 +325,13 @@ func (c *container) start(now time.Time, plans planner, pod *corev1.Pod) {
 		c.exitAt, c.exitAs = now.Add(plan.After), plan
 	}
 	c.readyAt, c.startupAt = now, now
-	c.startLiveness(now)
 	if p := c.spec.ReadinessProbe; p != nil {
 		c.readyAt = now.Add(time.Duration(p.InitialDelaySeconds) * time.Second)
 	}
 	if p := c.spec.StartupProbe; p != nil {
 		c.startupAt = now.Add(time.Duration(p.InitialDelaySeconds) * time.Second)
 	}
+	c.startProbes(now)
 	c.events = append(c.events, pullEvents(c.spec)...)
 	c.events = append(c.events, event{corev1.EventTypeNormal, "Created", "Container created"},
 		event{corev1.EventTypeNormal, "Started", "Container started"})
@@ -409,7 +408,7 @@ func (c *container) succeeded() bool {
 
 // started: running and past its startup probe.
 func (c *container) started(now time.Time) bool {
-	return c.instance.running() && !now.Before(c.startupAt)
+	return c.instance.running() && !c.startupAt.IsZero() && !now.Before(c.startupAt)
 }
 
 // isReady: running, started, and its readiness probe passes (or the test's
@@ -530,8 +529,8 @@ func (r *podRuntime) next(pod *corev1.Pod, now time.Time) time.Time {
 		consider(c.exitAt)
 		consider(c.restartAt)
 		consider(c.createRetryAt)
+		consider(c.nextProbe(now))
 		if c.instance.running() {
-			consider(c.liveCheckAt)
 			consider(c.readyAt)
 			consider(c.startupAt)
 		}
