@@ -38,7 +38,8 @@ func (k probeKind) word() string { return strings.ToLower(string(k)) }
 
 // SetLive sets the container's liveness probe result from now on, for its
 // running and later instances: failing, the probe fails at each of its
-// periods (the first now, or when its initialDelaySeconds are over) and
+// periods (the first now, or when its initialDelaySeconds are over and the
+// container started; failing again restarts the count) and
 // the container is killed at its failureThreshold-th failure, then
 // restarted as its restart policy says (failing again: CrashLoopBackOff);
 // live again, it passes. The container must have a liveness probe.
@@ -110,6 +111,9 @@ func (c *container) probeFailures(pod *corev1.Pod, now time.Time, plans planner)
 
 func (c *container) probeFailure(pod *corev1.Pod, now time.Time, plans planner, kind probeKind) bool {
 	spec, p := c.probe(kind)
+	if kind == liveness && !p.checkAt.IsZero() {
+		p.checkAt = latest(p.checkAt, c.startupAt) // probed once started (worker.go)
+	}
 	if !p.on || spec == nil || p.checkAt.IsZero() || now.Before(p.checkAt) {
 		return false
 	}
@@ -127,7 +131,10 @@ func (c *container) probeFailure(pod *corev1.Pod, now time.Time, plans planner, 
 	if rp := c.spec.RestartPolicy; rp != nil {
 		restart = *rp != corev1.ContainerRestartPolicyNever
 	}
-	if restart {
+	switch {
+	case c.sidecar: // computeInitContainerActions' wording
+		msg = fmt.Sprintf("Init container %s failed %s probe", c.spec.Name, kind.word())
+	case restart:
 		msg += ", will be restarted"
 	}
 	c.events = append(c.events, event{corev1.EventTypeNormal, "Killing", msg})
@@ -160,7 +167,10 @@ func (c *container) nextProbe(now time.Time) time.Time {
 	if !c.started(now) {
 		return c.failingStartup.checkAt
 	}
-	return c.failingLive.checkAt
+	if c.failingLive.checkAt.IsZero() {
+		return time.Time{}
+	}
+	return latest(c.failingLive.checkAt, c.startupAt)
 }
 
 func seconds(s int32) time.Duration { return time.Duration(s) * time.Second }

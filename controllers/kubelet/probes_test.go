@@ -99,3 +99,27 @@ func TestStartupProbeFailureRestarts(t *testing.T) {
 	e.waitPod(t, p, ready)
 	assert.ErrorContains(t, e.k.SetStarted(t.Context(), "default", "slow", "nope", true), "no container")
 }
+
+// A failing liveness probe is probed only once the container started:
+// its first failure comes when the startup probe passes, not before.
+func TestLivenessWaitsForStartup(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	pod := simplePod("both")
+	pod.Spec.Containers[0].StartupProbe = &corev1.Probe{InitialDelaySeconds: 30,
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/started", Port: intstrFrom(8080)}}}
+	pod.Spec.Containers[0].LivenessProbe = &corev1.Probe{PeriodSeconds: 10, FailureThreshold: 3,
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstrFrom(8080)}}}
+	p := e.waitPod(t, e.createPod(t, pod), running)
+	require.NoError(t, e.k.SetLive(t.Context(), "default", "both", "app", false))
+	e.clock.Step(30 * time.Second) // started: the first liveness failure only
+	apiservertest.WaitIdle(t, e.srv)
+	got, err := e.client.CoreV1().Pods("default").Get(t.Context(), "both", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Zero(t, status(got, "app").RestartCount, "one failure of three")
+	e.clock.Step(20 * time.Second) // the third: killed 20 s after it started
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return status(p, "app").RestartCount == 1 })
+	last := status(p, "app").LastTerminationState.Terminated
+	require.NotNil(t, last)
+	assert.Equal(t, last.StartedAt.Add(50*time.Second), last.FinishedAt.Time)
+}
