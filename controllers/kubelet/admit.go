@@ -26,6 +26,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
+	"github.com/kubeembed/apiserver/internal/hostports"
 	"github.com/kubeembed/apiserver/internal/podqos"
 )
 
@@ -202,49 +203,19 @@ func requested(pods []*podRuntime) corev1.ResourceList {
 // hostPortTaken: a host port of pod's is one a running pod of n holds.
 // Called with k.mu held.
 func (k *Kubelet) hostPortTaken(pod *corev1.Pod, n *node) bool {
-	want := hostPorts(pod.Spec.Containers, pod.Spec.InitContainers)
+	want := hostports.Of(&pod.Spec)
 	if len(want) == 0 {
 		return false
 	}
 	for _, other := range k.admitted(n, nil) {
-		var main, init []corev1.Container
-		for _, c := range other.main {
-			main = append(main, *c.spec)
-		}
-		for _, c := range other.init {
-			init = append(init, *c.spec)
-		}
-		for _, have := range hostPorts(main, init) {
-			for _, w := range want {
-				if w.HostPort == have.HostPort && w.Protocol == have.Protocol &&
-					(w.HostIP == have.HostIP || w.HostIP == "0.0.0.0" || have.HostIP == "0.0.0.0") {
-					return true
-				}
+		spec := other.allocatedPod(&corev1.Pod{}).Spec
+		for _, have := range hostports.Of(&spec) {
+			if slices.ContainsFunc(want, have.Conflicts) {
+				return true
 			}
 		}
 	}
 	return false
-}
-
-// hostPorts are the host ports of the containers and of the sidecars among
-// the init containers, with the defaults (0.0.0.0, TCP) filled in.
-func hostPorts(containers, init []corev1.Container) []corev1.ContainerPort {
-	var out []corev1.ContainerPort
-	for _, c := range slices.Concat(containers, slices.DeleteFunc(slices.Clone(init), func(c corev1.Container) bool { return !isSidecar(c) })) {
-		for _, p := range c.Ports {
-			if p.HostPort <= 0 {
-				continue
-			}
-			if p.HostIP == "" {
-				p.HostIP = "0.0.0.0"
-			}
-			if p.Protocol == "" {
-				p.Protocol = corev1.ProtocolTCP
-			}
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // admit admits pod, new to the kubelet of n, and returns its runtime: one

@@ -133,7 +133,7 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 	}
 	r.admitted = true
 	if r.sandbox && r.stopping.IsZero() && !terminal(pod) && !r.pastDeadline {
-		podEvents = k.resize(pod, r, n, now, k.plans())
+		podEvents = append(podEvents, k.resize(pod, r, n, now, k.plans())...)
 	} else {
 		r.inProgress, r.pending = nil, nil // a deleted or finished pod's resize is dropped
 	}

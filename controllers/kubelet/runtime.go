@@ -326,10 +326,10 @@ func (c *container) start(now time.Time, plans planner, pod *corev1.Pod) {
 	}
 	c.readyAt, c.startupAt = now, now
 	if p := c.spec.ReadinessProbe; p != nil {
-		c.readyAt = now.Add(time.Duration(p.InitialDelaySeconds) * time.Second)
+		c.readyAt = now.Add(seconds(p.InitialDelaySeconds))
 	}
 	if p := c.spec.StartupProbe; p != nil {
-		c.startupAt = now.Add(time.Duration(p.InitialDelaySeconds) * time.Second)
+		c.startupAt = now.Add(seconds(p.InitialDelaySeconds))
 	}
 	c.startProbes(now)
 	c.events = append(c.events, pullEvents(c.spec)...)

@@ -14,6 +14,8 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
+
+	"github.com/kubeembed/apiserver/internal/hostports"
 )
 
 // code is a rejection's kind, as the framework's Unschedulable and
@@ -93,7 +95,7 @@ func (c *cycle) nodeAffinity(ni *nodeInfo) *status {
 
 // nodePorts: the pod's host ports are free on the node.
 func (c *cycle) nodePorts(ni *nodeInfo) *status {
-	for _, hp := range hostPorts(c.pod) {
+	for _, hp := range hostports.Of(&c.pod.Spec) {
 		if ni.conflicts(hp) {
 			return reject(unschedulable, "node(s) didn't have free ports for the requested pod ports")
 		}

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/resource"
+
+	"github.com/kubeembed/apiserver/internal/hostports"
 )
 
 // Scoring's requests for containers that name none, kube-scheduler's
@@ -26,13 +28,7 @@ type nodeInfo struct {
 	// non-zero defaults, for scoring.
 	requested, nonZeroRequested amounts
 	// ports are the host ports in use: ip/protocol/port.
-	ports map[hostPort]bool
-}
-
-type hostPort struct {
-	ip       string
-	protocol corev1.Protocol
-	port     int32
+	ports map[hostports.Port]bool
 }
 
 // snapshot is the cluster as one scheduling cycle sees it.
@@ -58,7 +54,7 @@ type placed struct {
 func newSnapshot(nodes []*corev1.Node, pods []*corev1.Pod, namespaces map[string]map[string]string, requests *requestCache) *snapshot {
 	s := &snapshot{byName: map[string]*nodeInfo{}, namespaces: namespaces, requests: requests}
 	for _, n := range nodes {
-		ni := &nodeInfo{node: n, ports: map[hostPort]bool{}}
+		ni := &nodeInfo{node: n, ports: map[hostports.Port]bool{}}
 		s.nodes = append(s.nodes, ni)
 		s.byName[n.Name] = ni
 	}
@@ -95,7 +91,7 @@ type requestCache struct {
 type podRequests struct {
 	resourceVersion    string
 	requested, nonZero *amounts
-	ports              []hostPort
+	ports              []hostports.Port
 }
 
 func newRequestCache() *requestCache { return &requestCache{pods: map[types.UID]podRequests{}} }
@@ -106,7 +102,7 @@ func (c *requestCache) of(p *corev1.Pod) podRequests {
 	if r, ok := c.pods[p.UID]; ok && r.resourceVersion == p.ResourceVersion && p.ResourceVersion != "" {
 		return r
 	}
-	r := podRequests{resourceVersion: p.ResourceVersion, ports: hostPorts(p),
+	r := podRequests{resourceVersion: p.ResourceVersion, ports: hostports.Of(&p.Spec),
 		requested: amountsOf(resource.PodRequests(p, resource.PodResourcesOptions{UseStatusResources: true})),
 		nonZero:   amountsOf(resource.PodRequests(p, resource.PodResourcesOptions{UseStatusResources: true, NonMissingContainerRequests: nonZero}))}
 	c.pods[p.UID] = r
@@ -258,42 +254,11 @@ func (a *amounts) add(b *amounts) {
 	}
 }
 
-// hostPorts are the pod's host ports: its containers' and its sidecars'
-// (restartable init containers), an empty IP meaning every address and an
-// empty protocol TCP.
-func hostPorts(p *corev1.Pod) []hostPort {
-	var out []hostPort
-	add := func(c corev1.Container) {
-		for _, port := range c.Ports {
-			if port.HostPort <= 0 {
-				continue
-			}
-			hp := hostPort{ip: port.HostIP, protocol: port.Protocol, port: port.HostPort}
-			if hp.ip == "" {
-				hp.ip = "0.0.0.0"
-			}
-			if hp.protocol == "" {
-				hp.protocol = corev1.ProtocolTCP
-			}
-			out = append(out, hp)
-		}
-	}
-	for _, c := range p.Spec.Containers {
-		add(c)
-	}
-	for _, c := range p.Spec.InitContainers {
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			add(c)
-		}
-	}
-	return out
-}
-
 // conflicts: hp is in use on the node (the same port and protocol on the
 // same address, or either on every address).
-func (ni *nodeInfo) conflicts(hp hostPort) bool {
+func (ni *nodeInfo) conflicts(hp hostports.Port) bool {
 	for used := range ni.ports {
-		if used.port == hp.port && used.protocol == hp.protocol && (used.ip == hp.ip || used.ip == "0.0.0.0" || hp.ip == "0.0.0.0") {
+		if used.Conflicts(hp) {
 			return true
 		}
 	}
