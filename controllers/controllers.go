@@ -129,6 +129,9 @@ const (
 	// PVProtection removes the kubernetes.io/pv-protection finalizer of a
 	// deleted volume once it is not bound.
 	PVProtection Name = "pv-protection"
+	// EphemeralVolume creates the claims of pods' generic ephemeral
+	// volumes, owned by their pods.
+	EphemeralVolume Name = "ephemeral-volume"
 	// CSRSigning signs approved CertificateSigningRequests of the
 	// kubernetes.io signers with the server's CA.
 	CSRSigning Name = "csrsigning"
@@ -147,7 +150,7 @@ const (
 func All() []Name {
 	return []Name{ServiceAccount, GarbageCollector, Namespace, RootCACertPublisher, ServiceAccountToken, ResourceQuota, ClusterRoleAggregation,
 		Kubelet, Scheduler, NodeLifecycle, TaintEviction, PodGC, Deployment, ReplicaSet, ReplicationController, StatefulSet, DaemonSet, Job, CronJob, TTLAfterFinished, HorizontalPodAutoscaling, Disruption, Endpoint, EndpointSlice, EndpointSliceMirroring,
-		PersistentVolumeBinder, VolumeProvisioner, PVCProtection, PVProtection, CSRSigning, CSRApproving, CSRCleaner,
+		PersistentVolumeBinder, VolumeProvisioner, PVCProtection, PVProtection, EphemeralVolume, CSRSigning, CSRApproving, CSRCleaner,
 		ValidatingAdmissionPolicyStatus}
 }
 

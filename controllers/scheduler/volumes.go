@@ -15,6 +15,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-helpers/storage/ephemeral"
 	volumeutil "k8s.io/component-helpers/storage/volume"
 )
 
@@ -28,22 +29,19 @@ type claims struct {
 }
 
 // prefilterVolumes classifies the pod's claims, or says why the pod cannot
-// be scheduled anywhere (a claim that is missing, being deleted, or unbound
-// and not waiting for its first consumer).
+// be scheduled anywhere (a claim that is missing, lost, being deleted, not
+// its own for an ephemeral volume, or unbound and not waiting for its
+// first consumer).
 func (s *Scheduler) prefilterVolumes(pod *corev1.Pod) (claims, string) {
 	cl := claims{classes: map[string]*storagev1.StorageClass{}}
 	unboundImmediate := false
-	for _, v := range pod.Spec.Volumes {
-		if v.PersistentVolumeClaim == nil {
+	for i := range pod.Spec.Volumes {
+		pvc, msg := s.podClaim(pod, &pod.Spec.Volumes[i])
+		if msg != "" {
+			return cl, msg
+		}
+		if pvc == nil {
 			continue
-		}
-		name := v.PersistentVolumeClaim.ClaimName
-		pvc, err := s.pvcs.PersistentVolumeClaims(pod.Namespace).Get(name)
-		if err != nil {
-			return cl, fmt.Sprintf("persistentvolumeclaim %q not found", name)
-		}
-		if pvc.DeletionTimestamp != nil {
-			return cl, fmt.Sprintf("persistentvolumeclaim %q is being deleted", name)
 		}
 		if pvc.Spec.VolumeName != "" && metav1.HasAnnotation(pvc.ObjectMeta, volumeutil.AnnBindCompleted) {
 			cl.bound = append(cl.bound, pvc)
@@ -62,6 +60,47 @@ func (s *Scheduler) prefilterVolumes(pod *corev1.Pod) (claims, string) {
 		return cl, "pod has unbound immediate PersistentVolumeClaims"
 	}
 	return cl, ""
+}
+
+// claimName is the claim volume v of pod uses, "" for a volume that uses
+// none: its persistentVolumeClaim, or the one the ephemeral volume
+// controller makes for a generic ephemeral volume.
+func claimName(pod *corev1.Pod, v *corev1.Volume) string {
+	switch {
+	case v.PersistentVolumeClaim != nil:
+		return v.PersistentVolumeClaim.ClaimName
+	case v.Ephemeral != nil:
+		return ephemeral.VolumeClaimName(pod, v)
+	}
+	return ""
+}
+
+// podClaim is the claim volume v of pod uses (claimName), nil for none; a
+// claim the pod cannot use is said why, as the VolumeBinding plugin's
+// PreFilter says it.
+func (s *Scheduler) podClaim(pod *corev1.Pod, v *corev1.Volume) (*corev1.PersistentVolumeClaim, string) {
+	name := claimName(pod, v)
+	if name == "" {
+		return nil, ""
+	}
+	pvc, err := s.pvcs.PersistentVolumeClaims(pod.Namespace).Get(name)
+	switch {
+	case err != nil && v.Ephemeral != nil:
+		// Normal just after the pod is made.
+		return nil, fmt.Sprintf("waiting for ephemeral volume controller to create the persistentvolumeclaim %q", name)
+	case err != nil:
+		return nil, fmt.Sprintf("persistentvolumeclaim %q not found", name)
+	case pvc.Status.Phase == corev1.ClaimLost:
+		return nil, fmt.Sprintf("persistentvolumeclaim %q bound to non-existent persistentvolume %q", pvc.Name, pvc.Spec.VolumeName)
+	case pvc.DeletionTimestamp != nil:
+		return nil, fmt.Sprintf("persistentvolumeclaim %q is being deleted", name)
+	}
+	if v.Ephemeral != nil {
+		if err := ephemeral.VolumeIsForPod(pod, pvc); err != nil {
+			return nil, err.Error()
+		}
+	}
+	return pvc, ""
 }
 
 // volumeBinding: the node matches the bound claims' volumes' node
@@ -133,13 +172,14 @@ func (s *Scheduler) selectNode(ctx context.Context, pod *corev1.Pod, delayed []*
 // volumes provisioned), or an error when a claim's provisioning was given
 // up (its selected node removed).
 func (s *Scheduler) volumesBound(pod *corev1.Pod, p provisioning) (bool, error) {
-	for _, v := range pod.Spec.Volumes {
-		if v.PersistentVolumeClaim == nil {
+	for i := range pod.Spec.Volumes {
+		name := claimName(pod, &pod.Spec.Volumes[i])
+		if name == "" {
 			continue
 		}
-		pvc, err := s.pvcs.PersistentVolumeClaims(pod.Namespace).Get(v.PersistentVolumeClaim.ClaimName)
+		pvc, err := s.pvcs.PersistentVolumeClaims(pod.Namespace).Get(name)
 		if apierrors.IsNotFound(err) {
-			return false, fmt.Errorf("persistentvolumeclaim %q not found", v.PersistentVolumeClaim.ClaimName)
+			return false, fmt.Errorf("persistentvolumeclaim %q not found", name)
 		}
 		if err != nil {
 			return false, err

@@ -34,6 +34,7 @@ import (
 	"github.com/kubeembed/apiserver/controllers/endpoint"
 	"github.com/kubeembed/apiserver/controllers/endpointslice"
 	"github.com/kubeembed/apiserver/controllers/endpointslicemirroring"
+	"github.com/kubeembed/apiserver/controllers/ephemeralvolume"
 	"github.com/kubeembed/apiserver/controllers/garbagecollector"
 	"github.com/kubeembed/apiserver/controllers/job"
 	"github.com/kubeembed/apiserver/controllers/kubelet"
@@ -90,6 +91,7 @@ var newController = map[controllers.Name]func(controllers.Config) (controllers.C
 	controllers.VolumeProvisioner:               loop(provisioner.New),
 	controllers.PVCProtection:                   loop(pvcprotection.New),
 	controllers.PVProtection:                    loop(pvprotection.New),
+	controllers.EphemeralVolume:                 loop(ephemeralvolume.New),
 	controllers.CSRSigning:                      loop(csrsigning.New),
 	controllers.CSRApproving:                    loop(csrapproving.New),
 	controllers.CSRCleaner:                      loop(csrcleaner.New),
