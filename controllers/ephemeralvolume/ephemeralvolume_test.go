@@ -50,6 +50,8 @@ func TestEphemeralVolumeClaimFollowsItsPod(t *testing.T) {
 	ctx := t.Context()
 	pod, err := client.CoreV1().Pods("default").Create(ctx, podWithScratch(), metav1.CreateOptions{})
 	require.NoError(t, err)
+	// Defaulted as a claim's spec, as kube-apiserver does.
+	assert.Equal(t, new(corev1.PersistentVolumeFilesystem), pod.Spec.Volumes[0].Ephemeral.VolumeClaimTemplate.Spec.VolumeMode)
 	require.NoError(t, srv.WaitIdle(ctx))
 
 	pvc, err := client.CoreV1().PersistentVolumeClaims("default").Get(ctx, "db-scratch", metav1.GetOptions{})

@@ -180,6 +180,11 @@ func defaultVolume(v *corev1.Volume) {
 		if src.HostPath.Type == nil {
 			src.HostPath.Type = ptr.To(corev1.HostPathUnset)
 		}
+	case src.Ephemeral != nil:
+		// The claim template's spec is defaulted as a claim's.
+		if t := src.Ephemeral.VolumeClaimTemplate; t != nil && t.Spec.VolumeMode == nil {
+			t.Spec.VolumeMode = ptr.To(corev1.PersistentVolumeFilesystem)
+		}
 	case *src == corev1.VolumeSource{}:
 		src.EmptyDir = &corev1.EmptyDirVolumeSource{}
 	}
