@@ -100,6 +100,7 @@ func (s *Scheduler) podChanged(old, cur *corev1.Pod) {
 		s.stale = s.stale || changed
 		delete(s.assumed, cur.UID)
 		delete(s.unschedulable, cur.UID)
+		delete(s.nominations, cur.UID)
 		s.mu.Unlock()
 	}
 	switch {

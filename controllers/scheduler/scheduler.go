@@ -9,11 +9,13 @@
 // kube-scheduler's message ("0/3 nodes are available: 3 Insufficient
 // cpu. preemption: ..."), and is tried again when the cluster changes.
 //
-// What it does not do: preemption (no pod is evicted for a higher
-// priority one; the message says what kube-scheduler would say when it
-// finds no victim), extenders, scheduling gates' own logic (gated pods are
-// left alone, as upstream), DRA, CSI volume limits and storage capacity.
-// Pending pods are taken in priority order, then by age.
+// A pod that fits nowhere may preempt pods of lower priority, as the
+// DefaultPreemption plugin (preempt.go); pods nominated to a node hold
+// its room against pods of no higher priority.
+//
+// What it does not do: extenders, scheduling gates' own logic (gated pods
+// are left alone, as upstream), DRA, CSI volume limits and storage
+// capacity. Pending pods are taken in priority order, then by age.
 //
 // It is a client of the API only (user agent kube-scheduler/v1.37.2, field
 // manager kube-scheduler; events through events.k8s.io as
@@ -29,6 +31,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,6 +39,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
+	policyv1listers "k8s.io/client-go/listers/policy/v1"
 	storagev1listers "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -68,6 +72,7 @@ type Scheduler struct {
 	pvcs       corev1listers.PersistentVolumeClaimLister
 	pvs        corev1listers.PersistentVolumeLister
 	classes    storagev1listers.StorageClassLister
+	pdbs       policyv1listers.PodDisruptionBudgetLister
 	queue      *controller.Queue
 	recorder   events.EventRecorderLogger
 
@@ -80,7 +85,10 @@ type Scheduler struct {
 	// unschedulable are the pods found to fit nowhere, with the message
 	// why, kept aside until retry says (queue.go).
 	unschedulable map[types.UID]string
-	retry         retry
+	// nominations are the nominations the scheduler wrote (or cleared:
+	// "") that the informer may not show yet, by pod.
+	nominations map[types.UID]string
+	retry       retry
 	// stale says the kept snapshot no longer shows the placed pods or
 	// the nodes (snapshot.go); kept is only the worker's.
 	stale bool
@@ -102,6 +110,7 @@ func New(cfg controllers.Config) (*Scheduler, error) {
 	s := &Scheduler{client: client, pods: inf.Core().V1().Pods().Lister(), nodes: inf.Core().V1().Nodes().Lister(),
 		namespaces: inf.Core().V1().Namespaces().Lister(), pvcs: inf.Core().V1().PersistentVolumeClaims().Lister(),
 		pvs: inf.Core().V1().PersistentVolumes().Lister(), classes: inf.Storage().V1().StorageClasses().Lister(),
+		pdbs: inf.Policy().V1().PodDisruptionBudgets().Lister(), nominations: map[types.UID]string{},
 		queue: controller.NewQueue("scheduler", cfg.QueueMetrics), assumed: map[types.UID]*corev1.Pod{}, waiting: map[types.UID]provisioning{}, unschedulable: map[types.UID]string{},
 		requests: newRequestCache(), stale: true}
 	s.Name, s.Observer, s.Queues = string(controllers.Scheduler), controller.NewObserver(cfg.Revisions), []*controller.Queue{s.queue}
@@ -144,6 +153,10 @@ func (s *Scheduler) watch(cfg controllers.Config) error {
 	if err := s.Observer.Watch(corev1.Resource("namespaces"), inf.Core().V1().Namespaces().Informer(), cache.ResourceEventHandlerFuncs{}); err != nil {
 		return err
 	}
+	// Budgets are read by preemption only, when it chooses victims.
+	if err := s.Observer.Watch(policyv1.Resource("poddisruptionbudgets"), inf.Policy().V1().PodDisruptionBudgets().Informer(), cache.ResourceEventHandlerFuncs{}); err != nil {
+		return err
+	}
 	return s.Observer.Watch(corev1.Resource("pods"), inf.Core().V1().Pods().Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    s.podAdded,
 		UpdateFunc: func(o, n any) { s.podChanged(o.(*corev1.Pod), n.(*corev1.Pod)) },
@@ -164,12 +177,15 @@ func (s *Scheduler) podDeleted(obj any) {
 	if p.Spec.NodeName != "" || s.assumed[p.UID] != nil {
 		s.stale = true
 	}
+	// A nominated pod held room on its node against others.
+	nominated := p.Spec.NodeName == "" && (p.Status.NominatedNodeName != "" || s.nominations[p.UID] != "")
 	delete(s.assumed, p.UID)
 	delete(s.waiting, p.UID)
 	delete(s.unschedulable, p.UID)
+	delete(s.nominations, p.UID)
 	s.mu.Unlock()
 	s.requests.forget(p.UID)
-	if p.Spec.NodeName != "" {
+	if p.Spec.NodeName != "" || nominated {
 		s.requeue(retryAll)
 	}
 }
@@ -201,12 +217,14 @@ func (s *Scheduler) schedulePending(ctx context.Context, _ string) error {
 	r := s.retry
 	s.retry = retryNone
 	queue, placed, gone := s.partition(all, r)
+	nominated := s.nominees(all)
 	s.mu.Unlock()
 	snap, err := s.snapshot(placed, stale || gone)
 	if err != nil {
 		s.kept = nil
 		return err
 	}
+	snap.nominated = nominated
 	slices.SortStableFunc(queue, byPriority)
 	var errs []error
 	for _, p := range queue {
@@ -343,32 +361,53 @@ func (s *Scheduler) scheduleOne(ctx context.Context, pod *corev1.Pod, snap *snap
 		return s.bindWhenVolumesBound(ctx, pod, p, snap)
 	}
 	if len(snap.nodes) == 0 {
-		return s.fail(ctx, pod, "no nodes available to schedule pods")
+		return s.fail(ctx, snap, pod, "no nodes available to schedule pods")
 	}
 	c := s.newCycle(pod, snap)
 	var msg string
 	if c.claims, msg = s.prefilterVolumes(pod); msg != "" {
 		// As v1.37.2: the dynamic resources plugin's PostFilter finds no
 		// state of its PreFilter, which did not run, and says so.
-		return s.fail(ctx, pod, fmt.Sprintf("0/%d nodes are available: %s. not found", len(snap.nodes), msg))
+		// Its error leaves the pod's nomination as it is.
+		return s.failWith(ctx, snap, pod, corev1.PodReasonUnschedulable, snap.nominatedNode(pod),
+			fmt.Sprintf("0/%d nodes are available: %s. not found", len(snap.nodes), msg))
+	}
+	chosen, statuses := c.place()
+	if chosen == nil {
+		return s.postFilter(ctx, c, statuses)
+	}
+	if len(c.claims.delayed) > 0 {
+		return s.provisionFor(ctx, pod, c.claims.delayed, chosen.node.Name)
+	}
+	return s.bind(ctx, pod, chosen, snap)
+}
+
+// place is the node the pod goes to, nil if none fits (with why each
+// does not): the node it is nominated to if it fits there, as upstream
+// tries it first, else the best of those that fit.
+func (c *cycle) place() (*nodeInfo, map[string]*status) {
+	if ni := c.snap.byName[c.snap.nominatedNode(c.pod)]; ni != nil && c.filter(ni) == nil && c.filterNominated(ni.node.Name, nil) == nil {
+		return ni, nil
 	}
 	var feasible []*nodeInfo
 	statuses := map[string]*status{}
-	for _, ni := range snap.nodes {
-		if st := c.filter(ni); st != nil {
+	for _, ni := range c.snap.nodes {
+		// With the nominated pods first, as upstream, whose reasons
+		// are the node's when both refuse it.
+		st := c.filterNominated(ni.node.Name, nil)
+		if st == nil {
+			st = c.filter(ni)
+		}
+		if st != nil {
 			statuses[ni.node.Name] = st
 		} else {
 			feasible = append(feasible, ni)
 		}
 	}
 	if len(feasible) == 0 {
-		return s.fail(ctx, pod, fitMessage(pod, snap, statuses))
+		return nil, statuses
 	}
-	chosen := c.best(feasible)
-	if len(c.claims.delayed) > 0 {
-		return s.provisionFor(ctx, pod, c.claims.delayed, chosen.node.Name)
-	}
-	return s.bind(ctx, pod, chosen, snap)
+	return c.best(feasible), nil
 }
 
 // provisionFor names node on the pod's delayed claims and waits for them.
@@ -391,7 +430,7 @@ func (s *Scheduler) bindWhenVolumesBound(ctx context.Context, pod *corev1.Pod, p
 		s.mu.Lock()
 		delete(s.waiting, pod.UID)
 		s.mu.Unlock()
-		return s.failWith(ctx, pod, "SchedulerError", fmt.Sprintf("running PreBind plugin \"VolumeBinding\": binding volumes: %v", err))
+		return s.failWith(ctx, snap, pod, "SchedulerError", "", fmt.Sprintf("running PreBind plugin \"VolumeBinding\": binding volumes: %v", err))
 	}
 	ni := snap.byName[p.node]
 	if !bound || ni == nil {
@@ -413,8 +452,9 @@ func (s *Scheduler) bind(ctx context.Context, pod *corev1.Pod, ni *nodeInfo, sna
 		return nil // deleted, recreated or bound meanwhile: the next cycle sees it
 	}
 	if err != nil {
-		return s.failWith(ctx, pod, "SchedulerError", fmt.Sprintf("running Bind plugin \"DefaultBinder\": %v", err))
+		return s.failWith(ctx, snap, pod, "SchedulerError", "", fmt.Sprintf("running Bind plugin \"DefaultBinder\": %v", err))
 	}
+	s.nominate(snap, pod, "") // the binding clears it
 	assumed := pod.DeepCopy()
 	assumed.Spec.NodeName = ni.node.Name
 	// The binding's admission (PodTopologyLabels) gives the pod its

@@ -43,6 +43,9 @@ type snapshot struct {
 	// may refuse a pod their domains.
 	antiAffine []*placed
 	requests   *requestCache
+	// nominated are the pending pods nominated to nodes, by UID; set for
+	// each cycle.
+	nominated map[types.UID]nominee
 }
 
 // placed is a pod on a node.
