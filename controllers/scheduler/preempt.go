@@ -93,7 +93,7 @@ func (s *Scheduler) selectVictims(c *cycle, ni *nodeInfo) (candidate, *status) {
 	var potential []*corev1.Pod
 	for _, p := range ni.pods {
 		if corev1helpers.PodPriority(p) < prio {
-			potential = append(potential, p)
+			potential = append(potential, s.current(p))
 		}
 	}
 	if len(potential) == 0 {
@@ -106,7 +106,8 @@ func (s *Scheduler) selectVictims(c *cycle, ni *nodeInfo) (candidate, *status) {
 	if st := c.fitsWithout(ni.node.Name, removed); st != nil {
 		return candidate{}, st
 	}
-	slices.SortStableFunc(potential, moreImportant)
+	byImportance := s.importance(potential)
+	slices.SortStableFunc(potential, byImportance)
 	violating, other := s.splitByBudgets(potential)
 	cand := candidate{node: ni.node.Name}
 	reprieve := func(p *corev1.Pod) bool {
@@ -131,18 +132,41 @@ func (s *Scheduler) selectVictims(c *cycle, ni *nodeInfo) (candidate, *status) {
 		return candidate{}, reject(unresolvable, fmt.Sprintf("expected at least one victim pod on node %q", ni.node.Name))
 	}
 	if len(violating) > 0 && len(other) > 0 {
-		slices.SortStableFunc(cand.victims, moreImportant)
+		slices.SortStableFunc(cand.victims, byImportance)
 	}
 	return cand, nil
 }
 
-// moreImportant orders victims as MoreImportantVictim: higher priority,
-// then the earlier started, first.
-func moreImportant(a, b *corev1.Pod) int {
-	if pa, pb := corev1helpers.PodPriority(a), corev1helpers.PodPriority(b); pa != pb {
-		return int(pb) - int(pa)
+// current is the informer's copy of p: the snapshot keeps the copy it
+// placed, without the status the kubelet wrote since (its start time).
+func (s *Scheduler) current(p *corev1.Pod) *corev1.Pod {
+	if cur, err := s.pods.Pods(p.Namespace).Get(p.Name); err == nil && cur.UID == p.UID && cur.Spec.NodeName == p.Spec.NodeName {
+		return cur
 	}
-	return startTime(a).Compare(startTime(b))
+	return p
+}
+
+// importance orders victims as MoreImportantVictim: higher priority, then
+// the earlier started, first. It first puts them in the order the
+// scheduler saw them placed, its cache's order of the node's pods, which
+// upstream's sort of a few pods (an insertion sort, stable) keeps for
+// pods started in the same second (the status's precision). A pod not
+// started yet counts as started now, at each comparison, as upstream's
+// (so of two such pods the one compared first comes first).
+func (s *Scheduler) importance(pods []*corev1.Pod) func(a, b *corev1.Pod) int {
+	order := make(map[types.UID]uint64, len(pods))
+	s.mu.Lock()
+	for _, p := range pods {
+		order[p.UID] = s.placedAt[p.UID]
+	}
+	s.mu.Unlock()
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return cmp.Compare(order[a.UID], order[b.UID]) })
+	return func(a, b *corev1.Pod) int {
+		if pa, pb := corev1helpers.PodPriority(a), corev1helpers.PodPriority(b); pa != pb {
+			return int(pb) - int(pa)
+		}
+		return startTime(a).Compare(startTime(b))
+	}
 }
 
 // startTime is the pod's status.startTime, now for a pod without one.

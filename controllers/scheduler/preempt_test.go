@@ -125,3 +125,21 @@ func TestDeletedNomineeFreesItsRoom(t *testing.T) {
 	small = wait(t, client, small, scheduled)
 	assert.Equal(t, "a", small.Spec.NodeName)
 }
+
+// Of two victims alike, the one that started first is given back first:
+// started in the same second (the status's precision), the one placed
+// first on the node, as kube-scheduler's cache lists them.
+func TestPreemptionSparesTheEarlierPlaced(t *testing.T) {
+	t.Parallel()
+	_, client := start(t, oneCPUNodes("a")...)
+	priorities(t, client)
+	running := func(p *corev1.Pod) bool { return p.Status.StartTime != nil }
+	first := wait(t, client, create(t, client, pod("first", requests("400m"), priority("low"))), running)
+	second := wait(t, client, create(t, client, pod("second", requests("400m"), priority("low"))), running)
+	wait(t, client, create(t, client, pod("urgent", requests("500m"), priority("high"))), scheduled)
+	wait(t, client, second, terminating)
+	kept, err := client.CoreV1().Pods("default").Get(t.Context(), "first", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, first.UID, kept.UID)
+	assert.Nil(t, kept.DeletionTimestamp)
+}

@@ -102,6 +102,7 @@ func (s *Scheduler) podChanged(old, cur *corev1.Pod) {
 		delete(s.unschedulable, cur.UID)
 		delete(s.nominations, cur.UID)
 		s.mu.Unlock()
+		s.placed(cur)
 	}
 	switch {
 	case cur.Spec.NodeName == "":
@@ -161,9 +162,21 @@ func sameSpec(old, cur *corev1.Pod) bool {
 	return equality.Semantic.DeepEqual(old.Spec, cur.Spec)
 }
 
+// placed records when the scheduler first saw p on a node (assumed or
+// bound), as its cache's order of the node's pods.
+func (s *Scheduler) placed(p *corev1.Pod) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.placedAt[p.UID]; !ok {
+		s.placements++
+		s.placedAt[p.UID] = s.placements
+	}
+}
+
 // podAdded: a new pending pod is tried; a pod created on a node is placed.
 func (s *Scheduler) podAdded(obj any) {
 	if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+		s.placed(p)
 		s.invalidate()
 		s.requeue(retryPlacement)
 		return

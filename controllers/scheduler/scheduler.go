@@ -88,7 +88,11 @@ type Scheduler struct {
 	// nominations are the nominations the scheduler wrote (or cleared:
 	// "") that the informer may not show yet, by pod.
 	nominations map[types.UID]string
-	retry       retry
+	// placedAt is the order the scheduler saw pods placed on nodes (its
+	// cache's order, which breaks preemption's ties between victims).
+	placedAt   map[types.UID]uint64
+	placements uint64
+	retry      retry
 	// stale says the kept snapshot no longer shows the placed pods or
 	// the nodes (snapshot.go); kept is only the worker's.
 	stale bool
@@ -110,7 +114,7 @@ func New(cfg controllers.Config) (*Scheduler, error) {
 	s := &Scheduler{client: client, pods: inf.Core().V1().Pods().Lister(), nodes: inf.Core().V1().Nodes().Lister(),
 		namespaces: inf.Core().V1().Namespaces().Lister(), pvcs: inf.Core().V1().PersistentVolumeClaims().Lister(),
 		pvs: inf.Core().V1().PersistentVolumes().Lister(), classes: inf.Storage().V1().StorageClasses().Lister(),
-		pdbs: inf.Policy().V1().PodDisruptionBudgets().Lister(), nominations: map[types.UID]string{},
+		pdbs: inf.Policy().V1().PodDisruptionBudgets().Lister(), nominations: map[types.UID]string{}, placedAt: map[types.UID]uint64{},
 		queue: controller.NewQueue("scheduler", cfg.QueueMetrics), assumed: map[types.UID]*corev1.Pod{}, waiting: map[types.UID]provisioning{}, unschedulable: map[types.UID]string{},
 		requests: newRequestCache(), stale: true}
 	s.Name, s.Observer, s.Queues = string(controllers.Scheduler), controller.NewObserver(cfg.Revisions), []*controller.Queue{s.queue}
@@ -183,6 +187,7 @@ func (s *Scheduler) podDeleted(obj any) {
 	delete(s.waiting, p.UID)
 	delete(s.unschedulable, p.UID)
 	delete(s.nominations, p.UID)
+	delete(s.placedAt, p.UID)
 	s.mu.Unlock()
 	s.requests.forget(p.UID)
 	if p.Spec.NodeName != "" || nominated {
@@ -455,6 +460,7 @@ func (s *Scheduler) bind(ctx context.Context, pod *corev1.Pod, ni *nodeInfo, sna
 		return s.failWith(ctx, snap, pod, "SchedulerError", "", fmt.Sprintf("running Bind plugin \"DefaultBinder\": %v", err))
 	}
 	s.nominate(snap, pod, "") // the binding clears it
+	s.placed(pod)
 	assumed := pod.DeepCopy()
 	assumed.Spec.NodeName = ni.node.Name
 	// The binding's admission (PodTopologyLabels) gives the pod its
