@@ -132,6 +132,9 @@ const (
 	// EphemeralVolume creates the claims of pods' generic ephemeral
 	// volumes, owned by their pods.
 	EphemeralVolume Name = "ephemeral-volume"
+	// VolumeExpand records that a claim whose request grew waits for an
+	// external controller to expand its volume.
+	VolumeExpand Name = "persistentvolume-expander"
 	// CSRSigning signs approved CertificateSigningRequests of the
 	// kubernetes.io signers with the server's CA.
 	CSRSigning Name = "csrsigning"
@@ -150,7 +153,7 @@ const (
 func All() []Name {
 	return []Name{ServiceAccount, GarbageCollector, Namespace, RootCACertPublisher, ServiceAccountToken, ResourceQuota, ClusterRoleAggregation,
 		Kubelet, Scheduler, NodeLifecycle, TaintEviction, PodGC, Deployment, ReplicaSet, ReplicationController, StatefulSet, DaemonSet, Job, CronJob, TTLAfterFinished, HorizontalPodAutoscaling, Disruption, Endpoint, EndpointSlice, EndpointSliceMirroring,
-		PersistentVolumeBinder, VolumeProvisioner, PVCProtection, PVProtection, EphemeralVolume, CSRSigning, CSRApproving, CSRCleaner,
+		PersistentVolumeBinder, VolumeProvisioner, PVCProtection, PVProtection, EphemeralVolume, VolumeExpand, CSRSigning, CSRApproving, CSRCleaner,
 		ValidatingAdmissionPolicyStatus}
 }
 

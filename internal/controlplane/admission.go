@@ -121,6 +121,7 @@ func newAdmission(loopback *rest.Config, inf *informerSet, log *writes.Log, auth
 	}
 	return admission.NewChainHandler(nsLifecycle, limits, pods,
 		kubeadmission.NewDefaultStorageClass(client), kubeadmission.NewPodTopologyLabels(inf.kube.Core().V1().Nodes().Lister()),
+		kubeadmission.NewPersistentVolumeClaimResize(client),
 		kubeadmission.NewNodeDeclaredFeatureValidator(nodes), kubeadmission.NewPodResizeValidator(nodes), mutatingPolicies, mutatingHooks, validatingPolicies, validatingHooks, kubeadmission.WhereQuotas(quotas, quotaConfig, freshQuotas)), synced, nil
 }
 

@@ -55,6 +55,7 @@ import (
 	"github.com/kubeembed/apiserver/controllers/tainteviction"
 	"github.com/kubeembed/apiserver/controllers/ttlafterfinished"
 	"github.com/kubeembed/apiserver/controllers/validatingadmissionpolicystatus"
+	"github.com/kubeembed/apiserver/controllers/volumeexpand"
 	"github.com/kubeembed/apiserver/internal/controller"
 	"github.com/kubeembed/apiserver/internal/version"
 	"github.com/kubeembed/apiserver/internal/writes"
@@ -92,6 +93,7 @@ var newController = map[controllers.Name]func(controllers.Config) (controllers.C
 	controllers.PVCProtection:                   loop(pvcprotection.New),
 	controllers.PVProtection:                    loop(pvprotection.New),
 	controllers.EphemeralVolume:                 loop(ephemeralvolume.New),
+	controllers.VolumeExpand:                    loop(volumeexpand.New),
 	controllers.CSRSigning:                      loop(csrsigning.New),
 	controllers.CSRApproving:                    loop(csrapproving.New),
 	controllers.CSRCleaner:                      loop(csrcleaner.New),

@@ -177,7 +177,7 @@ const Controllers = "garbagecollector,namespace,serviceaccount,serviceaccount-to
 // for pods that run: nodes, pods, endpoints, volumes, and the workload
 // controllers kubeembed has.
 const ClusterControllers = "nodelifecycle,taint-eviction-controller,podgc,endpoint,endpointslice,endpointslicemirroring," +
-	"persistentvolume-binder,pvc-protection,pv-protection,ephemeral-volume,deployment,replicaset,replicationcontroller,statefulset,daemonset,job,cronjob,ttl-after-finished,horizontalpodautoscaling,disruption"
+	"persistentvolume-binder,pvc-protection,pv-protection,ephemeral-volume,persistentvolume-expander,deployment,replicaset,replicationcontroller,statefulset,daemonset,job,cronjob,ttl-after-finished,horizontalpodautoscaling,disruption"
 
 // kubeconfig writes a kubeconfig of the admin for a component.
 func (r *Reference) kubeconfig(name string) (string, error) {

@@ -110,7 +110,8 @@ var persistentVolumeClaims = registry.Kind[*corev1.PersistentVolumeClaim]{
 // class annotation names another.
 // validatePVCUpdate allows what kube-apiserver allows of a claim's spec:
 // the volume name once, a storage class where there was none, and for a
-// bound claim its storage request (resizes are checked elsewhere) and
+// bound claim its storage request (growth is admission's to judge:
+// PersistentVolumeClaimResize; it may not come down to its capacity) and
 // volume attributes class; the error shows the diff, as kube-apiserver's.
 func validatePVCUpdate(c, old *corev1.PersistentVolumeClaim) field.ErrorList {
 	a, b := c.Spec.DeepCopy(), old.Spec.DeepCopy()
@@ -126,11 +127,18 @@ func validatePVCUpdate(c, old *corev1.PersistentVolumeClaim) field.ErrorList {
 		}
 		a.VolumeAttributesClassName = b.VolumeAttributesClassName
 	}
-	if apiequality.Semantic.DeepEqual(a, b) {
-		return nil
+	var errs field.ErrorList
+	if !apiequality.Semantic.DeepEqual(a, b) {
+		errs = append(errs, field.Forbidden(field.NewPath("spec"), "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims\n"+
+			validation.Diff(*b, *a)))
 	}
-	return field.ErrorList{field.Forbidden(field.NewPath("spec"), "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims\n"+
-		validation.Diff(*b, *a))}
+	// A request may come down (RecoverVolumeExpansionFailure, GA), but
+	// not to the capacity the claim has: volumes do not shrink.
+	size, oldSize := c.Spec.Resources.Requests[corev1.ResourceStorage], old.Spec.Resources.Requests[corev1.ResourceStorage]
+	if capacity := old.Status.Capacity[corev1.ResourceStorage]; size.Cmp(oldSize) < 0 && size.Cmp(capacity) <= 0 {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "resources", "requests", "storage"), "field can not be less than status.capacity"))
+	}
+	return errs
 }
 
 func classFromNil(c, old *corev1.PersistentVolumeClaim) bool {
