@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -44,14 +45,12 @@ import (
 
 	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/internal/controller"
+	"github.com/kubeembed/apiserver/internal/volumes"
 )
 
 const (
 	// workers is upstream's ConcurrentEphemeralVolumeSyncs default.
 	workers = 5
-	// podClaimIndex indexes pods by the claims (namespace/name) their
-	// ephemeral volumes make.
-	podClaimIndex = "ephemeral-volume/claims"
 	// FailedBinding is the reason of the event a pod gets when one of its
 	// ephemeral volumes' claims cannot be made.
 	FailedBinding = "FailedBinding"
@@ -83,10 +82,8 @@ func New(cfg controllers.Config) (*Controller, error) {
 	c.Name, c.Observer, c.Queues = string(controllers.EphemeralVolume), controller.NewObserver(cfg.Revisions), []*controller.Queue{c.queue}
 	c.Events = controller.NewEvents(client)
 	c.recorder = c.Events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ephemeral_volume"})
-	if _, ok := c.podIndex.GetIndexers()[podClaimIndex]; !ok {
-		if err := c.podIndex.AddIndexers(cache.Indexers{podClaimIndex: claimsOfPod}); err != nil {
-			return nil, fmt.Errorf("index pods by ephemeral claim: %w", err)
-		}
+	if err := volumes.AddPodClaimsIndex(c.podIndex); err != nil {
+		return nil, err
 	}
 	// Pod updates are not looked at: a pod's volumes cannot change.
 	// Deleted pods' claims go with them (the garbage collector).
@@ -106,33 +103,19 @@ func (c *Controller) Run(ctx context.Context) {
 	c.queue.Run(ctx, workers, c.sync)
 }
 
-// claimsOfPod are the claims pod's ephemeral volumes make.
-func claimsOfPod(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	var keys []string
-	for i := range pod.Spec.Volumes {
-		if v := &pod.Spec.Volumes[i]; v.Ephemeral != nil {
-			keys = append(keys, pod.Namespace+"/"+ephemeral.VolumeClaimName(pod, v))
-		}
-	}
-	return keys, nil
-}
-
 func (c *Controller) podAdded(obj any) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok || pod.DeletionTimestamp != nil {
 		return
 	}
-	if keys, _ := claimsOfPod(pod); len(keys) > 0 {
+	if slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Ephemeral != nil }) {
 		c.queue.Add(pod.Namespace + "/" + pod.Name)
 	}
 }
 
-// claimDeleted queues the pods whose ephemeral volume the claim was (or
-// would be): the claim is made again for a pod that lives.
+// claimDeleted queues the pods that use the claim (upstream's shared
+// index): those whose ephemeral volume it was (or would be) have it made
+// again.
 func (c *Controller) claimDeleted(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
@@ -141,7 +124,7 @@ func (c *Controller) claimDeleted(obj any) {
 	if !ok {
 		return
 	}
-	pods, _ := c.podIndex.ByIndex(podClaimIndex, pvc.Namespace+"/"+pvc.Name)
+	pods, _ := c.podIndex.ByIndex(volumes.PodClaimsIndex, pvc.Namespace+"/"+pvc.Name)
 	for _, p := range pods {
 		c.podAdded(p)
 	}

@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"strconv"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/component-helpers/storage/ephemeral"
 	"k8s.io/klog/v2"
 )
 
@@ -53,28 +51,4 @@ func resourceVersion(obj any) (int64, error) {
 		return 0, fmt.Errorf("parse resourceVersion %q: %w", m.GetResourceVersion(), err)
 	}
 	return rv, nil
-}
-
-// claimsOfPod is upstream's PodPVCIndexFunc: the claims a pod's volumes
-// name, generic ephemeral volumes' included.
-func claimsOfPod(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	var keys []string
-	for i := range pod.Spec.Volumes {
-		v := &pod.Spec.Volumes[i]
-		name := ""
-		switch {
-		case v.PersistentVolumeClaim != nil:
-			name = v.PersistentVolumeClaim.ClaimName
-		case v.Ephemeral != nil:
-			name = ephemeral.VolumeClaimName(pod, v)
-		}
-		if name != "" {
-			keys = append(keys, pod.Namespace+"/"+name)
-		}
-	}
-	return keys, nil
 }

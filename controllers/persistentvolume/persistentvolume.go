@@ -60,6 +60,7 @@ import (
 
 	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/internal/controller"
+	"github.com/kubeembed/apiserver/internal/volumes"
 )
 
 // Component is the source of the controller's events.
@@ -68,11 +69,6 @@ const Component = "persistentvolume-controller"
 // resyncPeriod is how often every claim and volume is synced again,
 // kube-controller-manager's --pvclaimbinder-sync-period default.
 const resyncPeriod = 15 * time.Second
-
-// podClaimIndex indexes pods by the claims (namespace/name) they use, as
-// upstream's "pvc" index; named for this controller so that no other
-// controller's index of another shape takes the name.
-const podClaimIndex = "persistentvolume-binder/claims"
 
 // Controller is the PersistentVolume controller.
 type Controller struct {
@@ -111,10 +107,8 @@ func New(cfg controllers.Config) (*Controller, error) {
 	c.events = c.Events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component})
 	c.Queues = []*controller.Queue{c.claimQueue, c.volumeQueue}
 	c.synced = []cache.InformerSynced{classes.Informer().HasSynced, core.Pods().Informer().HasSynced}
-	if _, ok := c.pods.GetIndexers()[podClaimIndex]; !ok {
-		if err := c.pods.AddIndexers(cache.Indexers{podClaimIndex: claimsOfPod}); err != nil {
-			return nil, fmt.Errorf("index pods by claim: %w", err)
-		}
+	if err := volumes.AddPodClaimsIndex(c.pods); err != nil {
+		return nil, err
 	}
 	if err := c.watch(core.PersistentVolumes().Informer(), core.PersistentVolumeClaims().Informer(), classes.Informer()); err != nil {
 		return nil, err

@@ -90,7 +90,7 @@ func (c *Controller) eventForDelayedClaim(pvc *corev1.PersistentVolumeClaim) err
 			return fmt.Errorf("listers behind claim %s/%s: %w", pvc.Namespace, pvc.Name, err)
 		}
 	}
-	objs, err := c.pods.ByIndex(podClaimIndex, pvc.Namespace+"/"+pvc.Name)
+	objs, err := c.pods.ByIndex(volumes.PodClaimsIndex, pvc.Namespace+"/"+pvc.Name)
 	if err != nil {
 		return fmt.Errorf("pods of claim %s/%s: %w", pvc.Namespace, pvc.Name, err)
 	}

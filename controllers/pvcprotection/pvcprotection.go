@@ -30,21 +30,16 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/component-helpers/storage/ephemeral"
 	"k8s.io/utils/clock"
 
 	"github.com/kubeembed/apiserver/controllers"
 	"github.com/kubeembed/apiserver/internal/controller"
+	"github.com/kubeembed/apiserver/internal/volumes"
 )
 
 // Finalizer is the finalizer the controller keeps on claims, as
 // kube-apiserver's StorageObjectInUseProtection admission plugin adds it.
 const Finalizer = "kubernetes.io/pvc-protection"
-
-// podClaimIndex indexes pods by the claims (namespace/name) they use, as
-// upstream's "pvc" index; named for this controller so that no other
-// controller's index of another shape takes the name.
-const podClaimIndex = "pvc-protection/claims"
 
 // Controller is the PVC protection controller.
 type Controller struct {
@@ -65,10 +60,8 @@ func New(cfg controllers.Config) (*Controller, error) {
 		c.clock = cfg.Clock
 	}
 	c.Name, c.Observer, c.Queues = string(controllers.PVCProtection), controller.NewObserver(cfg.Revisions), []*controller.Queue{c.queue}
-	if _, ok := c.pods.GetIndexers()[podClaimIndex]; !ok {
-		if err := c.pods.AddIndexers(cache.Indexers{podClaimIndex: claimsOfPod}); err != nil {
-			return nil, fmt.Errorf("index pods by claim: %w", err)
-		}
+	if err := volumes.AddPodClaimsIndex(c.pods); err != nil {
+		return nil, err
 	}
 	err := c.Observer.Watch(corev1.Resource("persistentvolumeclaims"), claims.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.claimChanged,
@@ -119,7 +112,7 @@ func (c *Controller) podChanged(old, obj any) {
 }
 
 func (c *Controller) queueClaimsOf(pod *corev1.Pod) {
-	keys, _ := claimsOfPod(pod)
+	keys, _ := volumes.PodClaims(pod)
 	for _, k := range keys {
 		c.queue.Add(k)
 	}
@@ -131,30 +124,6 @@ func asPod(obj any) *corev1.Pod {
 	}
 	pod, _ := obj.(*corev1.Pod)
 	return pod
-}
-
-// claimsOfPod is upstream's PodPVCIndexFunc: the claims a pod's volumes
-// name, generic ephemeral volumes' included.
-func claimsOfPod(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	var keys []string
-	for i := range pod.Spec.Volumes {
-		v := &pod.Spec.Volumes[i]
-		name := ""
-		switch {
-		case v.PersistentVolumeClaim != nil:
-			name = v.PersistentVolumeClaim.ClaimName
-		case v.Ephemeral != nil:
-			name = ephemeral.VolumeClaimName(pod, v)
-		}
-		if name != "" {
-			keys = append(keys, pod.Namespace+"/"+name)
-		}
-	}
-	return keys, nil
 }
 
 // deletionCandidate and needsFinalizer are upstream's protectionutil tests.

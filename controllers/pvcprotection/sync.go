@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-helpers/storage/ephemeral"
 	"k8s.io/klog/v2"
+
+	"github.com/kubeembed/apiserver/internal/volumes"
 )
 
 // The Unused condition's reasons and messages, as upstream writes them.
@@ -77,7 +79,7 @@ func (c *Controller) setFinalizers(ctx context.Context, pvc *corev1.PersistentVo
 // used asks the informer, then (if it knows no such pod) the server, as
 // upstream does: a pod created a moment ago may not be in the informer yet.
 func (c *Controller) used(ctx context.Context, pvc *corev1.PersistentVolumeClaim, f uses) (bool, error) {
-	objs, err := c.pods.ByIndex(podClaimIndex, pvc.Namespace+"/"+pvc.Name)
+	objs, err := c.pods.ByIndex(volumes.PodClaimsIndex, pvc.Namespace+"/"+pvc.Name)
 	if err != nil {
 		return false, fmt.Errorf("pods of claim %s/%s in the informer: %w", pvc.Namespace, pvc.Name, err)
 	}

@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-helpers/storage/ephemeral"
 	volumeutil "k8s.io/component-helpers/storage/volume"
+
+	"github.com/kubeembed/apiserver/internal/volumes"
 )
 
 // claims are a pod's claims by how the scheduler treats them.
@@ -62,24 +64,11 @@ func (s *Scheduler) prefilterVolumes(pod *corev1.Pod) (claims, string) {
 	return cl, ""
 }
 
-// claimName is the claim volume v of pod uses, "" for a volume that uses
-// none: its persistentVolumeClaim, or the one the ephemeral volume
-// controller makes for a generic ephemeral volume.
-func claimName(pod *corev1.Pod, v *corev1.Volume) string {
-	switch {
-	case v.PersistentVolumeClaim != nil:
-		return v.PersistentVolumeClaim.ClaimName
-	case v.Ephemeral != nil:
-		return ephemeral.VolumeClaimName(pod, v)
-	}
-	return ""
-}
-
-// podClaim is the claim volume v of pod uses (claimName), nil for none; a
-// claim the pod cannot use is said why, as the VolumeBinding plugin's
-// PreFilter says it.
+// podClaim is the claim volume v of pod uses (volumes.ClaimName), nil for
+// none; a claim the pod cannot use is said why, as the VolumeBinding
+// plugin's PreFilter says it.
 func (s *Scheduler) podClaim(pod *corev1.Pod, v *corev1.Volume) (*corev1.PersistentVolumeClaim, string) {
-	name := claimName(pod, v)
+	name := volumes.ClaimName(pod, v)
 	if name == "" {
 		return nil, ""
 	}
@@ -173,7 +162,7 @@ func (s *Scheduler) selectNode(ctx context.Context, pod *corev1.Pod, delayed []*
 // up (its selected node removed).
 func (s *Scheduler) volumesBound(pod *corev1.Pod, p provisioning) (bool, error) {
 	for i := range pod.Spec.Volumes {
-		name := claimName(pod, &pod.Spec.Volumes[i])
+		name := volumes.ClaimName(pod, &pod.Spec.Volumes[i])
 		if name == "" {
 			continue
 		}

@@ -1,7 +1,8 @@
 // Package volumes is what kube-apiserver's admission, the persistent
 // volume controller and the tables kubectl prints share about volumes:
-// which storage class is the default, and access modes by their short
-// names.
+// which storage class is the default, access modes by their short names,
+// and the claims a pod's volumes use (podclaims.go), which the volume
+// controllers and the scheduler read the same way.
 package volumes
 
 import (
