@@ -31,7 +31,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
-	"github.com/kubeembed/apiserver/internal/controller"
 	"github.com/kubeembed/apiserver/internal/hostports"
 )
 
@@ -287,23 +286,6 @@ func (s *Scheduler) actuate(ctx context.Context, pod *corev1.Pod, cand *candidat
 	return nil
 }
 
-// patchVictim writes the victim's status; a victim gone meanwhile is left
-// to the delete that follows, which finds it gone too.
-func (s *Scheduler) patchVictim(ctx context.Context, victim *corev1.Pod, status corev1.PodStatus) error {
-	patch, err := controller.TwoWayPatch(&corev1.Pod{Status: victim.Status}, &corev1.Pod{Status: status})
-	if err != nil {
-		return err
-	}
-	_, err = s.client.CoreV1().Pods(victim.Namespace).Patch(ctx, victim.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("preempt %s/%s: %w", victim.Namespace, victim.Name, err)
-	}
-	return nil
-}
-
 // preemptVictim writes the victim's DisruptionTarget condition, deletes it
 // and records Preempted; a victim gone meanwhile is left.
 func (s *Scheduler) preemptVictim(ctx context.Context, pod, victim *corev1.Pod, node string) error {
@@ -320,8 +302,10 @@ func (s *Scheduler) preemptVictim(ctx context.Context, pod, victim *corev1.Pod, 
 			}
 			status.Conditions[i] = cond
 		}
-		if err := s.patchVictim(ctx, victim, *status); err != nil {
-			return err
+		// A victim gone meanwhile is left to the delete, which finds it
+		// gone too.
+		if err := s.patchStatus(ctx, victim, *status); err != nil {
+			return fmt.Errorf("preempt %s/%s: %w", victim.Namespace, victim.Name, err)
 		}
 	}
 	err := s.client.CoreV1().Pods(victim.Namespace).Delete(ctx, victim.Name, metav1.DeleteOptions{})
