@@ -9,7 +9,6 @@ package kubelet
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -270,19 +269,8 @@ func (k *Kubelet) keepReported(pod *corev1.Pod) {
 // told before any patch is computed (reflect.DeepEqual only says equal
 // where their JSON is too).
 func (k *Kubelet) patchStatus(ctx context.Context, pod *corev1.Pod, status corev1.PodStatus) error {
-	if reflect.DeepEqual(pod.Status, status) {
-		return nil
-	}
-	patch, err := controller.TwoWayPatch(&corev1.Pod{Status: pod.Status},
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: pod.UID}, Status: status})
-	if err != nil {
-		return err
-	}
-	if string(patch) == fmt.Sprintf(`{"metadata":{"uid":%q}}`, pod.UID) {
-		return nil
-	}
-	patched, err := k.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
-	if err == nil {
+	patched, err := controller.PatchPodStatus(ctx, k.client, pod, status)
+	if patched != nil {
 		k.keepReported(patched)
 	}
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {

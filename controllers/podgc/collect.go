@@ -1,9 +1,7 @@
 package podgc
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -12,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
@@ -196,52 +193,11 @@ func (c *Controller) markFailedAndDelete(ctx context.Context, pod *corev1.Pod, c
 		// PodObservedGenerationTracking is GA and locked on in v1.37.
 		status.ObservedGeneration = pod.Generation
 		if condition != nil {
-			updateCondition(status, *condition, metav1.NewTime(c.clock.Now()))
+			controller.UpdatePodCondition(status, *condition, metav1.NewTime(c.clock.Now()))
 		}
-		if err := c.patchStatus(ctx, pod, *status); err != nil {
+		if _, err := controller.PatchPodStatus(ctx, c.client, pod, *status); err != nil {
 			return err
 		}
 	}
 	return c.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, *metav1.NewDeleteOptions(0))
-}
-
-// updateCondition sets condition in status, transitioning at now unless
-// a condition of its type had its status already (upstream's
-// UpdatePodCondition).
-func updateCondition(status *corev1.PodStatus, condition corev1.PodCondition, now metav1.Time) {
-	condition.LastTransitionTime = now
-	for i, old := range status.Conditions {
-		if old.Type == condition.Type {
-			if old.Status == condition.Status {
-				condition.LastTransitionTime = old.LastTransitionTime
-			}
-			status.Conditions[i] = condition
-			return
-		}
-	}
-	status.Conditions = append(status.Conditions, condition)
-}
-
-// patchStatus patches pod's status to status (upstream's PatchPodStatus):
-// a strategic merge patch of the difference, with the pod's UID as a
-// precondition; nothing is sent when only the UID would be.
-func (c *Controller) patchStatus(ctx context.Context, pod *corev1.Pod, status corev1.PodStatus) error {
-	patch, err := statusPatch(pod.UID, pod.Status, status)
-	if err != nil {
-		return fmt.Errorf("patch status of pod %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
-	if bytes.Equal(patch, fmt.Appendf(nil, `{"metadata":{"uid":%q}}`, pod.UID)) {
-		return nil
-	}
-	_, err = c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
-	if err != nil {
-		return fmt.Errorf("failed to patch status %q for pod %q/%q: %v", patch, pod.Namespace, pod.Name, err)
-	}
-	return nil
-}
-
-// statusPatch is the strategic merge patch from old to updated, with uid.
-func statusPatch(uid types.UID, old, updated corev1.PodStatus) ([]byte, error) {
-	// Only the UID in the new object: it becomes the patch's precondition.
-	return controller.TwoWayPatch(&corev1.Pod{Status: old}, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}, Status: updated})
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -41,39 +40,4 @@ func TestTerminatedToDelete(t *testing.T) {
 	assert.Empty(t, terminatedToDelete(pods, 6))
 	assert.Equal(t, []string{"evicted"}, names(terminatedToDelete(pods, 5)))
 	assert.Equal(t, []string{"evicted", "done-old", "a-failed", "b-failed", "no-phase", "done-new"}, names(terminatedToDelete(pods, 0)))
-}
-
-// A condition of a type already there replaces it, keeping its transition
-// time when its status is the same.
-func TestUpdateCondition(t *testing.T) {
-	t.Parallel()
-	then, now := metav1.NewTime(time.Unix(1000, 0)), metav1.NewTime(time.Unix(2000, 0))
-	status := &corev1.PodStatus{Conditions: []corev1.PodCondition{
-		{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: then},
-		{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "Old", LastTransitionTime: then}}}
-	updateCondition(status, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "DeletionByPodGC"}, now)
-	require.Len(t, status.Conditions, 2)
-	assert.Equal(t, "DeletionByPodGC", status.Conditions[1].Reason)
-	assert.Equal(t, then, status.Conditions[1].LastTransitionTime)
-
-	status = &corev1.PodStatus{}
-	updateCondition(status, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}, now)
-	require.Len(t, status.Conditions, 1)
-	assert.Equal(t, now, status.Conditions[0].LastTransitionTime)
-}
-
-// The status patch carries the UID as a precondition and only what
-// changed; for no change it is the UID alone (and is not sent).
-func TestStatusPatch(t *testing.T) {
-	t.Parallel()
-	old := corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1"}
-	patch, err := statusPatch("uid-1", old, old)
-	require.NoError(t, err)
-	assert.JSONEq(t, `{"metadata":{"uid":"uid-1"}}`, string(patch))
-
-	failed := old
-	failed.Phase, failed.ObservedGeneration = corev1.PodFailed, 3
-	patch, err = statusPatch("uid-1", old, failed)
-	require.NoError(t, err)
-	assert.JSONEq(t, `{"metadata":{"uid":"uid-1"},"status":{"observedGeneration":3,"phase":"Failed"}}`, string(patch))
 }
