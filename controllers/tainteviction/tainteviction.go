@@ -5,27 +5,34 @@
 // clock), unless the taint goes first. Before deleting, it records
 // TaintManagerEviction and adds the DisruptionTarget condition, as
 // v1.37.2 does.
+//
+// As v1.37.2's, it acts on changes of a node's NoExecute taints and of a
+// pod's node or tolerations only (a pod's other updates, such as the
+// status it gets as it is evicted, are not looked at), keeps the taints
+// it last saw of each node, and remembers a pod it evicted until the pod
+// is gone or no longer to be evicted, so that it evicts it once.
 package tainteviction
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -43,55 +50,107 @@ type Controller struct {
 	queue  *controller.Queue
 
 	mu sync.Mutex
-	// due are the pods' scheduled evictions (namespace/name), with their
-	// timers.
+	// tainted are the NoExecute taints of each node that has some, as
+	// the last sync of the node saw them.
+	tainted map[string][]corev1.Taint
+	// due are the pods' evictions (namespace/name): scheduled, or done
+	// (upstream's TimedWorkerQueue keeps a done one so that it is not
+	// added again).
 	due map[string]*eviction
 }
 
 type eviction struct {
-	at    time.Time
-	timer clock.Timer
+	created, at time.Time
+	timer       clock.Timer
+	marked      bool // its event is recorded
+	done        bool
 }
+
+// The queue's keys: a node's taints changed, a pod's node or tolerations
+// changed (the node it was on, its namespace and name), a pod's eviction
+// is due.
+const (
+	nodeKey  = "node/"
+	podKey   = "pod/"
+	evictKey = "evict/"
+)
 
 // New returns the controller of cfg's server.
 func New(cfg controllers.Config) (*Controller, error) {
 	c := &Controller{client: cfg.Client, clock: cfg.Clock, nodes: cfg.Informers.Core().V1().Nodes().Lister(),
 		pods: cfg.Informers.Core().V1().Pods().Lister(), queue: controller.NewQueue("taint_eviction_controller", cfg.QueueMetrics),
-		due: map[string]*eviction{}}
+		tainted: map[string][]corev1.Taint{}, due: map[string]*eviction{}}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
 	}
 	c.Name, c.Observer, c.Queues = string(controllers.TaintEviction), controller.NewObserver(cfg.Revisions), []*controller.Queue{c.queue}
 	c.Events = controller.NewEvents(c.client)
-	pod := func(obj any) {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
-		}
-		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
-			c.queue.Add(p.Namespace + "/" + p.Name)
-		}
-	}
-	if err := c.Observer.Watch(corev1.Resource("pods"), cfg.Informers.Core().V1().Pods().Informer(),
-		cache.ResourceEventHandlerFuncs{AddFunc: pod, UpdateFunc: func(_, o any) { pod(o) }, DeleteFunc: pod}); err != nil {
+	if err := c.Observer.Watch(corev1.Resource("pods"), cfg.Informers.Core().V1().Pods().Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { c.podChanged(nil, o) },
+		UpdateFunc: c.podChanged,
+		DeleteFunc: func(o any) { c.podChanged(o, nil) },
+	}); err != nil {
 		return nil, err
 	}
-	node := func(obj any) { c.nodeChanged(obj) }
-	return c, c.Observer.Watch(corev1.Resource("nodes"), cfg.Informers.Core().V1().Nodes().Informer(),
-		cache.ResourceEventHandlerFuncs{AddFunc: node, UpdateFunc: func(_, o any) { node(o) }})
+	return c, c.Observer.Watch(corev1.Resource("nodes"), cfg.Informers.Core().V1().Nodes().Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { c.nodeChanged(nil, o) },
+		UpdateFunc: c.nodeChanged,
+		DeleteFunc: func(o any) { c.nodeChanged(o, nil) },
+	})
 }
 
-// nodeChanged looks again at the node's pods.
-func (c *Controller) nodeChanged(obj any) {
-	n, ok := obj.(*corev1.Node)
-	if !ok {
+// podChanged queues a pod added or deleted, or whose node or tolerations
+// changed (upstream's PodUpdated).
+func (c *Controller) podChanged(oldObj, newObj any) {
+	old, cur := podOf(oldObj), podOf(newObj)
+	if old != nil && cur != nil && old.Spec.NodeName == cur.Spec.NodeName && equality.Semantic.DeepEqual(old.Spec.Tolerations, cur.Spec.Tolerations) {
 		return
 	}
-	pods, _ := c.pods.List(labels.Everything())
-	for _, p := range pods {
-		if p.Spec.NodeName == n.Name {
-			c.queue.Add(p.Namespace + "/" + p.Name)
+	p := cur
+	if p == nil {
+		p = old
+	}
+	if p != nil && p.Spec.NodeName != "" {
+		c.queue.Add(podKey + p.Spec.NodeName + "/" + p.Namespace + "/" + p.Name)
+	}
+}
+
+// nodeChanged queues a node added or deleted, or whose NoExecute taints
+// changed (upstream's NodeUpdated).
+func (c *Controller) nodeChanged(oldObj, newObj any) {
+	old, cur := nodeOf(oldObj), nodeOf(newObj)
+	if old != nil && cur != nil && equality.Semantic.DeepEqual(noExecute(old.Spec.Taints), noExecute(cur.Spec.Taints)) {
+		return
+	}
+	if n := cmp.Or(cur, old); n != nil {
+		c.queue.Add(nodeKey + n.Name)
+	}
+}
+
+func podOf(obj any) *corev1.Pod {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	p, _ := obj.(*corev1.Pod)
+	return p
+}
+
+func nodeOf(obj any) *corev1.Node {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	n, _ := obj.(*corev1.Node)
+	return n
+}
+
+func noExecute(taints []corev1.Taint) []corev1.Taint {
+	out := []corev1.Taint{}
+	for _, t := range taints {
+		if t.Effect == corev1.TaintEffectNoExecute {
+			out = append(out, t)
 		}
 	}
+	return out
 }
 
 // Run runs the controller until ctx ends.
@@ -102,137 +161,245 @@ func (c *Controller) Run(ctx context.Context) {
 	c.queue.Run(ctx, 2, c.sync)
 }
 
-// sync schedules, cancels or carries out the eviction of a pod.
 func (c *Controller) sync(ctx context.Context, key string) error {
-	ns, name, _ := strings.Cut(key, "/")
-	pod, err := c.pods.Pods(ns).Get(name)
-	if apierrors.IsNotFound(err) || (err == nil && (pod.DeletionTimestamp != nil || pod.Spec.NodeName == "")) {
-		c.cancel(key, nil)
+	switch {
+	case strings.HasPrefix(key, nodeKey):
+		return c.syncNode(strings.TrimPrefix(key, nodeKey))
+	case strings.HasPrefix(key, podKey):
+		node, pod, _ := strings.Cut(strings.TrimPrefix(key, podKey), "/")
+		return c.syncPod(node, pod)
+	case strings.HasPrefix(key, evictKey):
+		return c.evict(ctx, strings.TrimPrefix(key, evictKey))
+	}
+	return nil
+}
+
+// syncNode records the node's NoExecute taints and looks at each of its
+// pods: with no taint left, their evictions are cancelled.
+func (c *Controller) syncNode(name string) error {
+	node, err := c.nodes.Get(name)
+	if apierrors.IsNotFound(err) {
+		c.mu.Lock()
+		delete(c.tainted, name)
+		c.mu.Unlock()
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	node, err := c.nodes.Get(pod.Spec.NodeName)
+	taints := noExecute(node.Spec.Taints)
+	c.mu.Lock()
+	if len(taints) == 0 {
+		delete(c.tainted, name)
+	} else {
+		c.tainted[name] = taints
+	}
+	c.mu.Unlock()
+	pods, err := c.pods.List(labels.Everything())
 	if err != nil {
-		c.cancel(key, pod)
-		return nil
+		return err
 	}
-	wait, evict := tolerated(node, pod)
-	if !evict {
-		c.cancel(key, pod)
-		return nil
-	}
-	at := c.schedule(key, wait)
-	if c.clock.Now().Before(at) {
-		return nil
-	}
-	return c.evict(ctx, key, pod)
-}
-
-// tolerated: whether a NoExecute taint of the node calls for the pod's
-// eviction, and after how long (the least tolerationSeconds of the
-// tolerations that match; 0 when one taint is not tolerated at all).
-func tolerated(node *corev1.Node, pod *corev1.Pod) (time.Duration, bool) {
-	wait, evict := time.Duration(math.MaxInt64), false
-	for i := range node.Spec.Taints {
-		t := &node.Spec.Taints[i]
-		if t.Effect != corev1.TaintEffectNoExecute {
+	now := c.clock.Now()
+	for _, p := range pods {
+		if p.Spec.NodeName != name {
 			continue
 		}
-		var matched []corev1.Toleration
-		for _, tol := range pod.Spec.Tolerations {
-			if tol.ToleratesTaint(klog.Background(), t, false) {
-				matched = append(matched, tol)
-			}
+		if len(taints) == 0 {
+			c.cancel(p.Namespace + "/" + p.Name)
+			continue
 		}
-		if len(matched) == 0 && !corev1helpers.TolerationsTolerateTaint(klog.Background(), pod.Spec.Tolerations, t, false) {
-			return 0, true
-		}
-		for _, tol := range matched {
-			if tol.TolerationSeconds != nil {
-				wait, evict = min(wait, time.Duration(max(0, *tol.TolerationSeconds))*time.Second), true
-			}
-		}
+		c.process(p.Namespace+"/"+p.Name, p.Spec.Tolerations, taints, now)
 	}
-	return wait, evict
+	return nil
 }
 
-// schedule returns when the pod's eviction is due: wait after the first
-// time it was called for, with a timer that syncs the pod then.
-func (c *Controller) schedule(key string, wait time.Duration) time.Time {
+// syncPod looks at a pod (namespace/name) that was on node: gone, its
+// eviction is cancelled; still there, on a node with NoExecute taints, it
+// is processed.
+func (c *Controller) syncPod(node, key string) error {
+	ns, name, _ := strings.Cut(key, "/")
+	pod, err := c.pods.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		c.cancel(key)
+		return nil
+	}
+	if err != nil || pod.Spec.NodeName != node {
+		return err
+	}
+	c.mu.Lock()
+	taints, ok := c.tainted[node]
+	c.mu.Unlock()
+	if ok {
+		c.process(key, pod.Spec.Tolerations, taints, c.clock.Now())
+	}
+	return nil
+}
+
+// process schedules, keeps or cancels the eviction of the pod (upstream's
+// processPodOnNode): a taint not tolerated evicts it now, tolerations
+// with tolerationSeconds after the least of them (counted from the first
+// time it was scheduled), tolerations for ever not at all.
+func (c *Controller) process(key string, tolerations []corev1.Toleration, taints []corev1.Taint, now time.Time) {
+	if len(taints) == 0 {
+		c.cancel(key)
+	}
+	used, all := matching(taints, tolerations)
+	if !all {
+		c.cancel(key)
+		c.schedule(key, now, now)
+		return
+	}
+	wait := minToleration(used)
+	if wait < 0 {
+		c.cancel(key)
+		return
+	}
+	created := now
+	c.mu.Lock()
+	e := c.due[key]
+	c.mu.Unlock()
+	if e != nil && !e.done {
+		created = e.created
+		if created.Add(wait).Before(now.Add(wait)) {
+			return
+		}
+		c.cancel(key)
+	}
+	c.schedule(key, created, now.Add(wait))
+}
+
+// matching returns, for each taint, the first toleration that tolerates
+// it, and whether each is tolerated (upstream's GetMatchingTolerations).
+func matching(taints []corev1.Taint, tolerations []corev1.Toleration) ([]corev1.Toleration, bool) {
+	var used []corev1.Toleration
+	for i := range taints {
+		j := slices.IndexFunc(tolerations, func(t corev1.Toleration) bool { return t.ToleratesTaint(klog.Background(), &taints[i], false) })
+		if j < 0 {
+			return nil, false
+		}
+		used = append(used, tolerations[j])
+	}
+	return used, true
+}
+
+// minToleration is the least tolerationSeconds of tolerations: 0 for
+// none, or one of 0 or less; -1 when none has any (for ever).
+func minToleration(tolerations []corev1.Toleration) time.Duration {
+	if len(tolerations) == 0 {
+		return 0
+	}
+	least := int64(math.MaxInt64)
+	for _, t := range tolerations {
+		if t.TolerationSeconds == nil {
+			continue
+		}
+		if *t.TolerationSeconds <= 0 {
+			return 0
+		}
+		least = min(least, *t.TolerationSeconds)
+	}
+	if least == math.MaxInt64 {
+		return -1
+	}
+	return time.Duration(least) * time.Second
+}
+
+// schedule adds the pod's eviction, due at at, unless it has one
+// (scheduled or done).
+func (c *Controller) schedule(key string, created, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e := c.due[key]; e != nil {
-		return e.at
+	if c.due[key] != nil {
+		return
 	}
-	e := &eviction{at: c.clock.Now().Add(wait)}
-	if wait > 0 {
-		e.timer = c.clock.AfterFunc(wait, func() { c.queue.Add(key) })
-	}
+	e := &eviction{created: created, at: at}
 	c.due[key] = e
-	return e.at
+	if wait := at.Sub(c.clock.Now()); wait > 0 {
+		e.timer = c.clock.AfterFunc(wait, func() { c.queue.Add(evictKey + key) })
+		return
+	}
+	c.queue.Add(evictKey + key)
 }
 
-// cancel drops a scheduled eviction; with pod, one that was pending is
-// recorded as cancelled, as upstream.
-func (c *Controller) cancel(key string, pod *corev1.Pod) {
+// cancel forgets the pod's eviction; one that was still to come is
+// recorded as cancelled, as upstream's cancelWorkWithEvent.
+func (c *Controller) cancel(key string) {
 	c.mu.Lock()
 	e := c.due[key]
 	delete(c.due, key)
 	c.mu.Unlock()
-	if e == nil {
+	if e == nil || e.done {
 		return
 	}
 	if e.timer != nil {
 		e.timer.Stop()
 	}
-	if pod != nil && c.clock.Now().Before(e.at) {
-		c.recorder().Eventf(ref(pod), corev1.EventTypeNormal, "TaintManagerEviction", "Cancelling deletion of Pod %s/%s", pod.Namespace, pod.Name)
-	}
+	ns, name, _ := strings.Cut(key, "/")
+	c.recorder().Eventf(ref(ns, name), corev1.EventTypeNormal, "TaintManagerEviction", "Cancelling deletion of Pod %s", key)
 }
 
-func ref(pod *corev1.Pod) *corev1.ObjectReference {
-	return &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name}
+func ref(ns, name string) *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: ns, Name: name}
 }
 
 func (c *Controller) recorder() record.EventRecorder {
 	return c.Events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "taint-eviction-controller"})
 }
 
-// evict records the eviction, marks the pod a disruption target and
-// deletes it gracefully.
-func (c *Controller) evict(ctx context.Context, key string, pod *corev1.Pod) error {
-	c.recorder().Eventf(ref(pod), corev1.EventTypeNormal, "TaintManagerEviction", "Marking for deletion Pod %s/%s", pod.Namespace, pod.Name)
-	if err := c.markDisruptionTarget(ctx, pod); err != nil {
-		return err
+// evict carries out the pod's eviction if it is still due: records it
+// (once), marks the pod a disruption target and deletes it gracefully
+// (upstream's deletePodHandler). Done, it is kept so that it is not
+// scheduled again; a pod gone forgets it.
+func (c *Controller) evict(ctx context.Context, key string) error {
+	c.mu.Lock()
+	e := c.due[key]
+	due := e != nil && !e.done && !c.clock.Now().Before(e.at)
+	mark := due && !e.marked
+	if mark {
+		e.marked = true
 	}
-	err := c.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
+	c.mu.Unlock()
+	if !due {
+		return nil
+	}
+	ns, name, _ := strings.Cut(key, "/")
+	if mark {
+		c.recorder().Eventf(ref(ns, name), corev1.EventTypeNormal, "TaintManagerEviction", "Marking for deletion Pod %s", key)
+	}
+	err := c.markAndDelete(ctx, ns, name)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case apierrors.IsNotFound(err):
+		if c.due[key] == e {
+			delete(c.due, key)
+		}
+		return nil
+	case err != nil:
 		return fmt.Errorf("evict pod %s: %w", key, err)
 	}
-	c.mu.Lock()
-	delete(c.due, key)
-	c.mu.Unlock()
+	e.done = true
 	return nil
 }
 
-// markDisruptionTarget adds the DisruptionTarget condition, a strategic
-// merge patch of the pod's status.
-func (c *Controller) markDisruptionTarget(ctx context.Context, pod *corev1.Pod) error {
-	status := pod.Status.DeepCopy()
-	status.Conditions = append(status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
-		Reason: "DeletionByTaintManager", Message: "Taint manager: deleting due to NoExecute taint",
-		ObservedGeneration: pod.Generation, LastTransitionTime: metav1.NewTime(c.clock.Now())})
-	patch, err := controller.TwoWayPatch(&corev1.Pod{Status: pod.Status}, &corev1.Pod{Status: *status})
+// markAndDelete adds the DisruptionTarget condition to the pod as the
+// server has it, unless it has that condition already, then deletes it
+// (upstream's addConditionAndDeletePod).
+func (c *Controller) markAndDelete(ctx context.Context, ns, name string) error {
+	pods := c.client.CoreV1().Pods(ns)
+	pod, err := pods.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
-	_, err = c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
-	if apierrors.IsNotFound(err) {
-		return nil
+	status := pod.Status.DeepCopy()
+	if controller.UpdatePodCondition(status, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+		ObservedGeneration: pod.Generation, Reason: "DeletionByTaintManager", Message: "Taint manager: deleting due to NoExecute taint"},
+		metav1.NewTime(c.clock.Now())) {
+		if _, err := controller.PatchPodStatus(ctx, c.client, pod, *status); err != nil {
+			return err
+		}
 	}
-	return err
+	return pods.Delete(ctx, name, metav1.DeleteOptions{})
 }
 
 func (c *Controller) stopTimers() {

@@ -2,6 +2,7 @@ package tainteviction_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -69,6 +70,62 @@ func TestNoExecuteTaintEvicts(t *testing.T) {
 	got, err := client.CoreV1().Pods("default").Get(t.Context(), "forever", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Nil(t, got.DeletionTimestamp)
+}
+
+// An eviction is carried out once (one event, count 1: the pod's own
+// updates as it is evicted do not evict it again); a pod deleted while its
+// eviction is still to come gets "Cancelling deletion"; a taint it does
+// not tolerate, added while it waits out another it tolerates for a
+// while, evicts it at once. As v1.37.2's controller.
+func TestTaintEvictionEvents(t *testing.T) {
+	t.Parallel()
+	clock := clocktesting.NewFakeClock(time.Now())
+	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{Nodes: controllers.Nodes(1), Clock: clock,
+		Controllers: []controllers.Name{controllers.ServiceAccount, controllers.Kubelet, controllers.TaintEviction}}))
+	client, err := srv.Clientset()
+	require.NoError(t, err)
+	mk := func(name string, tolerations ...corev1.Toleration) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: corev1.PodSpec{NodeName: "node-0", Tolerations: tolerations, Containers: []corev1.Container{{Name: "c", Image: "nginx:1"}}}}
+		created, err := client.CoreV1().Pods("default").Create(t.Context(), p, metav1.CreateOptions{})
+		require.NoError(t, err)
+		return created
+	}
+	for300 := func(key string) corev1.Toleration {
+		return corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)}
+	}
+	plain := mk("plain")
+	deleted := mk("deleted", for300("dedicated"))
+	waiting := mk("waiting", for300("dedicated"))
+	taint(t, client, corev1.Taint{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoExecute})
+	waitPod(t, client, plain, func(p *corev1.Pod) bool { return false })
+	require.NoError(t, client.CoreV1().Pods("default").Delete(t.Context(), deleted.Name, metav1.DeleteOptions{}))
+	waitPod(t, client, deleted, func(p *corev1.Pod) bool { return false })
+	taint(t, client, corev1.Taint{Key: "maintenance", Effect: corev1.TaintEffectNoExecute})
+	waitPod(t, client, waiting, func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil })
+	apiservertest.WaitIdle(t, srv)
+
+	events, err := client.CoreV1().Events("default").List(t.Context(), metav1.ListOptions{FieldSelector: "reason=TaintManagerEviction"})
+	require.NoError(t, err)
+	got := map[string][]string{}
+	for _, e := range events.Items {
+		got[e.InvolvedObject.Name] = append(got[e.InvolvedObject.Name], fmt.Sprintf("%s x%d", e.Message, e.Count))
+	}
+	assert.Equal(t, map[string][]string{
+		"plain":   {"Marking for deletion Pod default/plain x1"},
+		"deleted": {"Cancelling deletion of Pod default/deleted x1"},
+		"waiting": {"Cancelling deletion of Pod default/waiting x1", "Marking for deletion Pod default/waiting x1"},
+	}, got)
+}
+
+// taint adds t to node-0's taints.
+func taint(t *testing.T, client kubernetes.Interface, taint corev1.Taint) {
+	t.Helper()
+	node, err := client.CoreV1().Nodes().Get(t.Context(), "node-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	node.Spec.Taints = append(node.Spec.Taints, taint)
+	_, err = client.CoreV1().Nodes().Update(t.Context(), node, metav1.UpdateOptions{})
+	require.NoError(t, err)
 }
 
 // waitPod watches the pod from from until cond holds (a deleted pod
