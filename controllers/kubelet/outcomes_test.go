@@ -1,6 +1,7 @@
 package kubelet_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -50,6 +51,16 @@ func TestCrashedContainerRestartsWithBackOff(t *testing.T) {
 	require.NoError(t, e.k.Exit(t.Context(), "default", "crash", "app", 2))
 	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return status(p, "app").State.Waiting != nil })
 	assert.Contains(t, status(p, "app").State.Waiting.Message, "back-off 20s ", "doubled")
+	// Up to the 5 minutes' cap, the message naming each wait in turn.
+	for i, wait := range []time.Duration{20 * time.Second, 40 * time.Second, 80 * time.Second, 160 * time.Second, 5 * time.Minute} {
+		e.clock.Step(wait)
+		restarts := int32(3 + i)
+		p = e.waitPod(t, p, func(p *corev1.Pod) bool { return status(p, "app").RestartCount == restarts && ready(p) })
+		require.NoError(t, e.k.Exit(t.Context(), "default", "crash", "app", 2))
+		p = e.waitPod(t, p, func(p *corev1.Pod) bool { return status(p, "app").State.Waiting != nil })
+		next := min(2*wait, 5*time.Minute)
+		assert.Contains(t, status(p, "app").State.Waiting.Message, fmt.Sprintf("back-off %v ", next))
+	}
 }
 
 // With restartPolicy Never or OnFailure, containers that end end the

@@ -98,7 +98,9 @@ type container struct {
 	instance run
 	last     *run
 	restarts int32
-	backOff  time.Duration
+	// backOff is the next crash's wait; wait the current one's, which
+	// CrashLoopBackOff's message names.
+	backOff, wait time.Duration
 	// restartAt, when not zero, is when a crashed container may start
 	// again (CrashLoopBackOff until then).
 	restartAt time.Time
@@ -380,19 +382,11 @@ func (c *container) scheduleRestart(pod *corev1.Pod) {
 		c.restartAt = c.instance.finished
 		return
 	}
-	c.restartAt = c.instance.finished.Add(c.backOff)
+	c.wait = c.backOff
+	c.restartAt = c.instance.finished.Add(c.wait)
 	c.events = append(c.events, event{corev1.EventTypeWarning, "BackOff",
 		fmt.Sprintf("Back-off restarting failed container %s in pod %s", c.spec.Name, podDesc(pod))})
 	c.backOff = min(2*c.backOff, backOffMax)
-}
-
-// backOffWait is the wait the kubelet names in CrashLoopBackOff's message:
-// the back-off before it doubled.
-func (c *container) backOffWait() time.Duration {
-	if c.backOff <= backOffInitial {
-		return backOffInitial
-	}
-	return c.backOff / 2
 }
 
 // podDesc is a pod as the kubelet's messages name it: name_namespace(uid).

@@ -184,7 +184,7 @@ func containerStatus(pod *corev1.Pod, c *container, waiting string, now time.Tim
 		}
 	case !c.restartAt.IsZero() && now.Before(c.restartAt):
 		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
-			Message: fmt.Sprintf("back-off %v restarting failed container=%s pod=%s", c.backOffWait(), c.spec.Name, podDesc(pod))}
+			Message: fmt.Sprintf("back-off %v restarting failed container=%s pod=%s", c.wait, c.spec.Name, podDesc(pod))}
 		s.LastTerminationState.Terminated = terminated(i)
 	default:
 		s.State.Terminated = terminated(i)
