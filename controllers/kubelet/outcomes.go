@@ -36,9 +36,11 @@ type Rule struct {
 	// container exits again).
 	Exit *Exit
 	// StopAfter is how long the containers take to stop once the pod is
-	// deleted (a process slow to handle SIGTERM), at most the pod's
-	// terminationGracePeriodSeconds. Default 0: at once, so a deleted pod
-	// is gone within milliseconds, Terminating only briefly.
+	// deleted (a process slow to handle SIGTERM). Default 0: at once, so a
+	// deleted pod is gone within milliseconds, Terminating only briefly.
+	// Past the pod's grace period (terminationGracePeriodSeconds, or the
+	// deletion's; at least 2 s, as the kubelet gives), the runtime kills
+	// them with SIGKILL then: exit code 137, whatever StopExitCode says.
 	StopAfter time.Duration
 	// StopExitCode, when set, is the exit code of the containers the
 	// pod's deletion stops. Default 143: a process ended by the SIGTERM
@@ -49,8 +51,16 @@ type Rule struct {
 }
 
 // sigtermExitCode is how a process that the SIGTERM a kubelet sends on
-// deletion ends exits: 128 + 15.
-const sigtermExitCode = 143
+// deletion ends exits: 128 + 15; sigkillExitCode one still running when
+// the grace period is over: 128 + 9.
+const (
+	sigtermExitCode = 143
+	sigkillExitCode = 137
+)
+
+// minimumGrace is the least grace period the kubelet gives a container it
+// stops (kuberuntime's minimumGracePeriodInSeconds).
+const minimumGrace = 2 * time.Second
 
 // Exit is how a container's instance ends: with Code, After it started.
 type Exit struct {
@@ -149,6 +159,7 @@ func (o *outcomes) stopPlan(pod *corev1.Pod) (after time.Duration, code int32) {
 	if g := pod.DeletionGracePeriodSeconds; g != nil {
 		grace = min(grace, time.Duration(*g)*time.Second)
 	}
+	grace = max(grace, minimumGrace)
 	var delayed, coded bool
 	code = sigtermExitCode
 	for _, r := range o.rules { // the latest added first
@@ -156,11 +167,14 @@ func (o *outcomes) stopPlan(pod *corev1.Pod) (after time.Duration, code int32) {
 			continue
 		}
 		if !delayed && r.StopAfter > 0 {
-			after, delayed = min(r.StopAfter, grace), true
+			after, delayed = r.StopAfter, true
 		}
 		if !coded && r.StopExitCode != nil {
 			code, coded = *r.StopExitCode, true
 		}
+	}
+	if after > grace {
+		return grace, sigkillExitCode
 	}
 	return after, code
 }

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -189,16 +190,60 @@ func TestDeletedPodStopsAndGoes(t *testing.T) {
 
 	slow := simplePod("slow")
 	slow.Spec.TerminationGracePeriodSeconds = ptr.To[int64](30)
+	slow.Finalizers = []string{"example.com/hold"}
 	e.k.AddRule(kubelet.Rule{Selector: labels.Everything(), Namespace: "default", StopAfter: time.Minute})
 	sp := e.waitPod(t, e.createPod(t, slow), ready)
 	require.NoError(t, e.client.CoreV1().Pods("default").Delete(t.Context(), "slow", metav1.DeleteOptions{}))
 	sp = e.waitPod(t, sp, func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil })
+	e.events(t, "default", "slow", "Killing") // as the SIGTERM is sent
 	apiservertest.WaitIdle(t, e.srv)
 	got, err := e.client.CoreV1().Pods("default").Get(t.Context(), "slow", metav1.GetOptions{})
 	require.NoError(t, err, "terminating until its containers stop")
 	assert.NotNil(t, status(got, "app").State.Running)
-	e.clock.Step(30 * time.Second) // StopAfter is capped by the grace period
+	e.clock.Step(30 * time.Second) // the grace period is over before StopAfter: SIGKILL
+	final = e.waitPod(t, sp, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	assert.Equal(t, int32(137), status(final, "app").State.Terminated.ExitCode, "killed at the end of the grace period")
+	_, err = e.client.CoreV1().Pods("default").Patch(t.Context(), "slow", types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{})
+	require.NoError(t, err)
 	e.waitGone(t, sp)
+}
+
+// A pod deleted before its containers ran (an image that cannot be
+// pulled) ends Failed before it goes, as the status manager's
+// TerminatePod ends it: its containers terminated with
+// ContainerStatusUnknown and 137 once it had initialized; before that, the
+// first init container only.
+func TestPodDeletedBeforeItsContainersRanEndsFailed(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	e.k.FailImagePulls("registry.example/missing:1", "")
+	unknown := &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "ContainerStatusUnknown",
+		Message: "The container could not be located when the pod was terminated"}
+	for _, init := range []bool{false, true} {
+		pod := simplePod(fmt.Sprintf("unpulled-%t", init))
+		pod.Finalizers = []string{"example.com/hold"}
+		if init {
+			pod.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "registry.example/missing:1"}}
+		} else {
+			pod.Spec.Containers[0].Image = "registry.example/missing:1"
+		}
+		p := e.waitPod(t, e.createPod(t, pod), func(p *corev1.Pod) bool {
+			for _, s := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+				if s.State.Waiting != nil && s.State.Waiting.Reason == "ErrImagePull" {
+					return true
+				}
+			}
+			return false
+		})
+		require.NoError(t, e.client.CoreV1().Pods("default").Delete(t.Context(), pod.Name, metav1.DeleteOptions{}))
+		final := e.waitPod(t, p, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+		if init {
+			assert.Equal(t, unknown, final.Status.InitContainerStatuses[0].State.Terminated)
+			assert.Equal(t, "PodInitializing", status(final, "app").State.Waiting.Reason, "never initialized: left waiting")
+		} else {
+			assert.Equal(t, unknown, status(final, "app").State.Terminated)
+		}
+	}
 }
 
 // A pod active longer than its activeDeadlineSeconds fails as the kubelet

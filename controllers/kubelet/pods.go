@@ -124,7 +124,7 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 	now := k.clock.Now()
 	if pod.DeletionTimestamp != nil && r.stopping.IsZero() {
 		after, code := k.outcomes.stopPlan(pod)
-		r.stopping, r.stopAt, r.stopCode = now, now.Add(after), code
+		r.startStopping(now, after, code)
 	}
 	podEvents := r.checkDeadline(pod, now)
 	if r.admitted && !r.sandbox && r.stopping.IsZero() && !r.pastDeadline {
@@ -157,6 +157,9 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 		r.over = true
 		k.releaseIPLocked(r)               // the sandbox is gone; the status keeps the address
 		k.retryDeferredLocked(n.spec.Name) // it leaves room on the node
+	}
+	if r.over || !r.stopping.IsZero() && r.stopped() {
+		terminate(pod, &w.status)
 	}
 	if !r.stopping.IsZero() && r.stopped() {
 		r.deleted, w.remove = true, true

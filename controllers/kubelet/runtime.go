@@ -477,15 +477,35 @@ func (r *podRuntime) stop(now time.Time) {
 	if now.Before(r.stopAt) {
 		return
 	}
-	r.kill(r.stopAt, r.stopCode)
+	r.exitAll(r.stopAt, r.stopCode)
+}
+
+// startStopping begins stopping the deleted pod's containers at now, to
+// end at now+after with code: the kubelet records Killing for each as it
+// sends the SIGTERM, before the containers end.
+func (r *podRuntime) startStopping(now time.Time, after time.Duration, code int32) {
+	r.stopping, r.stopAt, r.stopCode = now, now.Add(after), code
+	r.announceKill()
 }
 
 // kill stops every running container at t with code (the SIGTERM's
 // outcome) and cancels restarts, as the kubelet's killPod.
 func (r *podRuntime) kill(t time.Time, code int32) {
+	r.announceKill()
+	r.exitAll(t, code)
+}
+
+func (r *podRuntime) announceKill() {
 	for _, c := range r.all() {
 		if c.instance.running() {
 			c.events = append(c.events, event{corev1.EventTypeNormal, "Killing", "Stopping container " + c.spec.Name})
+		}
+	}
+}
+
+func (r *podRuntime) exitAll(t time.Time, code int32) {
+	for _, c := range r.all() {
+		if c.instance.running() {
 			c.exit(t, Exit{Code: code})
 		}
 		c.restartAt = time.Time{}

@@ -452,3 +452,71 @@ func readyCondition(pod *corev1.Pod, s corev1.PodStatus, containersReady corev1.
 	}
 	return corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue}
 }
+
+// terminate gives the status of a pod the kubelet is done with (deleted
+// and stopped, or over) its last touches, as the status manager's
+// TerminatePod: a container that never ended (it never started: its image
+// could not be pulled, its volumes mounted) is reported terminated with
+// ContainerStatusUnknown and 137, once the pod had initialized (and each
+// init container up to the last that tried to start), and a pod not
+// Succeeded or Failed ends Failed: a watcher, or the Job controller, sees
+// every pod end before it is gone.
+func terminate(pod *corev1.Pod, status *corev1.PodStatus) {
+	unknown := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: sigkillExitCode,
+		Reason: "ContainerStatusUnknown", Message: "The container could not be located when the pod was terminated"}}
+	if hasInitialized(pod) {
+		for i := range status.ContainerStatuses {
+			if status.ContainerStatuses[i].State.Terminated == nil {
+				status.ContainerStatuses[i].State = unknown
+			}
+		}
+	}
+	for i := range tried(status.InitContainerStatuses) {
+		if status.InitContainerStatuses[i].State.Terminated == nil {
+			status.InitContainerStatuses[i].State = unknown
+		}
+	}
+	if !phaseOver(status.Phase) {
+		status.Phase = corev1.PodFailed
+	}
+}
+
+// hasInitialized: the pod, as the server has it, has no init containers,
+// or a container that left waiting once, or its last init container
+// completed (or, a sidecar, started). The status manager's
+// hasPodInitialized.
+func hasInitialized(pod *corev1.Pod) bool {
+	if len(pod.Spec.InitContainers) == 0 {
+		return true
+	}
+	for _, s := range pod.Status.ContainerStatuses {
+		if s.LastTerminationState.Terminated != nil || s.State.Waiting == nil {
+			return true
+		}
+	}
+	n := len(pod.Status.InitContainerStatuses)
+	if n == 0 {
+		return false
+	}
+	last := pod.Status.InitContainerStatuses[n-1]
+	i := slices.IndexFunc(pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == last.Name })
+	if i < 0 {
+		return false
+	}
+	if isSidecar(pod.Spec.InitContainers[i]) {
+		return last.State.Running != nil && last.Started != nil && *last.Started
+	}
+	completed := func(t *corev1.ContainerStateTerminated) bool { return t != nil && t.Reason == "Completed" }
+	return completed(last.LastTerminationState.Terminated) || completed(last.State.Terminated)
+}
+
+// tried is statuses but for the trailing ones still waiting with no
+// earlier run (never tried to start); at least the first.
+func tried(statuses []corev1.ContainerStatus) []corev1.ContainerStatus {
+	for i := len(statuses) - 1; i >= 0; i-- {
+		if statuses[i].State.Waiting == nil || statuses[i].LastTerminationState.Terminated != nil {
+			return statuses[:i+1]
+		}
+	}
+	return statuses[:min(1, len(statuses))]
+}
