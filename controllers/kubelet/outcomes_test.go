@@ -30,7 +30,12 @@ func TestCrashedContainerRestartsWithBackOff(t *testing.T) {
 	first := status(p, "app").ContainerID
 
 	require.NoError(t, e.k.Exit(t.Context(), "default", "crash", "app", 2))
-	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return status(p, "app").RestartCount == 1 && ready(p) })
+	// The sync that sees the exit writes it (not ready) before the restart.
+	crashed := e.waitPod(t, p, func(p *corev1.Pod) bool { return status(p, "app").State.Terminated != nil })
+	assert.Equal(t, int32(2), status(crashed, "app").State.Terminated.ExitCode)
+	assert.Equal(t, corev1.PodRunning, crashed.Status.Phase)
+	assert.False(t, ready(crashed))
+	p = e.waitPod(t, crashed, func(p *corev1.Pod) bool { return status(p, "app").RestartCount == 1 && ready(p) })
 	s := status(p, "app")
 	assert.NotEqual(t, first, s.ContainerID, "a new container")
 	require.NotNil(t, s.LastTerminationState.Terminated)

@@ -147,7 +147,8 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 	}
 	podEvents, r.podEvents = append(r.podEvents, podEvents...), nil
 	w := podWork{status: status, events: r.takeEvents(), podEvents: podEvents, version: r.version, next: r.next(pod, now)}
-	if added := r.reportedAdded(); r.sandboxDue(pod) || added || r.inProgress != nil {
+	restart := r.exitsSeen(pod)
+	if added := r.reportedAdded(); r.sandboxDue(pod) || added || restart || r.inProgress != nil {
 		w.next = now // the sandbox and containers start (a resize is actuated) at the next sync
 	}
 	if retry := now.Add(deferredRetry); r.pending != nil && (w.next.IsZero() || retry.Before(w.next)) {

@@ -108,6 +108,10 @@ type container struct {
 	// on).
 	exitAt time.Time
 	exitAs Exit
+	// exitUnseen: the instance exited and no status showing it ended is
+	// computed yet. The kubelet's sync that sees an exit writes the
+	// container terminated (not ready) before it restarts it.
+	exitUnseen bool
 	// readyAt and startedAt are when its readiness and startup probes
 	// first pass; ready, when set, is the test's readiness result.
 	readyAt, startupAt time.Time
@@ -271,11 +275,12 @@ func (c *container) advance(now time.Time, restart bool, plans planner, pod *cor
 		return true
 	case c.instance.running() && !c.exitAt.IsZero() && !now.Before(c.exitAt):
 		c.exit(c.exitAt, c.exitAs)
+		c.exitUnseen = true
 		return true
-	case c.instance.terminated() && restart && c.restartAt.IsZero():
+	case c.instance.terminated() && restart && c.restartAt.IsZero() && !c.exitUnseen:
 		c.scheduleRestart(pod)
 		return true
-	case c.instance.terminated() && restart && !now.Before(c.restartAt):
+	case c.instance.terminated() && restart && !c.restartAt.IsZero() && !now.Before(c.restartAt):
 		previous := c.instance
 		c.last = &previous
 		c.restarts++
@@ -387,6 +392,19 @@ func (c *container) scheduleRestart(pod *corev1.Pod) {
 	c.events = append(c.events, event{corev1.EventTypeWarning, "BackOff",
 		fmt.Sprintf("Back-off restarting failed container %s in pod %s", c.spec.Name, podDesc(pod))})
 	c.backOff = min(2*c.backOff, backOffMax)
+}
+
+// exitsSeen marks the exits of the status just computed as seen, and
+// tells whether one of those containers is to restart: at the next sync.
+func (r *podRuntime) exitsSeen(pod *corev1.Pod) bool {
+	var restart bool
+	for _, c := range r.all() {
+		if c.exitUnseen {
+			c.exitUnseen = false
+			restart = restart || restartable(pod, c, c.instance.exitCode)
+		}
+	}
+	return restart
 }
 
 // podDesc is a pod as the kubelet's messages name it: name_namespace(uid).
