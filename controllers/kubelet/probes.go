@@ -140,6 +140,7 @@ func (c *container) probeFailure(pod *corev1.Pod, now time.Time, plans planner, 
 	c.events = append(c.events, event{corev1.EventTypeNormal, "Killing", msg})
 	_, code := plans.stopPlan(pod)
 	c.exit(p.checkAt, Exit{Code: code})
+	c.probeKilled = true
 	p.failures, p.checkAt = 0, time.Time{}
 	return true
 }

@@ -64,6 +64,38 @@ func TestLivenessProbeFailureRestarts(t *testing.T) {
 	assert.ErrorContains(t, e.k.SetLive(t.Context(), "default", plain.Name, "app", false), "has no liveness probe")
 }
 
+// A container killed again and again by its liveness probe is restarted
+// at once as long as the instance before ended at least the back-off
+// before (the kubelet restarts it in the sync that kills it, reading the
+// back-off from the instance before): killed every 20 s, at once four
+// times (the back-off 10 s, 20 s, 40 s from the second), then it waits:
+// CrashLoopBackOff, "back-off 40s".
+func TestRepeatedProbeKillsBackOffAsTheKubelet(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	pod := simplePod("flaky")
+	pod.Spec.Containers[0].LivenessProbe = &corev1.Probe{PeriodSeconds: 10, FailureThreshold: 3,
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstrFrom(8080)}}}
+	e.waitPod(t, e.createPod(t, pod), ready)
+	require.NoError(t, e.k.SetLive(t.Context(), "default", "flaky", "app", false))
+	var got *corev1.Pod
+	for range 10 { // 100 s: kills at 20, 40, 60, 80 and 100 s
+		e.clock.Step(10 * time.Second)
+		apiservertest.WaitIdle(t, e.srv)
+		var err error
+		got, err = e.client.CoreV1().Pods("default").Get(t.Context(), "flaky", metav1.GetOptions{})
+		require.NoError(t, err)
+		if w := status(got, "app").State.Waiting; w != nil {
+			break
+		}
+	}
+	s := status(got, "app")
+	require.NotNil(t, s.State.Waiting, "a kill that waits")
+	assert.Equal(t, int32(4), s.RestartCount, "four restarts at once first")
+	assert.Equal(t, "CrashLoopBackOff", s.State.Waiting.Reason)
+	assert.Contains(t, s.State.Waiting.Message, "back-off 40s ")
+}
+
 // A startup probe the test fails holds the container not started (nor
 // ready) and kills it at its failure threshold ("failed startup probe,
 // will be restarted"); passing again, the new instance is started.

@@ -112,6 +112,9 @@ type container struct {
 	// computed yet. The kubelet's sync that sees an exit writes the
 	// container terminated (not ready) before it restarts it.
 	exitUnseen bool
+	// probeKilled: the instance was killed by a failing probe, and is
+	// restarted in the sync that killed it (restartAfterKill).
+	probeKilled bool
 	// readyAt and startedAt are when its readiness and startup probes
 	// first pass; ready, when set, is the test's readiness result.
 	readyAt, startupAt time.Time
@@ -381,6 +384,11 @@ func (c *container) exit(t time.Time, e Exit) {
 // the first time, then after the kubelet's doubling back-off, counted from
 // its exit.
 func (c *container) scheduleRestart(pod *corev1.Pod) {
+	if c.probeKilled {
+		c.probeKilled = false
+		c.restartAfterKill(pod)
+		return
+	}
 	ran := c.instance.finished.Sub(c.instance.started)
 	if c.backOff == 0 || ran >= backOffReset {
 		c.backOff = backOffInitial
@@ -392,6 +400,30 @@ func (c *container) scheduleRestart(pod *corev1.Pod) {
 	c.events = append(c.events, event{corev1.EventTypeWarning, "BackOff",
 		fmt.Sprintf("Back-off restarting failed container %s in pod %s", c.spec.Name, podDesc(pod))})
 	c.backOff = min(2*c.backOff, backOffMax)
+}
+
+// restartAfterKill sets when a container a probe killed starts again. The
+// kubelet kills and restarts it in one sync, whose back-off reads the
+// status from before the kill (kuberuntime's doBackOff): the instance
+// before, if any. None: at once, the back-off untouched; one that ended
+// at least the back-off before this one did: at once, the back-off grown
+// (from the second kill); else it waits the back-off from the kill.
+func (c *container) restartAfterKill(pod *corev1.Pod) {
+	c.restartAt = c.instance.finished
+	prev := c.last
+	switch {
+	case prev == nil:
+	case c.backOff == 0 || c.instance.finished.Sub(c.instance.started) >= backOffReset:
+		c.backOff = backOffInitial
+	case c.instance.finished.Sub(prev.finished) >= c.backOff:
+		c.backOff = min(2*c.backOff, backOffMax)
+	default:
+		c.wait = c.backOff
+		c.restartAt = c.instance.finished.Add(c.wait)
+		c.events = append(c.events, event{corev1.EventTypeWarning, "BackOff",
+			fmt.Sprintf("Back-off restarting failed container %s in pod %s", c.spec.Name, podDesc(pod))})
+		c.backOff = min(2*c.backOff, backOffMax)
+	}
 }
 
 // exitsSeen marks the exits of the status just computed as seen, and
