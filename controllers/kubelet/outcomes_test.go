@@ -2,6 +2,7 @@ package kubelet_test
 
 import (
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -289,12 +290,17 @@ func TestActiveDeadline(t *testing.T) {
 	e.clock.Step(time.Hour)
 	apiservertest.WaitIdle(t, e.srv)
 	events := e.events(t, "default", "deadlined", "DeadlineExceeded", "Killing")
+	written := map[string]int{} // the order of the events' creation
 	for _, ev := range events {
+		rv, err := strconv.Atoi(ev.ResourceVersion)
+		require.NoError(t, err)
+		written[ev.Reason] = rv
 		if ev.Reason == "DeadlineExceeded" {
 			assert.Equal(t, int32(4), ev.Count, "once for each status the kubelet generates")
 			assert.Equal(t, corev1.EventTypeNormal, ev.Type)
 		}
 	}
+	assert.Less(t, written["DeadlineExceeded"], written["Killing"], "recorded as the status is generated, before the kill")
 	for name, want := range map[string]*corev1.Pod{"deadlined": p, "other": other, "done": d} {
 		got, err := e.client.CoreV1().Pods("default").Get(t.Context(), name, metav1.GetOptions{})
 		require.NoError(t, err)

@@ -32,8 +32,10 @@ type podWork struct {
 	// kubelet first saw (its pod manager keeps that object and merges
 	// later updates into it, resourceVersion aside).
 	version string
-	// podEvents are the kubelet's events about the pod itself (resizes).
-	podEvents []event
+	// podEvents are the kubelet's events about the pod itself (resizes),
+	// recorded after the containers'; deadline its active deadline's,
+	// recorded before (generateAPIPodStatus, before the kill).
+	podEvents, deadline []event
 	// remove: the pod is stopped and deleted; delete it from the API.
 	remove bool
 	next   time.Time
@@ -126,7 +128,8 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 		after, code := k.outcomes.stopPlan(pod)
 		r.startStopping(now, after, code)
 	}
-	podEvents := r.checkDeadline(pod, now)
+	deadline := r.checkDeadline(pod, now)
+	var podEvents []event
 	if r.admitted && !r.sandbox && r.stopping.IsZero() && !r.pastDeadline {
 		r.sandbox = k.mount(pod, r, now) // the admission status is written: volumes, then the sandbox
 	}
@@ -146,7 +149,7 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 		status = podStatus(pod, r, n.internalIP(), now)
 	}
 	podEvents, r.podEvents = append(r.podEvents, podEvents...), nil
-	w := podWork{status: status, events: r.takeEvents(), podEvents: podEvents, version: r.version, next: r.next(pod, now)}
+	w := podWork{status: status, events: r.takeEvents(), podEvents: podEvents, deadline: deadline, version: r.version, next: r.next(pod, now)}
 	restart := r.exitsSeen(pod)
 	if added := r.reportedAdded(); r.sandboxDue(pod) || added || restart || r.inProgress != nil {
 		w.next = now // the sandbox and containers start (a resize is actuated) at the next sync
@@ -298,14 +301,17 @@ func (k *Kubelet) deletePod(ctx context.Context, pod *corev1.Pod) error {
 // record records the containers' events and the pod's, as the kubelet of
 // node n (the pod's name the pod it read, with no field).
 func (k *Kubelet) record(pod *corev1.Pod, n *node, w podWork) {
-	if len(w.events) == 0 && len(w.podEvents) == 0 {
+	if len(w.events) == 0 && len(w.podEvents) == 0 && len(w.deadline) == 0 {
 		return
 	}
 	rec := k.recorder(n.spec.Name)
+	podRef := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, ResourceVersion: w.version}
+	for _, e := range w.deadline {
+		rec.Event(podRef, e.kind, e.reason, e.message)
+	}
 	defer func() { // after the containers' (a restart's events before ResizeCompleted)
 		for _, e := range w.podEvents {
-			rec.Event(&corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
-				UID: pod.UID, ResourceVersion: w.version}, e.kind, e.reason, e.message)
+			rec.Event(podRef, e.kind, e.reason, e.message)
 		}
 	}()
 	for _, e := range w.events {
