@@ -95,8 +95,21 @@ func (n *node) object(now metav1.Time) *corev1.Node {
 			// (NodeDeclaredFeatures): admission and the scheduler match
 			// pods' needs against it.
 			DeclaredFeatures: nodefeatures.Declared(),
+			RuntimeHandlers:  runtimeHandlers(),
 		},
 	}
+}
+
+// runtimeHandlers are the simulated containerd's handlers as the kubelet
+// reports them (the RuntimeHandlers setter): containerd 2 with runc only,
+// on Linux 6.1, lists runc, then itself as the default handler (""), each
+// supporting recursive read-only mounts and user namespaces.
+func runtimeHandlers() []corev1.NodeRuntimeHandler {
+	handler := func(name string) corev1.NodeRuntimeHandler {
+		return corev1.NodeRuntimeHandler{Name: name, Features: &corev1.NodeRuntimeHandlerFeatures{
+			RecursiveReadOnlyMounts: ptr.To(true), UserNamespaces: ptr.To(true)}}
+	}
+	return []corev1.NodeRuntimeHandler{handler("runc"), handler("")}
 }
 
 // info is nodeInfo: stable IDs derived from the name, a boot ID per

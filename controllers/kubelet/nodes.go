@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -235,6 +236,7 @@ func (k *Kubelet) reportStatus(ctx context.Context, n *node) error {
 	want := cur.DeepCopy()
 	want.Status.Conditions = n.conditions(cur.Status.Conditions, metav1.NewTime(k.clock.Now()))
 	want.Status.DeclaredFeatures = nodefeatures.Declared() // setNodeStatus sets them at every sync
+	want.Status.RuntimeHandlers = runtimeHandlers()
 	k.mu.Unlock()
 	if _, _, err := nodeutil.PatchNodeStatus(k.client.CoreV1(), types.NodeName(n.spec.Name), cur, want); err != nil {
 		return fmt.Errorf("report status of node %s: %w", n.spec.Name, err)
@@ -332,6 +334,7 @@ func (k *Kubelet) statusChanged(n *node) bool {
 	want := n.conditions(cur.Status.Conditions, metav1.NewTime(k.clock.Now()))
 	k.mu.Unlock()
 	return !slices.Equal(cur.Status.DeclaredFeatures, nodefeatures.Declared()) ||
+		!apiequality.Semantic.DeepEqual(cur.Status.RuntimeHandlers, runtimeHandlers()) ||
 		!slices.EqualFunc(cur.Status.Conditions, want, func(a, b corev1.NodeCondition) bool {
 			return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message
 		})

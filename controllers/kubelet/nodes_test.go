@@ -157,17 +157,27 @@ func TestNodeStatusRestoredAtNextBeat(t *testing.T) {
 	e.events(t, "default", "node-0", "NodeReady")
 }
 
-// A node whose declared features someone else changed gets its kubelet's
-// back at the next beat, as a kubelet's setNodeStatus sets them at every
-// status sync.
+// A node whose declared features and runtime handlers someone else
+// changed gets its kubelet's back at the next beat, as a kubelet's
+// setNodeStatus sets them at every status sync. The handlers are
+// containerd's with runc: runc, then the default (""), each with
+// recursive read-only mounts and user namespaces.
 func TestNodeDeclaredFeaturesRestoredAtNextBeat(t *testing.T) {
 	t.Parallel()
 	e := start(t)
-	n, err := e.client.CoreV1().Nodes().PatchStatus(t.Context(), "node-0", []byte(`{"status":{"declaredFeatures":null}}`))
+	registered, err := e.client.CoreV1().Nodes().Get(t.Context(), "node-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	handlers := registered.Status.RuntimeHandlers
+	require.Len(t, handlers, 2)
+	assert.Equal(t, []string{"runc", ""}, []string{handlers[0].Name, handlers[1].Name})
+	assert.Equal(t, &corev1.NodeRuntimeHandlerFeatures{RecursiveReadOnlyMounts: ptr.To(true), UserNamespaces: ptr.To(true)}, handlers[1].Features)
+
+	n, err := e.client.CoreV1().Nodes().PatchStatus(t.Context(), "node-0", []byte(`{"status":{"declaredFeatures":null,"runtimeHandlers":null}}`))
 	require.NoError(t, err)
 	require.Empty(t, n.Status.DeclaredFeatures)
 	apiservertest.StepClock(t, e.srv, e.clock, 10*time.Second)
 	e.watch(t, "nodes", "node-0", n.ResourceVersion, func(ev watch.Event) bool {
-		return len(ev.Object.(*corev1.Node).Status.DeclaredFeatures) > 0
+		st := ev.Object.(*corev1.Node).Status
+		return len(st.DeclaredFeatures) > 0 && len(st.RuntimeHandlers) == 2
 	}, func() string { return "not declared again" })
 }

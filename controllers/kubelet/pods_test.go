@@ -1,6 +1,7 @@
 package kubelet_test
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -211,6 +212,27 @@ func TestEphemeralContainerRuns(t *testing.T) {
 	assert.Zero(t, s.RestartCount, "never restarted, whatever the pod's restartPolicy")
 	assert.True(t, ready(p))
 	assert.Equal(t, corev1.PodRunning, p.Status.Phase)
+}
+
+// A read-only mount that asks for recursive read-only is reported
+// enabled (the simulated runtime supports it), one that does not disabled;
+// a writable one has no such field.
+func TestVolumeMountStatus(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	pod := simplePod("mounts")
+	pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{
+		{Name: "data", MountPath: "/rro", ReadOnly: true, RecursiveReadOnly: ptr.To(corev1.RecursiveReadOnlyIfPossible)},
+		{Name: "data", MountPath: "/ro", ReadOnly: true},
+		{Name: "data", MountPath: "/rw"}}
+	p := e.waitPod(t, e.createPod(t, pod), ready)
+	var got []string
+	for _, m := range status(p, "app").VolumeMounts {
+		got = append(got, fmt.Sprintf("%s %v %s", m.MountPath, m.ReadOnly, ptr.Deref(m.RecursiveReadOnly, "-")))
+	}
+	assert.Equal(t, []string{"/rro true Enabled", "/ro true Disabled", "/rw false -",
+		"/var/run/secrets/kubernetes.io/serviceaccount true Disabled"}, got)
 }
 
 // A container's status carries its spec's resources once the runtime has

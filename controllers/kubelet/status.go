@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-helpers/resource"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/internal/podqos"
 )
@@ -208,8 +209,13 @@ func mounts(spec *corev1.Container) []corev1.VolumeMountStatus {
 	for _, m := range spec.VolumeMounts {
 		s := corev1.VolumeMountStatus{Name: m.Name, MountPath: m.MountPath, ReadOnly: m.ReadOnly}
 		if m.ReadOnly {
-			s.RecursiveReadOnly = new(corev1.RecursiveReadOnlyMode)
-			*s.RecursiveReadOnly = corev1.RecursiveReadOnlyDisabled
+			s.RecursiveReadOnly = ptr.To(corev1.RecursiveReadOnlyDisabled)
+			// resolveRecursiveReadOnly, on a runtime that supports it
+			// (runtimeHandlers): asked for, it is enabled.
+			asked := m.RecursiveReadOnly != nil && (*m.RecursiveReadOnly == corev1.RecursiveReadOnlyEnabled || *m.RecursiveReadOnly == corev1.RecursiveReadOnlyIfPossible)
+			if asked && (m.MountPropagation == nil || *m.MountPropagation == corev1.MountPropagationNone) {
+				s.RecursiveReadOnly = ptr.To(corev1.RecursiveReadOnlyEnabled)
+			}
 		}
 		out = append(out, s)
 	}
