@@ -8,17 +8,18 @@
 //
 // As v1.37.2's, it acts on changes of a node's NoExecute taints and of a
 // pod's node or tolerations only (a pod's other updates, such as the
-// status it gets as it is evicted, are not looked at), keeps the taints
-// it last saw of each node, and remembers a pod it evicted until the pod
-// is gone or no longer to be evicted, so that it evicts it once.
+// status it gets as it is evicted, are not looked at: it is evicted
+// once), keeps the taints it last saw of each node, and runs each
+// eviction once: one due at once cannot be cancelled, one scheduled for
+// later can (recorded as cancelled).
 package tainteviction
 
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +29,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	corev1listers "k8s.io/client-go/listers/core/v1"
@@ -49,26 +51,37 @@ type Controller struct {
 	pods   corev1listers.PodLister
 	queue  *controller.Queue
 
+	// processing serializes the syncs of nodes and pods (upstream's node
+	// and pod updates of one node go to one worker, nodes first): the
+	// evictions run alongside.
+	processing sync.Mutex
+
 	mu sync.Mutex
 	// tainted are the NoExecute taints of each node that has some, as
 	// the last sync of the node saw them.
 	tainted map[string][]corev1.Taint
-	// due are the pods' evictions (namespace/name): scheduled, or done
-	// (upstream's TimedWorkerQueue keeps a done one so that it is not
-	// added again).
-	due map[string]*eviction
+	// due are the pods' evictions (namespace/name) not finished, as
+	// upstream's TimedWorkerQueue holds them; works those whose eviction
+	// is queued, by their number in the queue's key.
+	due   map[string]*eviction
+	works map[uint64]*eviction
+	seq   uint64
 }
 
+// eviction is a pod's eviction: at once (running from the start: a
+// cancel neither stops it nor records it, as upstream's nil worker), or
+// at a time, with a timer, until cancelled.
 type eviction struct {
+	key         string
 	created, at time.Time
 	timer       clock.Timer
-	marked      bool // its event is recorded
-	done        bool
+	immediate   bool
+	cancelled   bool
 }
 
 // The queue's keys: a node's taints changed, a pod's node or tolerations
 // changed (the node it was on, its namespace and name), a pod's eviction
-// is due.
+// is due (its number in works).
 const (
 	nodeKey  = "node/"
 	podKey   = "pod/"
@@ -79,7 +92,7 @@ const (
 func New(cfg controllers.Config) (*Controller, error) {
 	c := &Controller{client: cfg.Client, clock: cfg.Clock, nodes: cfg.Informers.Core().V1().Nodes().Lister(),
 		pods: cfg.Informers.Core().V1().Pods().Lister(), queue: controller.NewQueue("taint_eviction_controller", cfg.QueueMetrics),
-		tainted: map[string][]corev1.Taint{}, due: map[string]*eviction{}}
+		tainted: map[string][]corev1.Taint{}, due: map[string]*eviction{}, works: map[uint64]*eviction{}}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
 	}
@@ -169,7 +182,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		node, pod, _ := strings.Cut(strings.TrimPrefix(key, podKey), "/")
 		return c.syncPod(node, pod)
 	case strings.HasPrefix(key, evictKey):
-		return c.evict(ctx, strings.TrimPrefix(key, evictKey))
+		n, _ := strconv.ParseUint(strings.TrimPrefix(key, evictKey), 10, 64)
+		c.evict(ctx, n)
 	}
 	return nil
 }
@@ -177,6 +191,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 // syncNode records the node's NoExecute taints and looks at each of its
 // pods: with no taint left, their evictions are cancelled.
 func (c *Controller) syncNode(name string) error {
+	c.processing.Lock()
+	defer c.processing.Unlock()
 	node, err := c.nodes.Get(name)
 	if apierrors.IsNotFound(err) {
 		c.mu.Lock()
@@ -217,6 +233,8 @@ func (c *Controller) syncNode(name string) error {
 // eviction is cancelled; still there, on a node with NoExecute taints, it
 // is processed.
 func (c *Controller) syncPod(node, key string) error {
+	c.processing.Lock()
+	defer c.processing.Unlock()
 	ns, name, _ := strings.Cut(key, "/")
 	pod, err := c.pods.Pods(ns).Get(name)
 	if apierrors.IsNotFound(err) {
@@ -238,7 +256,8 @@ func (c *Controller) syncPod(node, key string) error {
 // process schedules, keeps or cancels the eviction of the pod (upstream's
 // processPodOnNode): a taint not tolerated evicts it now, tolerations
 // with tolerationSeconds after the least of them (counted from the first
-// time it was scheduled), tolerations for ever not at all.
+// time it was scheduled: one scheduled is kept), tolerations for ever not
+// at all.
 func (c *Controller) process(key string, tolerations []corev1.Toleration, taints []corev1.Taint, now time.Time) {
 	if len(taints) == 0 {
 		c.cancel(key)
@@ -254,18 +273,16 @@ func (c *Controller) process(key string, tolerations []corev1.Toleration, taints
 		c.cancel(key)
 		return
 	}
-	created := now
 	c.mu.Lock()
-	e := c.due[key]
+	_, scheduled := c.due[key]
 	c.mu.Unlock()
-	if e != nil && !e.done {
-		created = e.created
-		if created.Add(wait).Before(now.Add(wait)) {
-			return
-		}
-		c.cancel(key)
+	if scheduled {
+		// Upstream keeps it unless it was created at this very instant
+		// (then it is cancelled and made again, with an event): on a
+		// real clock never, on a test's fake clock always; kept.
+		return
 	}
-	c.schedule(key, created, now.Add(wait))
+	c.schedule(key, now, now.Add(wait))
 }
 
 // matching returns, for each taint, the first toleration that tolerates
@@ -305,35 +322,40 @@ func minToleration(tolerations []corev1.Toleration) time.Duration {
 }
 
 // schedule adds the pod's eviction, due at at, unless it has one
-// (scheduled or done).
+// (upstream's AddWork): due at once, it is queued now and counts as
+// running; otherwise a timer queues it then.
 func (c *Controller) schedule(key string, created, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.due[key] != nil {
 		return
 	}
-	e := &eviction{created: created, at: at}
-	c.due[key] = e
-	if wait := at.Sub(c.clock.Now()); wait > 0 {
-		e.timer = c.clock.AfterFunc(wait, func() { c.queue.Add(evictKey + key) })
+	c.seq++
+	e, n := &eviction{key: key, created: created, at: at}, c.seq
+	c.due[key], c.works[n] = e, e
+	if delay := at.Sub(created); delay > 0 {
+		e.timer = c.clock.AfterFunc(delay, func() { c.queue.Add(evictKey + strconv.FormatUint(n, 10)) })
 		return
 	}
-	c.queue.Add(evictKey + key)
+	e.immediate = true
+	c.queue.Add(evictKey + strconv.FormatUint(n, 10))
 }
 
-// cancel forgets the pod's eviction; one that was still to come is
-// recorded as cancelled, as upstream's cancelWorkWithEvent.
+// cancel forgets the pod's eviction (upstream's cancelWorkWithEvent): one
+// with a timer is stopped and recorded as cancelled; one running at once
+// goes on, unrecorded.
 func (c *Controller) cancel(key string) {
 	c.mu.Lock()
 	e := c.due[key]
 	delete(c.due, key)
+	if e != nil && !e.immediate {
+		e.cancelled = true
+	}
 	c.mu.Unlock()
-	if e == nil || e.done {
+	if e == nil || e.immediate {
 		return
 	}
-	if e.timer != nil {
-		e.timer.Stop()
-	}
+	e.timer.Stop()
 	ns, name, _ := strings.Cut(key, "/")
 	c.recorder().Eventf(ref(ns, name), corev1.EventTypeNormal, "TaintManagerEviction", "Cancelling deletion of Pod %s", key)
 }
@@ -346,40 +368,39 @@ func (c *Controller) recorder() record.EventRecorder {
 	return c.Events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "taint-eviction-controller"})
 }
 
-// evict carries out the pod's eviction if it is still due: records it
-// (once), marks the pod a disruption target and deletes it gracefully
-// (upstream's deletePodHandler). Done, it is kept so that it is not
-// scheduled again; a pod gone forgets it.
-func (c *Controller) evict(ctx context.Context, key string) error {
+// evictAttempts is how many times an eviction tries to mark and delete
+// its pod before it gives up (deletePodHandler's retries).
+const evictAttempts = 5
+
+// evict carries out the eviction numbered n unless it was cancelled
+// (upstream's deletePodHandler): records it, marks the pod a disruption
+// target and deletes it gracefully, then forgets it, done or not (a
+// failure is logged, as upstream's; the pod's next change schedules it
+// again).
+func (c *Controller) evict(ctx context.Context, n uint64) {
 	c.mu.Lock()
-	e := c.due[key]
-	due := e != nil && !e.done && !c.clock.Now().Before(e.at)
-	mark := due && !e.marked
-	if mark {
-		e.marked = true
+	e := c.works[n]
+	delete(c.works, n)
+	c.mu.Unlock()
+	if e == nil || e.cancelled {
+		return
+	}
+	ns, name, _ := strings.Cut(e.key, "/")
+	c.recorder().Eventf(ref(ns, name), corev1.EventTypeNormal, "TaintManagerEviction", "Marking for deletion Pod %s", e.key)
+	var err error
+	for range evictAttempts {
+		if err = c.markAndDelete(ctx, ns, name); err == nil || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "evict pod", "pod", e.key)
+	}
+	c.mu.Lock()
+	if c.due[e.key] == e {
+		delete(c.due, e.key)
 	}
 	c.mu.Unlock()
-	if !due {
-		return nil
-	}
-	ns, name, _ := strings.Cut(key, "/")
-	if mark {
-		c.recorder().Eventf(ref(ns, name), corev1.EventTypeNormal, "TaintManagerEviction", "Marking for deletion Pod %s", key)
-	}
-	err := c.markAndDelete(ctx, ns, name)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case apierrors.IsNotFound(err):
-		if c.due[key] == e {
-			delete(c.due, key)
-		}
-		return nil
-	case err != nil:
-		return fmt.Errorf("evict pod %s: %w", key, err)
-	}
-	e.done = true
-	return nil
 }
 
 // markAndDelete adds the DisruptionTarget condition to the pod as the
@@ -411,4 +432,5 @@ func (c *Controller) stopTimers() {
 		}
 		delete(c.due, key)
 	}
+	clear(c.works)
 }

@@ -76,7 +76,8 @@ func TestNoExecuteTaintEvicts(t *testing.T) {
 // updates as it is evicted do not evict it again); a pod deleted while its
 // eviction is still to come gets "Cancelling deletion"; a taint it does
 // not tolerate, added while it waits out another it tolerates for a
-// while, evicts it at once. As v1.37.2's controller.
+// while, evicts it at once; one more taint tolerated for a while keeps
+// the eviction scheduled, unrecorded. As v1.37.2's controller.
 func TestTaintEvictionEvents(t *testing.T) {
 	t.Parallel()
 	clock := clocktesting.NewFakeClock(time.Now())
@@ -96,11 +97,21 @@ func TestTaintEvictionEvents(t *testing.T) {
 	}
 	plain := mk("plain")
 	deleted := mk("deleted", for300("dedicated"))
-	waiting := mk("waiting", for300("dedicated"))
+	waiting := mk("waiting", for300("dedicated"), for300("zone"))
+	mk("kept", for300("dedicated"), for300("zone"), corev1.Toleration{Key: "maintenance", Operator: corev1.TolerationOpExists})
 	taint(t, client, corev1.Taint{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoExecute})
 	waitPod(t, client, plain, func(p *corev1.Pod) bool { return false })
 	require.NoError(t, client.CoreV1().Pods("default").Delete(t.Context(), deleted.Name, metav1.DeleteOptions{}))
 	waitPod(t, client, deleted, func(p *corev1.Pod) bool { return false })
+	// As upstream's, a taint's change looks again at every pod of the
+	// node its informer has, a terminating one too (and evicts it again):
+	// the controllers have seen the deletions first.
+	apiservertest.WaitIdle(t, srv)
+	// A second taint tolerated for a while keeps the evictions scheduled
+	// (at the same instant of the test's clock too: upstream's real clock
+	// has moved on).
+	taint(t, client, corev1.Taint{Key: "zone", Effect: corev1.TaintEffectNoExecute})
+	apiservertest.WaitIdle(t, srv)
 	taint(t, client, corev1.Taint{Key: "maintenance", Effect: corev1.TaintEffectNoExecute})
 	waitPod(t, client, waiting, func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil })
 	apiservertest.WaitIdle(t, srv)

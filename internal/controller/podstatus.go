@@ -48,9 +48,10 @@ func UpdatePodCondition(status *corev1.PodStatus, condition corev1.PodCondition,
 		if old.Status == condition.Status {
 			condition.LastTransitionTime = old.LastTransitionTime
 		}
+		// The observed generation is written but not compared, as
+		// upstream's: a condition that differs only by it is no change.
 		same := old.Status == condition.Status && old.Reason == condition.Reason && old.Message == condition.Message &&
-			old.LastProbeTime.Equal(&condition.LastProbeTime) && old.LastTransitionTime.Equal(&condition.LastTransitionTime) &&
-			old.ObservedGeneration == condition.ObservedGeneration
+			old.LastProbeTime.Equal(&condition.LastProbeTime) && old.LastTransitionTime.Equal(&condition.LastTransitionTime)
 		status.Conditions[i] = condition
 		return !same
 	}

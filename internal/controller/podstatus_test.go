@@ -25,6 +25,8 @@ func TestUpdatePodCondition(t *testing.T) {
 	assert.Equal(t, "DeletionByPodGC", status.Conditions[1].Reason)
 	assert.Equal(t, then, status.Conditions[1].LastTransitionTime)
 	assert.False(t, UpdatePodCondition(status, target, now), "the same condition again")
+	target.ObservedGeneration = 2
+	assert.False(t, UpdatePodCondition(status, target, now), "its observed generation is not compared, as upstream's")
 
 	target.Status = corev1.ConditionFalse
 	assert.True(t, UpdatePodCondition(status, target, now))
