@@ -152,14 +152,7 @@ func (o *outcomes) plan(pod *corev1.Pod, c *container) (Exit, bool) {
 func (o *outcomes) stopPlan(pod *corev1.Pod) (after time.Duration, code int32) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	grace := 30 * time.Second
-	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
-		grace = time.Duration(*g) * time.Second
-	}
-	if g := pod.DeletionGracePeriodSeconds; g != nil {
-		grace = min(grace, time.Duration(*g)*time.Second)
-	}
-	grace = max(grace, minimumGrace)
+	grace := gracePeriod(pod)
 	var delayed, coded bool
 	code = sigtermExitCode
 	for _, r := range o.rules { // the latest added first
@@ -177,6 +170,22 @@ func (o *outcomes) stopPlan(pod *corev1.Pod) (after time.Duration, code int32) {
 		return grace, sigkillExitCode
 	}
 	return after, code
+}
+
+// gracePeriod is the time the kubelet gives a deleted pod's containers
+// to stop: the deletion's grace period (what the server set, which a
+// later delete only lowers), else the pod's terminationGracePeriodSeconds
+// (calculateEffectiveGracePeriod), at least 2 s (killContainer's
+// minimum).
+func gracePeriod(pod *corev1.Pod) time.Duration {
+	grace := 30 * time.Second
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		grace = time.Duration(*g) * time.Second
+	}
+	if g := pod.DeletionGracePeriodSeconds; g != nil {
+		grace = time.Duration(*g) * time.Second
+	}
+	return max(grace, minimumGrace)
 }
 
 // AddRule adds a rule for containers that start from now on (the latest

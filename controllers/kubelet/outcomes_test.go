@@ -214,6 +214,32 @@ func TestDeletedPodStopsAndGoes(t *testing.T) {
 	e.waitGone(t, sp)
 }
 
+// The grace period a deleted pod's containers get is the deletion's, even
+// longer than the pod's own; a second delete with a shorter one kills
+// them at its end (137) if they have not stopped.
+func TestDeletionGracePeriod(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	e.k.AddRule(kubelet.Rule{Selector: labels.Everything(), Namespace: "default", StopAfter: 45 * time.Second})
+	final := map[string]*corev1.Pod{}
+	for _, name := range []string{"longer", "shortened"} {
+		pod := simplePod(name)
+		pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](30)
+		pod.Finalizers = []string{"example.com/hold"}
+		p := e.waitPod(t, e.createPod(t, pod), ready)
+		require.NoError(t, e.client.CoreV1().Pods("default").Delete(t.Context(), name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](60)}))
+		final[name] = e.waitPod(t, p, func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil })
+	}
+	apiservertest.WaitIdle(t, e.srv)
+	require.NoError(t, e.client.CoreV1().Pods("default").Delete(t.Context(), "shortened", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](5)}))
+	apiservertest.WaitIdle(t, e.srv)
+	e.clock.Step(45 * time.Second)
+	for name, code := range map[string]int32{"longer": 143, "shortened": 137} {
+		p := e.waitPod(t, final[name], func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+		assert.Equal(t, code, status(p, "app").State.Terminated.ExitCode, name)
+	}
+}
+
 // A pod deleted before its containers ran (an image that cannot be
 // pulled) ends Failed before it goes, as the status manager's
 // TerminatePod ends it: its containers terminated with

@@ -127,6 +127,8 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 	if pod.DeletionTimestamp != nil && r.stopping.IsZero() {
 		after, code := k.outcomes.stopPlan(pod)
 		r.startStopping(now, after, code)
+	} else if kill := now.Add(gracePeriod(pod)); !r.stopping.IsZero() && kill.Before(r.stopAt) {
+		r.stopAt, r.stopCode = kill, sigkillExitCode // deleted again, sooner: killed then if not stopped
 	}
 	deadline := r.checkDeadline(pod, now)
 	var podEvents []event

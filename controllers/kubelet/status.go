@@ -512,7 +512,7 @@ func hasInitialized(pod *corev1.Pod) bool {
 	if isSidecar(pod.Spec.InitContainers[i]) {
 		return last.State.Running != nil && last.Started != nil && *last.Started
 	}
-	completed := func(t *corev1.ContainerStateTerminated) bool { return t != nil && t.Reason == "Completed" }
+	completed := func(t *corev1.ContainerStateTerminated) bool { return t != nil && t.ExitCode == 0 }
 	return completed(last.LastTerminationState.Terminated) || completed(last.State.Terminated)
 }
 
