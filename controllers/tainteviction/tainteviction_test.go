@@ -27,22 +27,12 @@ import (
 // on the server's clock, one that tolerates it for ever stays.
 func TestNoExecuteTaintEvicts(t *testing.T) {
 	t.Parallel()
-	clock := clocktesting.NewFakeClock(time.Now())
-	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{Nodes: controllers.Nodes(1), Clock: clock,
-		Controllers: []controllers.Name{controllers.ServiceAccount, controllers.Kubelet, controllers.TaintEviction}}))
-	client, err := srv.Clientset()
-	require.NoError(t, err)
-	mk := func(name string, tolerations ...corev1.Toleration) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-			Spec: corev1.PodSpec{NodeName: "node-0", Tolerations: tolerations, Containers: []corev1.Container{{Name: "c", Image: "nginx:1"}}}}
-		created, err := client.CoreV1().Pods("default").Create(t.Context(), p, metav1.CreateOptions{})
-		require.NoError(t, err)
-		return created
-	}
+	e := start(t)
+	srv, client, clock, mk := e.srv, e.client, e.clock, e.pod
 	dedicated := corev1.Taint{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoExecute}
-	plain := mk("plain")
-	tolerant := mk("tolerant", corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)})
-	forever := mk("forever", corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpExists})
+	plain := mk(t, "plain")
+	tolerant := mk(t, "tolerant", corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)})
+	forever := mk(t, "forever", corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpExists})
 
 	node, err := client.CoreV1().Nodes().Get(t.Context(), "node-0", metav1.GetOptions{})
 	require.NoError(t, err)
@@ -80,25 +70,15 @@ func TestNoExecuteTaintEvicts(t *testing.T) {
 // the eviction scheduled, unrecorded. As v1.37.2's controller.
 func TestTaintEvictionEvents(t *testing.T) {
 	t.Parallel()
-	clock := clocktesting.NewFakeClock(time.Now())
-	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{Nodes: controllers.Nodes(1), Clock: clock,
-		Controllers: []controllers.Name{controllers.ServiceAccount, controllers.Kubelet, controllers.TaintEviction}}))
-	client, err := srv.Clientset()
-	require.NoError(t, err)
-	mk := func(name string, tolerations ...corev1.Toleration) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-			Spec: corev1.PodSpec{NodeName: "node-0", Tolerations: tolerations, Containers: []corev1.Container{{Name: "c", Image: "nginx:1"}}}}
-		created, err := client.CoreV1().Pods("default").Create(t.Context(), p, metav1.CreateOptions{})
-		require.NoError(t, err)
-		return created
-	}
+	e := start(t)
+	srv, client, mk := e.srv, e.client, e.pod
 	for300 := func(key string) corev1.Toleration {
 		return corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)}
 	}
-	plain := mk("plain")
-	deleted := mk("deleted", for300("dedicated"))
-	waiting := mk("waiting", for300("dedicated"), for300("zone"))
-	mk("kept", for300("dedicated"), for300("zone"), corev1.Toleration{Key: "maintenance", Operator: corev1.TolerationOpExists})
+	plain := mk(t, "plain")
+	deleted := mk(t, "deleted", for300("dedicated"))
+	waiting := mk(t, "waiting", for300("dedicated"), for300("zone"))
+	mk(t, "kept", for300("dedicated"), for300("zone"), corev1.Toleration{Key: "maintenance", Operator: corev1.TolerationOpExists})
 	taint(t, client, corev1.Taint{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoExecute})
 	waitPod(t, client, plain, func(p *corev1.Pod) bool { return false })
 	require.NoError(t, client.CoreV1().Pods("default").Delete(t.Context(), deleted.Name, metav1.DeleteOptions{}))
@@ -137,6 +117,32 @@ func taint(t *testing.T, client kubernetes.Interface, taint corev1.Taint) {
 	node.Spec.Taints = append(node.Spec.Taints, taint)
 	_, err = client.CoreV1().Nodes().Update(t.Context(), node, metav1.UpdateOptions{})
 	require.NoError(t, err)
+}
+
+type env struct {
+	srv    *apiserver.Server
+	client kubernetes.Interface
+	clock  *clocktesting.FakeClock
+}
+
+// start starts a server with one node, its kubelet and the taint eviction
+// controller, on a fake clock.
+func start(t *testing.T) env {
+	clock := clocktesting.NewFakeClock(time.Now())
+	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{Nodes: controllers.Nodes(1), Clock: clock,
+		Controllers: []controllers.Name{controllers.ServiceAccount, controllers.Kubelet, controllers.TaintEviction}}))
+	client, err := srv.Clientset()
+	require.NoError(t, err)
+	return env{srv: srv, client: client, clock: clock}
+}
+
+// pod creates a pod on node-0 with tolerations.
+func (e env) pod(t *testing.T, name string, tolerations ...corev1.Toleration) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{NodeName: "node-0", Tolerations: tolerations, Containers: []corev1.Container{{Name: "c", Image: "nginx:1"}}}}
+	created, err := e.client.CoreV1().Pods("default").Create(t.Context(), p, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return created
 }
 
 // waitPod watches the pod from from until cond holds (a deleted pod
