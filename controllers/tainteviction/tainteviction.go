@@ -73,10 +73,10 @@ type Controller struct {
 // at a time, with a timer, until cancelled.
 type eviction struct {
 	key         string
+	n           uint64 // its number in works
 	created, at time.Time
 	timer       clock.Timer
 	immediate   bool
-	cancelled   bool
 }
 
 // The queue's keys: a node's taints changed, a pod's node or tolerations
@@ -331,7 +331,7 @@ func (c *Controller) schedule(key string, created, at time.Time) {
 		return
 	}
 	c.seq++
-	e, n := &eviction{key: key, created: created, at: at}, c.seq
+	e, n := &eviction{key: key, n: c.seq, created: created, at: at}, c.seq
 	c.due[key], c.works[n] = e, e
 	if delay := at.Sub(created); delay > 0 {
 		e.timer = c.clock.AfterFunc(delay, func() { c.queue.Add(evictKey + strconv.FormatUint(n, 10)) })
@@ -349,7 +349,7 @@ func (c *Controller) cancel(key string) {
 	e := c.due[key]
 	delete(c.due, key)
 	if e != nil && !e.immediate {
-		e.cancelled = true
+		delete(c.works, e.n) // its timer may have fired: it is not run
 	}
 	c.mu.Unlock()
 	if e == nil || e.immediate {
@@ -382,8 +382,8 @@ func (c *Controller) evict(ctx context.Context, n uint64) {
 	e := c.works[n]
 	delete(c.works, n)
 	c.mu.Unlock()
-	if e == nil || e.cancelled {
-		return
+	if e == nil {
+		return // cancelled
 	}
 	ns, name, _ := strings.Cut(e.key, "/")
 	c.recorder().Eventf(ref(ns, name), corev1.EventTypeNormal, "TaintManagerEviction", "Marking for deletion Pod %s", e.key)
