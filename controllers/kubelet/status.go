@@ -468,19 +468,19 @@ func readyCondition(pod *corev1.Pod, s corev1.PodStatus, containersReady corev1.
 // Succeeded or Failed ends Failed: a watcher, or the Job controller, sees
 // every pod end before it is gone.
 func terminate(pod *corev1.Pod, status *corev1.PodStatus) {
-	unknown := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: sigkillExitCode,
-		Reason: "ContainerStatusUnknown", Message: "The container could not be located when the pod was terminated"}}
+	unknown := func(s *corev1.ContainerStatus) {
+		if s.State.Terminated == nil {
+			s.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: sigkillExitCode,
+				Reason: "ContainerStatusUnknown", Message: "The container could not be located when the pod was terminated"}}
+		}
+	}
 	if hasInitialized(pod) {
 		for i := range status.ContainerStatuses {
-			if status.ContainerStatuses[i].State.Terminated == nil {
-				status.ContainerStatuses[i].State = unknown
-			}
+			unknown(&status.ContainerStatuses[i])
 		}
 	}
 	for i := range tried(status.InitContainerStatuses) {
-		if status.InitContainerStatuses[i].State.Terminated == nil {
-			status.InitContainerStatuses[i].State = unknown
-		}
+		unknown(&status.InitContainerStatuses[i])
 	}
 	if !phaseOver(status.Phase) {
 		status.Phase = corev1.PodFailed
