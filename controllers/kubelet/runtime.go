@@ -395,6 +395,12 @@ func (c *container) scheduleRestart(pod *corev1.Pod) {
 		c.restartAt = c.instance.finished
 		return
 	}
+	c.waitBackOff(pod)
+}
+
+// waitBackOff makes the container wait its back-off from its exit
+// (CrashLoopBackOff, the BackOff event), the next one doubled.
+func (c *container) waitBackOff(pod *corev1.Pod) {
 	c.wait = c.backOff
 	c.restartAt = c.instance.finished.Add(c.wait)
 	c.events = append(c.events, event{corev1.EventTypeWarning, "BackOff",
@@ -418,11 +424,7 @@ func (c *container) restartAfterKill(pod *corev1.Pod) {
 	case c.instance.finished.Sub(prev.finished) >= c.backOff:
 		c.backOff = min(2*c.backOff, backOffMax)
 	default:
-		c.wait = c.backOff
-		c.restartAt = c.instance.finished.Add(c.wait)
-		c.events = append(c.events, event{corev1.EventTypeWarning, "BackOff",
-			fmt.Sprintf("Back-off restarting failed container %s in pod %s", c.spec.Name, podDesc(pod))})
-		c.backOff = min(2*c.backOff, backOffMax)
+		c.waitBackOff(pod)
 	}
 }
 

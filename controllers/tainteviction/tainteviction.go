@@ -389,11 +389,11 @@ func (c *Controller) evict(ctx context.Context, n uint64) {
 	c.recorder().Eventf(ref(ns, name), corev1.EventTypeNormal, "TaintManagerEviction", "Marking for deletion Pod %s", e.key)
 	var err error
 	for range evictAttempts {
-		if err = c.markAndDelete(ctx, ns, name); err == nil || ctx.Err() != nil {
+		if err = c.markAndDelete(ctx, ns, name); err == nil || ctx.Err() != nil || apierrors.IsNotFound(err) {
 			break
 		}
 	}
-	if err != nil {
+	if err != nil && !apierrors.IsNotFound(err) { // gone: nothing left to evict
 		utilruntime.HandleErrorWithContext(ctx, err, "evict pod", "pod", e.key)
 	}
 	c.mu.Lock()
