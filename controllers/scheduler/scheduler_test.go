@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeembed/apiserver"
@@ -188,8 +189,17 @@ func TestRoomFreedByAResize(t *testing.T) {
 	big := wait(t, client, create(t, client, pod("big", requests("600m"))), func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	waiting := wait(t, client, create(t, client, pod("waiting", requests("600m"))), unschedulable)
 
-	big.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("200m")
-	_, err := client.CoreV1().Pods("default").UpdateResize(t.Context(), big.Name, big, metav1.UpdateOptions{})
+	// The kubelet may still be writing big's status (Ready): read, change,
+	// retry on a conflict, as a client does.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		latest, err := client.CoreV1().Pods("default").Get(t.Context(), big.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		latest.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("200m")
+		_, err = client.CoreV1().Pods("default").UpdateResize(t.Context(), big.Name, latest, metav1.UpdateOptions{})
+		return err
+	})
 	require.NoError(t, err)
 	assert.Equal(t, "a", wait(t, client, waiting, scheduled).Spec.NodeName)
 }
