@@ -369,6 +369,37 @@ func TestPodFailurePolicyIgnoreDisruption(t *testing.T) {
 	assert.Contains(t, conditions(job), "Complete True CompletionsReached: Reached expected number of succeeded pods")
 }
 
+// A pod deleted before its container ran (its image cannot be pulled)
+// ends Failed, as the kubelet's TerminatePod ends it, so a Job with a
+// podFailurePolicy (which replaces failed pods only) counts it, releases
+// its tracking finalizer and replaces it after the back-off; a pod left
+// Pending would hold the Job for ever.
+func TestPodDeletedBeforeItRanIsCountedFailed(t *testing.T) {
+	t.Parallel()
+	clk := clocktesting.NewFakeClock(time.Now())
+	srv, c := start(t, clk)
+	srv.Kubelet().FailImagePulls("registry.example/missing:1", "")
+	j := newJob("unpulled", 1, 1)
+	j.Spec.Template.Spec.Containers[0].Image = "registry.example/missing:1"
+	j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{Action: batchv1.PodFailurePolicyActionIgnore,
+		OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget}}}}}
+	create(t, c, j)
+	apiservertest.WaitIdle(t, srv)
+	ps := pods(t, c)
+	require.Len(t, ps, 1)
+	first := ps[0].Name
+	require.NoError(t, c.CoreV1().Pods("default").Delete(t.Context(), first, metav1.DeleteOptions{}))
+	apiservertest.WaitIdle(t, srv)
+	_, err := c.CoreV1().Pods("default").Get(t.Context(), first, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "its finalizer released: %v", err)
+	assert.Equal(t, int32(1), getJob(t, c, "unpulled").Status.Failed)
+
+	apiservertest.StepClock(t, srv, clk, 10*time.Second)
+	ps = pods(t, c)
+	require.Len(t, ps, 1, "replaced")
+	assert.NotEqual(t, first, ps[0].Name)
+}
+
 // backoffLimitPerIndex fails an index, not the Job, at its limit; the Job
 // fails with FailedIndexes once every index has ended.
 func TestBackoffLimitPerIndex(t *testing.T) {

@@ -249,8 +249,7 @@ func TestPodDeletedBeforeItsContainersRanEndsFailed(t *testing.T) {
 	t.Parallel()
 	e := start(t)
 	e.k.FailImagePulls("registry.example/missing:1", "")
-	unknown := &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "ContainerStatusUnknown",
-		Message: "The container could not be located when the pod was terminated"}
+	unknown := statusUnknown()
 	for _, init := range []bool{false, true} {
 		pod := simplePod(fmt.Sprintf("unpulled-%t", init))
 		pod.Finalizers = []string{"example.com/hold"}
@@ -276,6 +275,39 @@ func TestPodDeletedBeforeItsContainersRanEndsFailed(t *testing.T) {
 			assert.Equal(t, unknown, status(final, "app").State.Terminated)
 		}
 	}
+}
+
+// statusUnknown is the state the status manager's TerminatePod gives a
+// container that never ended.
+func statusUnknown() *corev1.ContainerStateTerminated {
+	return &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "ContainerStatusUnknown",
+		Message: "The container could not be located when the pod was terminated"}
+}
+
+// A pod whose image cannot be pulled fails at its deadline all the same,
+// its container, which never ran, ended by TerminatePod; no pull is tried
+// after.
+func TestActiveDeadlineOfAPodThatNeverRan(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	e.k.FailImagePulls("registry.example/missing:1", "")
+	pod := simplePod("unpulled")
+	pod.Spec.Containers[0].Image = "registry.example/missing:1"
+	pod.Spec.ActiveDeadlineSeconds = ptr.To[int64](30)
+	p := e.waitPod(t, e.createPod(t, pod), func(p *corev1.Pod) bool {
+		w := status(p, "app").State.Waiting
+		return w != nil && w.Reason == "ErrImagePull"
+	})
+	e.clock.Step(30 * time.Second)
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	assert.Equal(t, "DeadlineExceeded", p.Status.Reason)
+	assert.Equal(t, statusUnknown(), status(p, "app").State.Terminated)
+
+	e.clock.Step(time.Hour)
+	apiservertest.WaitIdle(t, e.srv)
+	got, err := e.client.CoreV1().Pods("default").Get(t.Context(), "unpulled", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, p.Status, got.Status, "ended for good")
 }
 
 // A pod active longer than its activeDeadlineSeconds fails as the kubelet
