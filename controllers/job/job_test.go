@@ -334,6 +334,13 @@ func TestPodFailurePolicyFailJob(t *testing.T) {
 	assert.Contains(t, events(t, c, "strict"), "Warning PodFailurePolicy "+msg)
 }
 
+// ignoreDisruptions is a podFailurePolicy that ignores the failures of
+// disrupted pods (DisruptionTarget).
+func ignoreDisruptions() *batchv1.PodFailurePolicy {
+	return &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{Action: batchv1.PodFailurePolicyActionIgnore,
+		OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget}}}}}
+}
+
 // An Ignore rule (here on the DisruptionTarget condition) does not count
 // the failure against backoffLimit: the pod is replaced (after the
 // back-off) and the Job can still complete.
@@ -343,8 +350,7 @@ func TestPodFailurePolicyIgnoreDisruption(t *testing.T) {
 	srv, c := start(t, clk)
 	j := newJob("tolerant", 1, 1)
 	j.Spec.BackoffLimit = ptr.To(int32(0))
-	j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{Action: batchv1.PodFailurePolicyActionIgnore,
-		OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget}}}}}
+	j.Spec.PodFailurePolicy = ignoreDisruptions()
 	create(t, c, j)
 	apiservertest.WaitIdle(t, srv)
 	ps := pods(t, c)
@@ -381,8 +387,7 @@ func TestPodDeletedBeforeItRanIsCountedFailed(t *testing.T) {
 	srv.Kubelet().FailImagePulls("registry.example/missing:1", "")
 	j := newJob("unpulled", 1, 1)
 	j.Spec.Template.Spec.Containers[0].Image = "registry.example/missing:1"
-	j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{Action: batchv1.PodFailurePolicyActionIgnore,
-		OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget}}}}}
+	j.Spec.PodFailurePolicy = ignoreDisruptions()
 	create(t, c, j)
 	apiservertest.WaitIdle(t, srv)
 	ps := pods(t, c)
