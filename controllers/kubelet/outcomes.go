@@ -150,9 +150,18 @@ func (o *outcomes) plan(pod *corev1.Pod, c *container) (Exit, bool) {
 // code is also that of containers the kubelet kills otherwise (what still
 // runs when a pod ends, a restart for a resize).
 func (o *outcomes) stopPlan(pod *corev1.Pod) (after time.Duration, code int32) {
+	after, code = o.stopRule(pod)
+	if grace := gracePeriod(pod); after > grace {
+		return grace, sigkillExitCode
+	}
+	return after, code
+}
+
+// stopRule is how long the pod's containers take to stop after a SIGTERM
+// and the code they exit with, by the rules alone.
+func (o *outcomes) stopRule(pod *corev1.Pod) (after time.Duration, code int32) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	grace := gracePeriod(pod)
 	var delayed, coded bool
 	code = sigtermExitCode
 	for _, r := range o.rules { // the latest added first
@@ -166,18 +175,19 @@ func (o *outcomes) stopPlan(pod *corev1.Pod) (after time.Duration, code int32) {
 			code, coded = *r.StopExitCode, true
 		}
 	}
-	if after > grace {
-		return grace, sigkillExitCode
-	}
 	return after, code
 }
 
 // gracePeriod is the time the kubelet gives a deleted pod's containers
-// to stop: the deletion's grace period (what the server set, which a
-// later delete only lowers), else the pod's terminationGracePeriodSeconds
-// (calculateEffectiveGracePeriod), at least 2 s (killContainer's
-// minimum).
-func gracePeriod(pod *corev1.Pod) time.Duration {
+// to stop, at least 2 s (killContainer's minimum): podGrace.
+func gracePeriod(pod *corev1.Pod) time.Duration { return max(podGrace(pod), minimumGrace) }
+
+// podGrace is the grace period the kubelet kills a pod's containers with:
+// the deletion's (what the server set, which a later delete only lowers),
+// else the pod's terminationGracePeriodSeconds
+// (calculateEffectiveGracePeriod); sidecars wait for their turn no longer
+// (waitForTurn).
+func podGrace(pod *corev1.Pod) time.Duration {
 	grace := 30 * time.Second
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
 		grace = time.Duration(*g) * time.Second
@@ -185,7 +195,7 @@ func gracePeriod(pod *corev1.Pod) time.Duration {
 	if g := pod.DeletionGracePeriodSeconds; g != nil {
 		grace = time.Duration(*g) * time.Second
 	}
-	return max(grace, minimumGrace)
+	return grace
 }
 
 // AddRule adds a rule for containers that start from now on (the latest
@@ -205,7 +215,8 @@ func (k *Kubelet) AddRule(r Rule) (remove func()) {
 // Exit makes the named container of the pod exit with code now, as its
 // process ending: the pod's restartPolicy (or the container's) decides
 // whether it restarts. An empty container name is every running container
-// of the pod (Complete and Fail use it).
+// of the pod but its sidecars, which the kubelet stops once the regular
+// containers have ended (Complete and Fail use it).
 func (k *Kubelet) Exit(ctx context.Context, namespace, pod, containerName string, code int32) error {
 	return k.ExitWith(ctx, namespace, pod, containerName, Exit{Code: code})
 }
@@ -216,7 +227,7 @@ func (k *Kubelet) ExitWith(ctx context.Context, namespace, pod, containerName st
 	return k.act(namespace, pod, func(r *podRuntime, now time.Time) error {
 		var hit bool
 		for _, c := range r.all() {
-			if (containerName == "" || c.spec.Name == containerName) && c.instance.running() {
+			if (containerName == "" && !c.sidecar || c.spec.Name == containerName) && c.instance.running() {
 				c.exitAt, c.exitAs, hit = now, e, true
 			}
 		}

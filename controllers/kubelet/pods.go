@@ -125,10 +125,10 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 	}
 	now := k.clock.Now()
 	if pod.DeletionTimestamp != nil && r.stopping.IsZero() {
-		after, code := k.outcomes.stopPlan(pod)
-		r.startStopping(now, after, code)
-	} else if kill := now.Add(gracePeriod(pod)); !r.stopping.IsZero() && kill.Before(r.stopAt) {
-		r.stopAt, r.stopCode = kill, sigkillExitCode // deleted again, sooner: killed then if not stopped
+		after, code := k.outcomes.stopRule(pod)
+		r.startStopping(now, after, code, podGrace(pod))
+	} else if !r.stopping.IsZero() {
+		r.lowerGrace(now.Add(gracePeriod(pod)))
 	}
 	deadline := r.checkDeadline(pod, now)
 	var podEvents []event
@@ -136,31 +136,55 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 		r.sandbox = k.mount(pod, r, now) // the admission status is written: volumes, then the sandbox
 	}
 	r.admitted = true
-	if r.sandbox && r.stopping.IsZero() && !terminal(pod) && !r.pastDeadline {
+	if r.sandbox && r.stopping.IsZero() && !r.killing && !terminal(pod) && !r.pastDeadline {
 		podEvents = append(podEvents, k.resize(pod, r, n, now, k.plans())...)
 	} else {
 		r.inProgress, r.pending = nil, nil // a deleted or finished pod's resize is dropped
 	}
 	r.advance(pod, now, k.plans())
+	status, stopSidecars := k.status(pod, r, n, now)
+	podEvents, r.podEvents = append(r.podEvents, podEvents...), nil
+	w := podWork{status: status, events: r.takeEvents(), podEvents: podEvents, deadline: deadline, version: r.version, next: r.next(pod, now)}
+	restart := r.exitsSeen(pod)
+	if added := r.reportedAdded(); r.sandboxDue(pod) || added || restart || r.inProgress != nil || stopSidecars {
+		w.next = now // the sandbox and containers start (a resize is actuated) at the next sync
+	}
+	if retry := now.Add(deferredRetry); r.pending != nil && (w.next.IsZero() || retry.Before(w.next)) {
+		w.next = retry
+	}
+	k.end(pod, r, n, &w)
+	return w, true
+}
+
+// status is the pod's status as r runs it at now; what still runs of a
+// pod that ended is killed first. A pod whose regular containers all
+// ended for good while its sidecars run is reported Running, then its
+// sidecars are stopped (computePodActions' KillPod): stopSidecars.
+func (k *Kubelet) status(pod *corev1.Pod, r *podRuntime, n *node, now time.Time) (status corev1.PodStatus, stopSidecars bool) {
 	k.terminationMessages(pod, r)
-	status := podStatus(pod, r, n.internalIP(), now)
+	status = podStatus(pod, r, n.internalIP(), now)
 	if phaseOver(status.Phase) && !r.stopped() {
 		_, code := k.outcomes.stopPlan(pod)
 		r.kill(now, code) // the pod is over: what still runs is stopped (killPod)
 		k.terminationMessages(pod, r)
 		status = podStatus(pod, r, n.internalIP(), now)
 	}
-	podEvents, r.podEvents = append(r.podEvents, podEvents...), nil
-	w := podWork{status: status, events: r.takeEvents(), podEvents: podEvents, deadline: deadline, version: r.version, next: r.next(pod, now)}
-	restart := r.exitsSeen(pod)
-	if added := r.reportedAdded(); r.sandboxDue(pod) || added || restart || r.inProgress != nil {
-		w.next = now // the sandbox and containers start (a resize is actuated) at the next sync
+	stopSidecars = status.Phase == corev1.PodRunning && r.stopping.IsZero() && !r.killing && r.mainOver(pod)
+	if stopSidecars {
+		after, code := k.outcomes.stopRule(pod)
+		r.stopSidecars(now, after, code, podGrace(pod))
 	}
-	if retry := now.Add(deferredRetry); r.pending != nil && (w.next.IsZero() || retry.Before(w.next)) {
-		w.next = retry
-	}
+	return status, stopSidecars
+}
+
+// end marks r over once its phase ended and nothing runs (its address and
+// room on the node given back), gives the status of a pod the kubelet is
+// done with TerminatePod's touches, and says to remove a deleted pod whose
+// containers all stopped.
+func (k *Kubelet) end(pod *corev1.Pod, r *podRuntime, n *node, w *podWork) {
 	if over := phaseOver(w.status.Phase) && r.stopped(); over && !r.over {
 		r.over = true
+		r.endBackOffs()
 		k.releaseIPLocked(r)               // the sandbox is gone; the status keeps the address
 		k.retryDeferredLocked(n.spec.Name) // it leaves room on the node
 	}
@@ -170,7 +194,6 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 	if !r.stopping.IsZero() && r.stopped() {
 		r.deleted, w.remove = true, true
 	}
-	return w, true
 }
 
 // releaseIPLocked gives r's sandbox address back to its node's pool, once

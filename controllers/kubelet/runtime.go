@@ -42,10 +42,9 @@ type podRuntime struct {
 	ephemeral []*container
 	// initFailed: a regular init container failed and may not restart.
 	initFailed bool
-	// stopping is when the pod's deletion was seen; stopAt when its
-	// containers have stopped, with stopCode.
-	stopping, stopAt time.Time
-	stopCode         int32
+	// stopping is when the pod's deletion was seen (its containers were
+	// SIGTERMed: orderStops); killBy the end of its grace period.
+	stopping, killBy time.Time
 	// deleted: the kubelet deleted the pod (grace 0) after its final
 	// status.
 	deleted bool
@@ -59,6 +58,11 @@ type podRuntime struct {
 	// ipReleased: its sandbox's address went back to the node's pool.
 	// pastDeadline: it outlived its activeDeadlineSeconds (deadline.go).
 	over, ipReleased, pastDeadline bool
+	// killing: its regular containers all ended for good and its sidecars
+	// are being stopped (stopSidecars): nothing starts again.
+	killing bool
+	// initialized: a status of the pod said Initialized True (it stays).
+	initialized bool
 	// rejection, when set, is why the kubelet rejected the pod at
 	// admission (admit.go): it never ran.
 	rejection *rejection
@@ -104,6 +108,10 @@ type container struct {
 	// restartAt, when not zero, is when a crashed container may start
 	// again (CrashLoopBackOff until then).
 	restartAt time.Time
+	// endedInBackOff: the pod ended (not deleted) while the container
+	// waited out its back-off; the kubelet's last status shows it waiting,
+	// and TerminatePod ends it (terminate).
+	endedInBackOff bool
 	// exitAt, exitAs: the current instance exits then, so (zero: runs
 	// on).
 	exitAt time.Time
@@ -215,8 +223,8 @@ func (r *podRuntime) advance(pod *corev1.Pod, now time.Time, plans planner) {
 	if !r.sandbox {
 		return // admitted: the sandbox starts at the next sync
 	}
-	if !r.stopping.IsZero() {
-		r.stop(now)
+	if !r.stopping.IsZero() || r.killing {
+		r.stopsDue(now)
 		return
 	}
 	if r.over || r.pastDeadline {
@@ -241,19 +249,27 @@ func (r *podRuntime) step(pod *corev1.Pod, now time.Time, plans planner) bool {
 			return true
 		}
 	}
+	// An init container starts once the one before it has done its part
+	// (a regular one exited 0, a sidecar started); one started goes on
+	// whatever those before it do. The regular containers start once the
+	// last has, and go on once one of them has started: the pod has
+	// initialized, a sidecar's restarts hold nothing back
+	// (computeInitContainerActions).
+	done := true
 	for _, c := range r.init {
+		if !done && c.instance.started.IsZero() {
+			break
+		}
 		if changed := c.advance(now, restartable(pod, c, c.instance.exitCode), plans, pod); changed {
 			if c.failedForGood(pod) {
 				r.initFailed = true
 			}
 			return true
 		}
-		if !c.sidecar && !c.succeeded() {
-			return false // the next init container waits for this one
-		}
-		if c.sidecar && !c.started(now) {
-			return false
-		}
+		done = c.sidecar && c.started(now) || !c.sidecar && c.succeeded()
+	}
+	if !done && !r.mainStarted() {
+		return false
 	}
 	for _, c := range r.main {
 		if c.advance(now, restartable(pod, c, c.instance.exitCode), plans, pod) {
@@ -261,6 +277,25 @@ func (r *podRuntime) step(pod *corev1.Pod, now time.Time, plans planner) bool {
 		}
 	}
 	return false
+}
+
+// exitDue makes the first container exit that is due of a pod whose
+// containers are being stopped, and reports whether there was one (no
+// restart follows it).
+func (r *podRuntime) exitDue(now time.Time) bool {
+	for _, c := range r.all() {
+		if c.exitDue(now) {
+			c.exitUnseen = false
+			return true
+		}
+	}
+	return false
+}
+
+// mainStarted: a regular container has started once (the pod has
+// initialized: HasAnyActiveRegularContainerStarted).
+func (r *podRuntime) mainStarted() bool {
+	return slices.ContainsFunc(r.main, func(c *container) bool { return !c.instance.started.IsZero() })
 }
 
 // terminal: the pod's phase is Succeeded or Failed, as written.
@@ -276,9 +311,7 @@ func (c *container) advance(now time.Time, restart bool, plans planner, pod *cor
 		return c.create(now, plans, pod)
 	case c.probeFailures(pod, now, plans):
 		return true
-	case c.instance.running() && !c.exitAt.IsZero() && !now.Before(c.exitAt):
-		c.exit(c.exitAt, c.exitAs)
-		c.exitUnseen = true
+	case c.exitDue(now):
 		return true
 	case c.instance.terminated() && restart && c.restartAt.IsZero() && !c.exitUnseen:
 		c.scheduleRestart(pod)
@@ -292,6 +325,17 @@ func (c *container) advance(now time.Time, restart bool, plans planner, pod *cor
 		return true
 	}
 	return false
+}
+
+// exitDue ends the running instance if its exit is due, and reports
+// whether it did.
+func (c *container) exitDue(now time.Time) bool {
+	if !c.instance.running() || c.exitAt.IsZero() || now.Before(c.exitAt) {
+		return false
+	}
+	c.exit(c.exitAt, c.exitAs)
+	c.exitUnseen = true
+	return true
 }
 
 // create creates and starts the container, unless its image cannot be
@@ -523,28 +567,143 @@ func restartRule(spec *corev1.Container, code int32) bool {
 	return false
 }
 
-// stop stops every running container at stopAt, as the kubelet kills a
-// deleted pod's.
-func (r *podRuntime) stop(now time.Time) {
-	if now.Before(r.stopAt) {
-		return
+// startStopping begins stopping the deleted pod's containers at now
+// (orderStops), none to restart: the kubelet records Killing for each as
+// it begins, before the containers end.
+func (r *podRuntime) startStopping(now time.Time, after time.Duration, code int32, grace time.Duration) {
+	r.stopping, r.killBy = now, now.Add(max(grace, minimumGrace))
+	r.announceKill()
+	for _, c := range r.all() {
+		c.restartAt = time.Time{}
+		c.endedInBackOff = c.endedInBackOff && r.over // deleted: it would not restart (ShouldContainerBeRestarted)
 	}
-	r.exitAll(r.stopAt, r.stopCode)
+	r.orderStops(now, after, code, grace)
 }
 
-// startStopping begins stopping the deleted pod's containers at now, to
-// end at now+after with code: the kubelet records Killing for each as it
-// sends the SIGTERM, before the containers end.
-func (r *podRuntime) startStopping(now time.Time, after time.Duration, code int32) {
-	r.stopping, r.stopAt, r.stopCode = now, now.Add(after), code
-	r.announceKill()
+// lowerGrace kills at kill, with 137, what still runs of a deleted pod
+// and would end later, when kill is before the end of its grace period:
+// it was deleted again with a shorter one.
+func (r *podRuntime) lowerGrace(kill time.Time) {
+	if !kill.Before(r.killBy) {
+		return
+	}
+	r.killBy = kill
+	for _, c := range r.all() {
+		if c.instance.running() && kill.Before(c.exitAt) {
+			c.exitAt, c.exitAs = kill, Exit{Code: sigkillExitCode}
+		}
+	}
+}
+
+// orderStops sets when each running container ends, SIGTERMed from now
+// with grace (kuberuntime_termination_order.go, killContainer): the
+// regular and ephemeral ones after after with code, or 137 once their
+// grace (at least 2 s) is over; then the sidecars, the last first, each
+// once every regular container and the sidecar after it (if that one
+// runs) have stopped, but waiting no longer than grace, with what remains
+// of it in whole seconds (at least 2 s). A container due to end sooner by
+// itself does.
+func (r *podRuntime) orderStops(now time.Time, after time.Duration, code int32, grace time.Duration) {
+	end := func(c *container, sent time.Time) time.Time {
+		left := max(grace-sent.Sub(now).Truncate(time.Second), minimumGrace)
+		at, exit := sent.Add(after), Exit{Code: code}
+		if after > left {
+			at, exit = sent.Add(left), Exit{Code: sigkillExitCode}
+		}
+		if c.exitAt.IsZero() || at.Before(c.exitAt) {
+			c.exitAt, c.exitAs = at, exit
+		}
+		return c.exitAt
+	}
+	mainsEnd := now // every regular container stopped (not the ephemeral ones)
+	for _, c := range r.main {
+		if c.instance.running() {
+			mainsEnd = later(mainsEnd, end(c, now))
+		}
+	}
+	for _, c := range r.ephemeral {
+		if c.instance.running() {
+			end(c, now)
+		}
+	}
+	turn := mainsEnd
+	for _, c := range slices.Backward(r.init) {
+		switch {
+		case c.sidecar && c.instance.running():
+			turn = end(c, earlier(turn, now.Add(max(grace, 0))))
+		case c.sidecar:
+			turn = mainsEnd // the next waits for no sidecar
+		}
+	}
+}
+
+// stopsDue ends the containers of a pod being stopped once the last of
+// them is due, each at its own time: the kubelet, blocked in its kill
+// until every container has stopped, writes the pod's status before and
+// after it, not between. It reports whether it ended any.
+func (r *podRuntime) stopsDue(now time.Time) bool {
+	for _, c := range r.all() {
+		if c.instance.running() && (c.exitAt.IsZero() || now.Before(c.exitAt)) {
+			return false
+		}
+	}
+	var any bool
+	for r.exitDue(now) {
+		any = true
+	}
+	return any
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // kill stops every running container at t with code (the SIGTERM's
-// outcome) and cancels restarts, as the kubelet's killPod.
+// outcome) and cancels restarts, as the kubelet's killPod for a pod that
+// ended.
 func (r *podRuntime) kill(t time.Time, code int32) {
 	r.announceKill()
+	r.endBackOffs()
 	r.exitAll(t, code)
+}
+
+// mainOver: every regular container has ended and none will restart
+// (computePodActions' keepCount 0 with nothing to start).
+func (r *podRuntime) mainOver(pod *corev1.Pod) bool {
+	return !slices.ContainsFunc(r.main, func(c *container) bool {
+		return !c.instance.terminated() || restartable(pod, c, c.instance.exitCode)
+	})
+}
+
+// stopSidecars stops what runs of a pod whose regular containers have all
+// ended for good, its sidecars (killPod, keepCount 0): Killing for each at
+// once, then in order (orderStops); nothing restarts.
+func (r *podRuntime) stopSidecars(now time.Time, after time.Duration, code int32, grace time.Duration) {
+	r.killing = true
+	r.announceKill()
+	r.endBackOffs()
+	r.orderStops(now, after, code, grace)
+}
+
+// endBackOffs marks the containers waiting out a back-off as the pod ends
+// without a deletion: the kubelet would still restart them
+// (ShouldContainerBeRestarted), so its last status shows them waiting.
+func (r *podRuntime) endBackOffs() {
+	for _, c := range r.all() {
+		if !c.restartAt.IsZero() {
+			c.endedInBackOff, c.restartAt = true, time.Time{}
+		}
+	}
 }
 
 func (r *podRuntime) announceKill() {
@@ -584,7 +743,6 @@ func (r *podRuntime) next(pod *corev1.Pod, now time.Time) time.Time {
 			next = t
 		}
 	}
-	consider(r.stopAt)
 	if !r.pastDeadline {
 		consider(r.deadline(pod))
 	}

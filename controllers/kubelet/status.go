@@ -183,7 +183,7 @@ func containerStatus(pod *corev1.Pod, c *container, waiting string, now time.Tim
 			*s.Started = c.started(now)
 			s.Ready = c.isReady(now) && (!c.init || c.sidecar) // a regular init container is ready once it completed
 		}
-	case !c.restartAt.IsZero() && now.Before(c.restartAt):
+	case c.endedInBackOff || !c.restartAt.IsZero() && now.Before(c.restartAt):
 		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
 			Message: fmt.Sprintf("back-off %v restarting failed container=%s pod=%s", c.wait, c.spec.Name, podDesc(pod))}
 		s.LastTerminationState.Terminated = terminated(i)
@@ -256,15 +256,20 @@ func normalizeImage(image string) (name, id string) {
 }
 
 // phase is getPhase over the statuses: Pending until initialized and
-// every container has started once, Running while one runs or will
-// restart, then Succeeded or Failed by the exit codes (a deleted pod's
-// too, whatever its restart policy).
+// every container has started once, Running while one (a sidecar too)
+// runs or will restart, then Succeeded or Failed by the regular
+// containers' exit codes (a deleted pod's too, whatever its restart
+// policy).
 func phase(pod *corev1.Pod, r *podRuntime, init, main []corev1.ContainerStatus) corev1.PodPhase {
 	if r.initFailed {
 		return corev1.PodFailed
 	}
+	running, stopped, succeeded, restartableStopped := 0, 0, 0, 0
 	for _, s := range init {
 		c := r.byName(s.Name)
+		if c.sidecar && s.State.Running != nil {
+			running++
+		}
 		if !c.sidecar && s.State.Terminated == nil && (s.LastTerminationState.Terminated == nil || s.LastTerminationState.Terminated.ExitCode == 0) {
 			return corev1.PodPending
 		}
@@ -272,7 +277,6 @@ func phase(pod *corev1.Pod, r *podRuntime, init, main []corev1.ContainerStatus) 
 			return corev1.PodPending
 		}
 	}
-	running, stopped, succeeded, restartableStopped := 0, 0, 0, 0
 	for _, s := range main {
 		switch term := s.State.Terminated; {
 		case s.State.Running != nil:
@@ -400,10 +404,15 @@ func initializedCondition(pod *corev1.Pod, r *podRuntime, s corev1.PodStatus) co
 			incomplete = append(incomplete, c.Name)
 		}
 	}
-	if len(incomplete) > 0 {
+	// A pod once initialized stays so (RestartAllContainersOnContainerExits,
+	// beta and on in v1.37): a sidecar's restart, before any regular
+	// container could start, does not undo it. The kubelet reads its own
+	// last status (the status manager's), which r.initialized remembers.
+	if len(incomplete) > 0 && !r.initialized {
 		return corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionFalse, Reason: "ContainersNotInitialized",
 			Message: fmt.Sprintf("containers with incomplete status: %s", incomplete)}
 	}
+	r.initialized = true
 	return corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionTrue}
 }
 
