@@ -640,18 +640,15 @@ func (r *podRuntime) orderStops(now time.Time, after time.Duration, code int32, 
 // stopsDue ends the containers of a pod being stopped once the last of
 // them is due, each at its own time: the kubelet, blocked in its kill
 // until every container has stopped, writes the pod's status before and
-// after it, not between. It reports whether it ended any.
-func (r *podRuntime) stopsDue(now time.Time) bool {
+// after it, not between.
+func (r *podRuntime) stopsDue(now time.Time) {
 	for _, c := range r.all() {
 		if c.instance.running() && (c.exitAt.IsZero() || now.Before(c.exitAt)) {
-			return false
+			return
 		}
 	}
-	var any bool
 	for r.exitDue(now) {
-		any = true
 	}
-	return any
 }
 
 func later(a, b time.Time) time.Time {
@@ -674,7 +671,11 @@ func earlier(a, b time.Time) time.Time {
 func (r *podRuntime) kill(t time.Time, code int32) {
 	r.announceKill()
 	r.endBackOffs()
-	r.exitAll(t, code)
+	for _, c := range r.all() {
+		if c.instance.running() {
+			c.exit(t, Exit{Code: code})
+		}
+	}
 }
 
 // mainOver: every regular container has ended and none will restart
@@ -711,15 +712,6 @@ func (r *podRuntime) announceKill() {
 		if c.instance.running() {
 			c.events = append(c.events, event{corev1.EventTypeNormal, "Killing", "Stopping container " + c.spec.Name})
 		}
-	}
-}
-
-func (r *podRuntime) exitAll(t time.Time, code int32) {
-	for _, c := range r.all() {
-		if c.instance.running() {
-			c.exit(t, Exit{Code: code})
-		}
-		c.restartAt = time.Time{}
 	}
 }
 

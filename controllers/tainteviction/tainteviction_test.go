@@ -128,6 +128,7 @@ type env struct {
 // start starts a server with one node, its kubelet and the taint eviction
 // controller, on a fake clock.
 func start(t *testing.T) env {
+	t.Helper()
 	clock := clocktesting.NewFakeClock(time.Now())
 	srv := apiservertest.Start(t, apiservertest.WithOptions(apiserver.Options{Nodes: controllers.Nodes(1), Clock: clock,
 		Controllers: []controllers.Name{controllers.ServiceAccount, controllers.Kubelet, controllers.TaintEviction}}))
@@ -138,6 +139,7 @@ func start(t *testing.T) env {
 
 // pod creates a pod on node-0 with tolerations.
 func (e env) pod(t *testing.T, name string, tolerations ...corev1.Toleration) *corev1.Pod {
+	t.Helper()
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 		Spec: corev1.PodSpec{NodeName: "node-0", Tolerations: tolerations, Containers: []corev1.Container{{Name: "c", Image: "nginx:1"}}}}
 	created, err := e.client.CoreV1().Pods("default").Create(t.Context(), p, metav1.CreateOptions{})
