@@ -260,9 +260,6 @@ func (k *Kubelet) forgetLocked(key string, keep types.UID) {
 	}
 }
 
-// patchStatus writes status as the kubelet's status manager does: a
-// strategic merge patch from the pod's status, with its UID as a
-// precondition; nothing when nothing changed.
 // statusBase is the pod whose status the kubelet's next patch is computed
 // against: the informer's copy, or the server's answer to the kubelet's
 // last patch when the informer has not shown it yet. Against the informer's
@@ -273,7 +270,12 @@ func (k *Kubelet) forgetLocked(key string, keep types.UID) {
 func (k *Kubelet) statusBase(pod *corev1.Pod) *corev1.Pod {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	r := k.running[pod.UID]
+	return k.running[pod.UID].lastStatus(pod)
+}
+
+// lastStatus is the newer of pod, the informer's copy, and the server's
+// answer to the kubelet's last status patch of it. Called with k.mu held.
+func (r *podRuntime) lastStatus(pod *corev1.Pod) *corev1.Pod {
 	if r == nil || r.reported == nil {
 		return pod
 	}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeembed/apiserver/controllers/kubelet"
@@ -163,8 +164,8 @@ func TestSidecarBackingOffWhenThePodEnds(t *testing.T) {
 
 	// Past the back-off, a sync (the pod's labels changed) writes the same.
 	e.clock.Step(time.Minute)
-	p.Labels = map[string]string{"synced": "again"}
-	_, err := e.client.CoreV1().Pods("default").Update(t.Context(), p, metav1.UpdateOptions{})
+	_, err := e.client.CoreV1().Pods("default").Patch(t.Context(), "ending", types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"synced":"again"}}}`), metav1.PatchOptions{}) // the kubelet may write meanwhile
 	require.NoError(t, err)
 	apiservertest.WaitIdle(t, e.srv)
 	got, err := e.client.CoreV1().Pods("default").Get(t.Context(), "ending", metav1.GetOptions{})

@@ -321,7 +321,8 @@ func (r *podRuntime) byName(name string) *container {
 // conditions are the pod's: others' first, then the kubelet's in its order
 // (PodReadyToStartContainers, Initialized, Ready, ContainersReady,
 // PodScheduled); a condition keeps its lastTransitionTime while its status
-// stays.
+// stays (against the kubelet's last status, as the status manager keeps
+// it).
 func conditions(pod *corev1.Pod, r *podRuntime, s corev1.PodStatus, now time.Time) []corev1.PodCondition {
 	var out []corev1.PodCondition
 	for _, c := range pod.Status.Conditions {
@@ -343,9 +344,10 @@ func conditions(pod *corev1.Pod, r *podRuntime, s corev1.PodStatus, now time.Tim
 		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
 	}
 	t := metav1.NewTime(now.Truncate(time.Second))
+	last := r.lastStatus(pod).Status.Conditions // the informer may not show the kubelet's last status yet
 	for i := range mine {
 		mine[i].ObservedGeneration, mine[i].LastTransitionTime = pod.Generation, t
-		for _, old := range pod.Status.Conditions {
+		for _, old := range last {
 			if old.Type == mine[i].Type && old.Status == mine[i].Status {
 				mine[i].LastTransitionTime = old.LastTransitionTime
 			}
