@@ -35,15 +35,17 @@ type Rule struct {
 	// Exit, when set, ends each instance of the containers (a restarted
 	// container exits again).
 	Exit *Exit
-	// StopAfter is how long the containers take to stop once the pod is
-	// deleted (a process slow to handle SIGTERM). Default 0: at once, so a
+	// StopAfter is how long the containers take to stop once the kubelet
+	// stops them, as the pod is deleted or ends with something running
+	// (past its active deadline, its sidecars once its regular containers
+	// ended): a process slow to handle SIGTERM. Default 0: at once, so a
 	// deleted pod is gone within milliseconds, Terminating only briefly.
 	// Past the pod's grace period (terminationGracePeriodSeconds, or the
 	// deletion's; at least 2 s, as the kubelet gives), the runtime kills
 	// them with SIGKILL then: exit code 137, whatever StopExitCode says.
 	StopAfter time.Duration
 	// StopExitCode, when set, is the exit code of the containers the
-	// pod's deletion stops. Default 143: a process ended by the SIGTERM
+	// kubelet stops. Default 143: a process ended by the SIGTERM
 	// the kubelet sends, as one that does not handle it ends (the pod
 	// ends Failed, and a Job counts it failed); 0 for a process that
 	// exits cleanly on SIGTERM (the pod ends Succeeded).

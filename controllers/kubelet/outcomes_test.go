@@ -311,15 +311,20 @@ func TestActiveDeadlineOfAPodThatNeverRan(t *testing.T) {
 }
 
 // A pod active longer than its activeDeadlineSeconds fails as the kubelet
-// fails it: phase Failed with reason DeadlineExceeded, what runs killed
-// (exit 143, Killing), the DeadlineExceeded event counted four times, no
-// restart after; a pod without the field, or one that finished before its
-// deadline, is left as it is; a deadline lowered while the pod runs is read
-// at once.
+// fails it: what runs is stopped (Killing) as on a deletion, with the
+// pod's grace period, the pod written Running and not ready meanwhile
+// (mergePodStatus holds a terminal phase while containers may run), then
+// phase Failed with reason DeadlineExceeded, the containers terminated
+// (143), the DeadlineExceeded event counted four times (twice before the
+// kill), no restart after; a pod without the field, or one that finished
+// before its deadline, is left as it is; a deadline lowered while the pod
+// runs is read at once.
 func TestActiveDeadline(t *testing.T) {
 	t.Parallel()
 	e := start(t)
+	e.k.AddRule(kubelet.Rule{Namespace: "default", Selector: labels.SelectorFromSet(labels.Set{"slow": "yes"}), StopAfter: 5 * time.Second})
 	deadlined := simplePod("deadlined")
+	deadlined.Labels = map[string]string{"slow": "yes"}
 	deadlined.Spec.ActiveDeadlineSeconds = ptr.To[int64](60)
 	p := e.waitPod(t, e.createPod(t, deadlined), ready)
 	other := e.waitPod(t, e.createPod(t, simplePod("other")), ready)
@@ -337,28 +342,42 @@ func TestActiveDeadline(t *testing.T) {
 	assert.Equal(t, corev1.PodRunning, got.Status.Phase, "a second before its deadline")
 
 	e.clock.Step(time.Second)
+	passed := e.clock.Now().Truncate(time.Second)
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return condition(p, corev1.PodReady).Reason == "PodFailed" })
+	assert.Equal(t, corev1.PodRunning, p.Status.Phase, "not over while its container stops")
+	assert.Empty(t, p.Status.Reason)
+	assert.NotNil(t, status(p, "app").State.Running)
+	assert.Equal(t, corev1.ConditionTrue, condition(p, corev1.PodReadyToStartContainers).Status, "the sandbox runs")
+	written := map[string]int{} // the order of the events' last writes
+	for _, ev := range e.events(t, "default", "deadlined", "DeadlineExceeded", "Killing") {
+		rv, err := strconv.Atoi(ev.ResourceVersion)
+		require.NoError(t, err)
+		written[ev.Reason] = rv
+		if ev.Reason == "DeadlineExceeded" {
+			assert.Equal(t, int32(2), ev.Count, "SyncPod's status and SyncTerminatingPod's before the kill")
+			assert.Equal(t, corev1.EventTypeNormal, ev.Type)
+		}
+	}
+	assert.Less(t, written["DeadlineExceeded"], written["Killing"], "recorded as the status is generated, before the kill")
+
+	e.clock.Step(5 * time.Second)
 	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
 	assert.Equal(t, "DeadlineExceeded", p.Status.Reason)
 	assert.Equal(t, "Pod was active on the node longer than the specified deadline", p.Status.Message)
 	term := status(p, "app").State.Terminated
 	require.NotNil(t, term, "killed")
 	assert.Equal(t, int32(143), term.ExitCode)
+	assert.Equal(t, 5*time.Second, term.FinishedAt.Sub(passed))
 	assert.Equal(t, "PodFailed", condition(p, corev1.PodReady).Reason)
+	assert.Equal(t, corev1.ConditionFalse, condition(p, corev1.PodReadyToStartContainers).Status)
 
 	e.clock.Step(time.Hour)
 	apiservertest.WaitIdle(t, e.srv)
-	events := e.events(t, "default", "deadlined", "DeadlineExceeded", "Killing")
-	written := map[string]int{} // the order of the events' creation
-	for _, ev := range events {
-		rv, err := strconv.Atoi(ev.ResourceVersion)
-		require.NoError(t, err)
-		written[ev.Reason] = rv
+	for _, ev := range e.events(t, "default", "deadlined", "DeadlineExceeded") {
 		if ev.Reason == "DeadlineExceeded" {
 			assert.Equal(t, int32(4), ev.Count, "once for each status the kubelet generates")
-			assert.Equal(t, corev1.EventTypeNormal, ev.Type)
 		}
 	}
-	assert.Less(t, written["DeadlineExceeded"], written["Killing"], "recorded as the status is generated, before the kill")
 	for name, want := range map[string]*corev1.Pod{"deadlined": p, "other": other, "done": d} {
 		got, err := e.client.CoreV1().Pods("default").Get(t.Context(), name, metav1.GetOptions{})
 		require.NoError(t, err)
@@ -413,4 +432,25 @@ func TestContainerRestartPolicies(t *testing.T) {
 	e.waitPod(t, e.createPod(t, withInit), func(p *corev1.Pod) bool {
 		return len(p.Status.InitContainerStatuses) == 1 && p.Status.InitContainerStatuses[0].RestartCount >= 1 && p.Status.Phase == corev1.PodPending
 	})
+}
+
+// A pod past its active deadline while its init container runs has that
+// container stopped too (143 as SIGTERM ends it, Killing), not left to
+// its own end.
+func TestPastDeadlineStopsARunningInitContainer(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	e.k.AddRule(kubelet.Rule{Namespace: "default", Container: "setup", Exit: &kubelet.Exit{Code: 0, After: time.Hour}})
+	pod := simplePod("initializing")
+	pod.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox:1"}}
+	pod.Spec.ActiveDeadlineSeconds = ptr.To[int64](30)
+	p := e.waitPod(t, e.createPod(t, pod), func(p *corev1.Pod) bool { return status(p, "setup").State.Running != nil })
+	e.clock.Step(30 * time.Second)
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	assert.Equal(t, "DeadlineExceeded", p.Status.Reason)
+	term := status(p, "setup").State.Terminated
+	require.NotNil(t, term)
+	assert.Equal(t, int32(143), term.ExitCode)
+	assert.Nil(t, status(p, "app").State.Running, "never started")
+	e.eventsOf(t, "default", "initializing", "spec.initContainers{setup}", "Killing")
 }

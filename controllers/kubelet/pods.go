@@ -38,7 +38,10 @@ type podWork struct {
 	podEvents, deadline []event
 	// remove: the pod is stopped and deleted; delete it from the API.
 	remove bool
-	next   time.Time
+	// hold: something may still run in the pod; a phase turning Succeeded
+	// or Failed is not written yet (holdPhase).
+	hold bool
+	next time.Time
 }
 
 type containerEvent struct {
@@ -89,7 +92,11 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 // tries again.
 func (k *Kubelet) report(ctx context.Context, pod *corev1.Pod, work podWork) error {
 	base := k.statusBase(pod)
-	err := k.patchStatus(ctx, base, keepOthers(base, work.status))
+	status := keepOthers(base, work.status)
+	if work.hold {
+		holdPhase(base, &status)
+	}
+	err := k.patchStatus(ctx, base, status)
 	if err == nil && work.remove {
 		err = k.deletePod(ctx, pod)
 	}
@@ -142,11 +149,12 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 		r.inProgress, r.pending = nil, nil // a deleted or finished pod's resize is dropped
 	}
 	r.advance(pod, now, k.plans())
-	status, stopSidecars := k.status(pod, r, n, now)
+	status, killed := k.status(pod, r, n, now)
 	podEvents, r.podEvents = append(r.podEvents, podEvents...), nil
-	w := podWork{status: status, events: r.takeEvents(), podEvents: podEvents, deadline: deadline, version: r.version, next: r.next(pod, now)}
+	w := podWork{status: status, events: r.takeEvents(), podEvents: podEvents, deadline: deadline, version: r.version,
+		next: r.next(pod, now), hold: !r.stopped()}
 	restart := r.exitsSeen(pod)
-	if added := r.reportedAdded(); r.sandboxDue(pod) || added || restart || r.inProgress != nil || stopSidecars {
+	if added := r.reportedAdded(); r.sandboxDue(pod) || added || restart || r.inProgress != nil || killed {
 		w.next = now // the sandbox and containers start (a resize is actuated) at the next sync
 	}
 	if retry := now.Add(deferredRetry); r.pending != nil && (w.next.IsZero() || retry.Before(w.next)) {
@@ -156,25 +164,20 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 	return w, true
 }
 
-// status is the pod's status as r runs it at now; what still runs of a
-// pod that ended is killed first. A pod whose regular containers all
-// ended for good while its sidecars run is reported Running, then its
-// sidecars are stopped (computePodActions' KillPod): stopSidecars.
-func (k *Kubelet) status(pod *corev1.Pod, r *podRuntime, n *node, now time.Time) (status corev1.PodStatus, stopSidecars bool) {
+// status is the pod's status as r runs it at now. What still runs of a
+// pod that ended without a deletion (its regular containers ended for
+// good while its sidecars run, or its phase is over: past its active
+// deadline, an init container failed for good) is stopped (killPod),
+// after this status is written: killed, the pod is synced again at once.
+func (k *Kubelet) status(pod *corev1.Pod, r *podRuntime, n *node, now time.Time) (status corev1.PodStatus, killed bool) {
 	k.terminationMessages(pod, r)
 	status = podStatus(pod, r, n.internalIP(), now)
-	if phaseOver(status.Phase) && !r.stopped() {
-		_, code := k.outcomes.stopPlan(pod)
-		r.kill(now, code) // the pod is over: what still runs is stopped (killPod)
-		k.terminationMessages(pod, r)
-		status = podStatus(pod, r, n.internalIP(), now)
-	}
-	stopSidecars = status.Phase == corev1.PodRunning && r.stopping.IsZero() && !r.killing && r.mainOver(pod)
-	if stopSidecars {
+	ended := phaseOver(status.Phase) || status.Phase == corev1.PodRunning && r.mainOver(pod)
+	if killed = ended && r.stopping.IsZero() && !r.killing && !r.stopped(); killed {
 		after, code := k.outcomes.stopRule(pod)
-		r.stopSidecars(now, after, code, podGrace(pod))
+		r.killPod(now, after, code, podGrace(pod))
 	}
-	return status, stopSidecars
+	return status, killed
 }
 
 // end marks r over once its phase ended and nothing runs (its address and
@@ -184,6 +187,9 @@ func (k *Kubelet) status(pod *corev1.Pod, r *podRuntime, n *node, now time.Time)
 func (k *Kubelet) end(pod *corev1.Pod, r *podRuntime, n *node, w *podWork) {
 	if over := phaseOver(w.status.Phase) && r.stopped(); over && !r.over {
 		r.over = true
+		if r.pastDeadline {
+			w.deadline = append(w.deadline, deadlineExceeded(deadlineEventsAfterKill)...)
+		}
 		r.endBackOffs()
 		k.releaseIPLocked(r)               // the sandbox is gone; the status keeps the address
 		k.retryDeferredLocked(n.spec.Name) // it leaves room on the node

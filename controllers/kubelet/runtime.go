@@ -58,8 +58,8 @@ type podRuntime struct {
 	// ipReleased: its sandbox's address went back to the node's pool.
 	// pastDeadline: it outlived its activeDeadlineSeconds (deadline.go).
 	over, ipReleased, pastDeadline bool
-	// killing: its regular containers all ended for good and its sidecars
-	// are being stopped (stopSidecars): nothing starts again.
+	// killing: it ended without a deletion and what ran in it is being
+	// stopped (killPod): nothing starts again.
 	killing bool
 	// initialized: a status of the pod said Initialized True (it stays).
 	initialized bool
@@ -572,7 +572,9 @@ func restartRule(spec *corev1.Container, code int32) bool {
 // it begins, before the containers end.
 func (r *podRuntime) startStopping(now time.Time, after time.Duration, code int32, grace time.Duration) {
 	r.stopping, r.killBy = now, now.Add(max(grace, minimumGrace))
-	r.announceKill()
+	if !r.killing { // otherwise the kill under way goes on: no second Killing
+		r.announceKill()
+	}
 	for _, c := range r.all() {
 		c.restartAt = time.Time{}
 		c.endedInBackOff = c.endedInBackOff && r.over // deleted: it would not restart (ShouldContainerBeRestarted)
@@ -598,7 +600,8 @@ func (r *podRuntime) lowerGrace(kill time.Time) {
 // orderStops sets when each running container ends, SIGTERMed from now
 // with grace (kuberuntime_termination_order.go, killContainer): the
 // regular and ephemeral ones after after with code, or 137 once their
-// grace (at least 2 s) is over; then the sidecars, the last first, each
+// grace (at least 2 s) is over, so too a running init container that is
+// not a sidecar; then the sidecars, the last first, each
 // once every regular container and the sidecar after it (if that one
 // runs) have stopped, but waiting no longer than grace, with what remains
 // of it in whole seconds (at least 2 s). A container due to end sooner by
@@ -621,8 +624,8 @@ func (r *podRuntime) orderStops(now time.Time, after time.Duration, code int32, 
 			mainsEnd = later(mainsEnd, end(c, now))
 		}
 	}
-	for _, c := range r.ephemeral {
-		if c.instance.running() {
+	for _, c := range slices.Concat(r.ephemeral, r.init) { // a running init container waits for nothing
+		if c.instance.running() && !c.sidecar {
 			end(c, now)
 		}
 	}
@@ -665,19 +668,6 @@ func earlier(a, b time.Time) time.Time {
 	return a
 }
 
-// kill stops every running container at t with code (the SIGTERM's
-// outcome) and cancels restarts, as the kubelet's killPod for a pod that
-// ended.
-func (r *podRuntime) kill(t time.Time, code int32) {
-	r.announceKill()
-	r.endBackOffs()
-	for _, c := range r.all() {
-		if c.instance.running() {
-			c.exit(t, Exit{Code: code})
-		}
-	}
-}
-
 // mainOver: every regular container has ended and none will restart
 // (computePodActions' keepCount 0 with nothing to start).
 func (r *podRuntime) mainOver(pod *corev1.Pod) bool {
@@ -686,10 +676,13 @@ func (r *podRuntime) mainOver(pod *corev1.Pod) bool {
 	})
 }
 
-// stopSidecars stops what runs of a pod whose regular containers have all
-// ended for good, its sidecars (killPod, keepCount 0): Killing for each at
-// once, then in order (orderStops); nothing restarts.
-func (r *podRuntime) stopSidecars(now time.Time, after time.Duration, code int32, grace time.Duration) {
+// killPod stops what runs of a pod that ended without a deletion (its
+// regular containers all ended for good while its sidecars run, or its
+// phase is over: past its active deadline, an init container failed for
+// good): Killing for each at once, then in order with the pod's grace
+// period (orderStops), as SyncPod's or SyncTerminatingPod's killPod;
+// nothing starts again.
+func (r *podRuntime) killPod(now time.Time, after time.Duration, code int32, grace time.Duration) {
 	r.killing = true
 	r.announceKill()
 	r.endBackOffs()

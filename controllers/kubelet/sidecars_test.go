@@ -190,3 +190,65 @@ func TestInitializedStaysTrue(t *testing.T) {
 	assert.Equal(t, corev1.ConditionTrue, condition(p, corev1.PodInitialized).Status)
 	assert.Equal(t, corev1.PodPending, p.Status.Phase)
 }
+
+// A pod past its active deadline has its sidecars stopped after its
+// regular container, the last first, as a deleted pod's (with its grace
+// period: past it, SIGKILL); it is written Failed once all have stopped.
+func TestPastDeadlineStopsItsSidecarsLast(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	e.k.AddRule(kubelet.Rule{Namespace: "default", StopAfter: 20 * time.Second})
+	pod := withSidecars("deadlined", "proxy", "logs")
+	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](10)
+	pod.Spec.ActiveDeadlineSeconds = ptr.To[int64](30)
+	p := e.waitPod(t, e.createPod(t, pod), ready)
+	e.clock.Step(30 * time.Second)
+	passed := e.clock.Now().Truncate(time.Second)
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return condition(p, corev1.PodReady).Reason == "PodFailed" })
+	assert.Equal(t, corev1.PodRunning, p.Status.Phase)
+	e.events(t, "default", "deadlined", "Killing")
+
+	e.clock.Step(10 * time.Second)
+	apiservertest.WaitIdle(t, e.srv)
+	got, err := e.client.CoreV1().Pods("default").Get(t.Context(), "deadlined", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, p.Status, got.Status, "nothing written while the kubelet waits for the sidecars")
+	e.clock.Step(2 * time.Second)
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	assert.Equal(t, "DeadlineExceeded", p.Status.Reason)
+	for c, end := range map[string]time.Duration{"app": 10 * time.Second, "logs": 12 * time.Second, "proxy": 12 * time.Second} {
+		term := status(p, c).State.Terminated
+		require.NotNil(t, term, c)
+		assert.Equal(t, int32(137), term.ExitCode, c)
+		assert.Equal(t, end, term.FinishedAt.Sub(passed), c)
+	}
+}
+
+// A pod whose init container failed for good (restartPolicy Never) has
+// its sidecar stopped with its grace period; it stays Pending until the
+// sidecar has stopped, then is written Failed.
+func TestFailedInitStopsItsSidecars(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	e.k.AddRule(kubelet.Rule{Namespace: "default", StopAfter: 3 * time.Second})
+	e.k.AddRule(kubelet.Rule{Namespace: "default", Container: "setup", Exit: &kubelet.Exit{Code: 1}})
+	pod := withSidecars("init-failed", "proxy")
+	pod.Spec.InitContainers = append(pod.Spec.InitContainers, corev1.Container{Name: "setup", Image: "busybox:1"})
+	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	created := e.createPod(t, pod)
+	p := e.waitPod(t, created, func(p *corev1.Pod) bool { return status(p, "setup").State.Terminated != nil })
+	failed := status(p, "setup").State.Terminated.FinishedAt.Time
+	assert.Equal(t, corev1.PodPending, p.Status.Phase, "not over while its sidecar stops")
+	assert.NotNil(t, status(p, "proxy").State.Running)
+	assert.Equal(t, "PodFailed", condition(p, corev1.ContainersReady).Reason)
+	e.eventsOf(t, "default", "init-failed", "spec.initContainers{proxy}", "Killing")
+
+	e.clock.Step(3 * time.Second)
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	term := status(p, "proxy").State.Terminated
+	require.NotNil(t, term)
+	assert.Equal(t, int32(143), term.ExitCode)
+	assert.Equal(t, 3*time.Second, term.FinishedAt.Sub(failed))
+	assert.Equal(t, int32(1), status(p, "setup").State.Terminated.ExitCode)
+	assert.Nil(t, status(p, "app").State.Running, "never started")
+}

@@ -379,13 +379,24 @@ func keepOthers(base *corev1.Pod, status corev1.PodStatus) corev1.PodStatus {
 	return status
 }
 
+// holdPhase keeps base's phase, reason and message in status when the
+// status would turn base Succeeded or Failed while something may still run
+// in the pod, as the status manager's mergePodStatus does: a pod is not
+// reported over before what ran in it has stopped. Its conditions say it
+// already (Ready False, PodFailed).
+func holdPhase(base *corev1.Pod, status *corev1.PodStatus) {
+	if phaseOver(status.Phase) && !terminal(base) {
+		status.Phase, status.Reason, status.Message = base.Status.Phase, base.Status.Reason, base.Status.Message
+	}
+}
+
 func sandboxCondition(r *podRuntime, phase corev1.PodPhase) corev1.PodCondition {
 	switch {
 	case !r.sandbox:
 		return corev1.PodCondition{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse, Reason: "PodSandboxNotReady", Message: "no pod sandbox exists"}
 	case r.ip == "":
 		return corev1.PodCondition{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse, Reason: "PodSandboxNotReady", Message: "pod sandbox has no IP address"}
-	case phase == corev1.PodSucceeded || phase == corev1.PodFailed || (!r.stopping.IsZero() && r.stopped()):
+	case (phaseOver(phase) || !r.stopping.IsZero()) && r.stopped(): // killPod stops the sandbox after the containers
 		return corev1.PodCondition{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse, Reason: "PodSandboxNotReady", Message: "pod sandbox is not ready"}
 	}
 	return corev1.PodCondition{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue}
