@@ -185,8 +185,9 @@ func (o *outcomes) stopRule(pod *corev1.Pod) (after time.Duration, code int32) {
 func gracePeriod(pod *corev1.Pod) time.Duration { return max(podGrace(pod), minimumGrace) }
 
 // podGrace is the grace period the kubelet kills a pod's containers with:
-// the deletion's (what the server set, which a later delete only lowers),
-// else the pod's terminationGracePeriodSeconds
+// the deletion's as the kubelet first sees it (a later, shorter delete
+// does not touch a kill under way), else the pod's
+// terminationGracePeriodSeconds
 // (calculateEffectiveGracePeriod); sidecars wait for their turn no longer
 // (waitForTurn).
 func podGrace(pod *corev1.Pod) time.Duration {

@@ -133,9 +133,7 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 	now := k.clock.Now()
 	if pod.DeletionTimestamp != nil && r.stopping.IsZero() {
 		after, code := k.outcomes.stopRule(pod)
-		r.startStopping(now, after, code, podGrace(pod))
-	} else if !r.stopping.IsZero() {
-		r.lowerGrace(now.Add(gracePeriod(pod)))
+		r.startStopping(now, after, code, podGrace(pod)) // a later, shorter delete does not touch the kill under way
 	}
 	deadline := r.checkDeadline(pod, now)
 	var podEvents []event

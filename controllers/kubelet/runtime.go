@@ -43,8 +43,8 @@ type podRuntime struct {
 	// initFailed: a regular init container failed and may not restart.
 	initFailed bool
 	// stopping is when the pod's deletion was seen (its containers were
-	// SIGTERMed: orderStops); killBy the end of its grace period.
-	stopping, killBy time.Time
+	// SIGTERMed: orderStops).
+	stopping time.Time
 	// deleted: the kubelet deleted the pod (grace 0) after its final
 	// status.
 	deleted bool
@@ -571,7 +571,7 @@ func restartRule(spec *corev1.Container, code int32) bool {
 // (orderStops), none to restart: the kubelet records Killing for each as
 // it begins, before the containers end.
 func (r *podRuntime) startStopping(now time.Time, after time.Duration, code int32, grace time.Duration) {
-	r.stopping, r.killBy = now, now.Add(max(grace, minimumGrace))
+	r.stopping = now
 	if !r.killing { // otherwise the kill under way goes on: no second Killing
 		r.announceKill()
 	}
@@ -580,21 +580,6 @@ func (r *podRuntime) startStopping(now time.Time, after time.Duration, code int3
 		c.endedInBackOff = c.endedInBackOff && r.over // deleted: it would not restart (ShouldContainerBeRestarted)
 	}
 	r.orderStops(now, after, code, grace)
-}
-
-// lowerGrace kills at kill, with 137, what still runs of a deleted pod
-// and would end later, when kill is before the end of its grace period:
-// it was deleted again with a shorter one.
-func (r *podRuntime) lowerGrace(kill time.Time) {
-	if !kill.Before(r.killBy) {
-		return
-	}
-	r.killBy = kill
-	for _, c := range r.all() {
-		if c.instance.running() && kill.Before(c.exitAt) {
-			c.exitAt, c.exitAs = kill, Exit{Code: sigkillExitCode}
-		}
-	}
 }
 
 // orderStops sets when each running container ends, SIGTERMed from now
