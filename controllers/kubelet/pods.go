@@ -34,7 +34,8 @@ type podWork struct {
 	version string
 	// podEvents are the kubelet's events about the pod itself (resizes),
 	// recorded after the containers'; deadline its active deadline's,
-	// recorded before (generateAPIPodStatus, before the kill).
+	// recorded before them (one per generateAPIPodStatus: the two before
+	// the kill with its Killing events, the two after once all stopped).
 	podEvents, deadline []event
 	// remove: the pod is stopped and deleted; delete it from the API.
 	remove bool
@@ -179,7 +180,8 @@ func (k *Kubelet) status(pod *corev1.Pod, r *podRuntime, n *node, now time.Time)
 }
 
 // end marks r over once its phase ended and nothing runs (its address and
-// room on the node given back), gives the status of a pod the kubelet is
+// room on the node given back, a passed deadline's last events added to
+// w), gives the status of a pod the kubelet is
 // done with TerminatePod's touches, and says to remove a deleted pod whose
 // containers all stopped.
 func (k *Kubelet) end(pod *corev1.Pod, r *podRuntime, n *node, w *podWork) {
