@@ -96,6 +96,12 @@ type Kubelet struct {
 	// that serves them.
 	streams *streams
 	server  *http.Server
+	// hooks is the context of the test's handlers that run preStop hooks
+	// (hooks.go), cancelled as Run returns.
+	hooks struct {
+		ctx    context.Context
+		cancel context.CancelFunc
+	}
 }
 
 // New returns the simulated kubelet of cfg's server, which registers
@@ -113,6 +119,7 @@ func New(cfg controllers.Config) (*Kubelet, error) {
 		timers: map[string]clock.Timer{}, registered: make(chan struct{}), streams: newStreams(),
 	}
 	k.server = k.newServer()
+	k.hooks.ctx, k.hooks.cancel = context.WithCancel(context.Background())
 	if k.clock == nil {
 		k.clock = clock.RealClock{}
 	}
@@ -180,6 +187,7 @@ func deleted(obj any) any {
 func (k *Kubelet) Run(ctx context.Context) {
 	defer k.ShutDown()
 	defer k.stopTimers()
+	defer k.hooks.cancel()
 	defer k.Events.Start()()
 	go k.registerInitial(ctx)
 	k.mu.Lock()

@@ -135,6 +135,7 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 	if pod.DeletionTimestamp != nil && r.stopping.IsZero() {
 		after, code := k.outcomes.stopRule(pod)
 		r.startStopping(now, after, code, podGrace(pod)) // a later, shorter delete does not touch the kill under way
+		k.startHooks(pod, r)
 	}
 	deadline := r.checkDeadline(pod, now)
 	var podEvents []event
@@ -175,6 +176,7 @@ func (k *Kubelet) status(pod *corev1.Pod, r *podRuntime, n *node, now time.Time)
 	if killed = ended && r.stopping.IsZero() && !r.killing && !r.stopped(); killed {
 		after, code := k.outcomes.stopRule(pod)
 		r.killPod(now, after, code, podGrace(pod))
+		k.startHooks(pod, r)
 	}
 	return status, killed
 }

@@ -45,6 +45,9 @@ type podRuntime struct {
 	// stopping is when the pod's deletion was seen (its containers were
 	// SIGTERMed: orderStops).
 	stopping time.Time
+	// stops is the kill ordered last (orderStops), ordered again as
+	// preStop hooks end.
+	stops stopOrder
 	// deleted: the kubelet deleted the pod (grace 0) after its final
 	// status.
 	deleted bool
@@ -142,6 +145,9 @@ type container struct {
 	pullBackOff time.Duration
 	pullUpdate  time.Time
 	pullErr     string
+	// preStop is its preStop hook's run, once the kubelet began to kill
+	// it (hooks.go).
+	preStop *hook
 }
 
 // run is a container instance: running when finished is zero.
@@ -579,21 +585,47 @@ func (r *podRuntime) startStopping(now time.Time, after time.Duration, code int3
 		c.restartAt = time.Time{}
 		c.endedInBackOff = c.endedInBackOff && r.over // deleted: it would not restart (ShouldContainerBeRestarted)
 	}
+	r.beginPreStops(now, grace)
 	r.orderStops(now, after, code, grace)
 }
 
-// orderStops sets when each running container ends, SIGTERMed from now
-// with grace (kuberuntime_termination_order.go, killContainer): the
-// regular and ephemeral ones after after with code, or 137 once their
+// stopOrder is a kill's start, how long its containers take to stop once
+// signalled and their exit code, and its grace period.
+type stopOrder struct {
+	from  time.Time
+	after time.Duration
+	code  int32
+	grace time.Duration
+}
+
+// reorderStops orders the last kill's stops again: a preStop hook ended.
+func (r *podRuntime) reorderStops() {
+	if o := r.stops; !o.from.IsZero() {
+		r.orderStops(o.from, o.after, o.code, o.grace)
+	}
+}
+
+// orderStops sets when each running container ends, killed from now
+// with grace (kuberuntime_termination_order.go, killContainer): its
+// preStop hook first (hooks.go), then the SIGTERM: the regular and
+// ephemeral ones after after with code, or 137 once their
 // grace (at least 2 s) is over, so too a running init container that is
 // not a sidecar; then the sidecars, the last first, each
 // once every regular container and the sidecar after it (if that one
 // runs) have stopped, but waiting no longer than grace, with what remains
-// of it in whole seconds (at least 2 s). A container due to end sooner by
-// itself does.
+// of it in whole seconds (at least 2 s). The hook and the wait each use
+// up the grace period by their whole seconds. A container due to end
+// sooner by itself does.
 func (r *podRuntime) orderStops(now time.Time, after time.Duration, code int32, grace time.Duration) {
-	end := func(c *container, sent time.Time) time.Time {
-		left := max(grace-sent.Sub(now).Truncate(time.Second), minimumGrace)
+	r.stops = stopOrder{from: now, after: after, code: code, grace: grace}
+	end := func(c *container, turn time.Time) time.Time {
+		hooked, left := now, grace
+		if h := c.preStop; h != nil {
+			hooked = h.over()
+			left -= hooked.Sub(h.start).Truncate(time.Second)
+		}
+		sent := later(hooked, earlier(turn, hooked.Add(max(left, 0))))
+		left = max(left-sent.Sub(hooked).Truncate(time.Second), minimumGrace)
 		at, exit := sent.Add(after), Exit{Code: code}
 		if after > left {
 			at, exit = sent.Add(left), Exit{Code: sigkillExitCode}
@@ -618,7 +650,7 @@ func (r *podRuntime) orderStops(now time.Time, after time.Duration, code int32, 
 	for _, c := range slices.Backward(r.init) {
 		switch {
 		case c.sidecar && c.instance.running():
-			turn = end(c, earlier(turn, now.Add(max(grace, 0))))
+			turn = end(c, turn)
 		case c.sidecar:
 			turn = mainsEnd // the next waits for no sidecar
 		}
@@ -671,6 +703,7 @@ func (r *podRuntime) killPod(now time.Time, after time.Duration, code int32, gra
 	r.killing = true
 	r.announceKill()
 	r.endBackOffs()
+	r.beginPreStops(now, grace)
 	r.orderStops(now, after, code, grace)
 }
 

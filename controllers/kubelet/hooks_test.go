@@ -1,0 +1,212 @@
+package kubelet_test
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubeembed/apiserver/controllers/kubelet"
+	"github.com/kubeembed/apiserver/testing/apiservertest"
+)
+
+// withPreStop is simplePod with containers app (whose preStop hook is h)
+// and web (none), a grace period of grace seconds, held by a finalizer so
+// that its final status can be read.
+func withPreStop(name string, grace int64, h corev1.LifecycleHandler) *corev1.Pod {
+	pod := simplePod(name, "app", "web")
+	pod.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &h}
+	pod.Spec.TerminationGracePeriodSeconds = ptr.To(grace)
+	pod.Finalizers = []string{"example.com/hold"}
+	return pod
+}
+
+// deleteAndWait deletes the pod (with grace seconds, if not nil) and
+// returns it Terminating and when the kubelet saw it deleted (the fake
+// clock stands still until stepped).
+func (e env) deleteAndWait(t *testing.T, p *corev1.Pod, grace *int64) (*corev1.Pod, time.Time) {
+	t.Helper()
+	deleted := e.clock.Now()
+	require.NoError(t, e.client.CoreV1().Pods("default").Delete(t.Context(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: grace}))
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil })
+	e.eventsOf(t, "default", p.Name, "spec.containers{app}", "Killing")
+	return p, deleted.Truncate(time.Second)
+}
+
+// finished is how long after from the container's instance ended, and
+// its exit code.
+func finished(t *testing.T, p *corev1.Pod, container string, from time.Time) (time.Duration, int32) {
+	t.Helper()
+	term := status(p, container).State.Terminated
+	require.NotNil(t, term, "%s of %s", container, p.Name)
+	return term.FinishedAt.Sub(from), term.ExitCode
+}
+
+func failed(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed }
+
+// A preStop sleep holds the container's SIGTERM back for its seconds, at
+// most the grace period, which it uses up (the kubelet gives at least 2 s
+// more): the pod's other container stops at once, both written terminated
+// together once the last has stopped.
+func TestPreStopSleep(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	e.k.AddRule(kubelet.Rule{Namespace: "default", Selector: labels.SelectorFromSet(labels.Set{"slow": "yes"}), StopAfter: 10 * time.Second})
+	sleep := func(s int64) corev1.LifecycleHandler {
+		return corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: s}}
+	}
+	for _, tc := range []struct {
+		name     string
+		pod      *corev1.Pod
+		grace    *int64 // the deletion's
+		app, web time.Duration
+		code     int32
+	}{
+		{name: "sleeps", pod: withPreStop("sleeps", 30, sleep(5)), app: 5 * time.Second, code: 143},
+		// Cut to the deletion's 4 s, then SIGTERM with 2 s left: the
+		// process takes 10 s, so it is killed.
+		{name: "capped", pod: withPreStop("capped", 30, sleep(20)), grace: ptr.To[int64](4), app: 6 * time.Second, web: 4 * time.Second, code: 137},
+	} {
+		if tc.name == "capped" {
+			tc.pod.Labels = map[string]string{"slow": "yes"}
+		}
+		p := e.waitPod(t, e.createPod(t, tc.pod), ready)
+		p, deleted := e.deleteAndWait(t, p, tc.grace)
+		e.clock.Step(tc.app - time.Second)
+		apiservertest.WaitIdle(t, e.srv)
+		got, err := e.client.CoreV1().Pods("default").Get(t.Context(), tc.name, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.NotNil(t, status(got, "app").State.Running, "%s: stopped before its hook's end", tc.name)
+		e.clock.Step(time.Second)
+		p = e.waitPod(t, p, failed)
+		at, code := finished(t, p, "app", deleted)
+		assert.Equal(t, tc.app, at, tc.name)
+		assert.Equal(t, tc.code, code, tc.name)
+		at, _ = finished(t, p, "web", deleted)
+		assert.Equal(t, tc.web, at, "%s: web has no hook", tc.name)
+	}
+}
+
+// An exec preStop hook runs the command through the test's exec handler:
+// the SIGTERM waits for it (up to the grace period), and a non-zero exit
+// is a FailedPreStopHook event; the stop goes on all the same.
+func TestPreStopExec(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	type call struct {
+		pod     string
+		command []string
+	}
+	calls := make(chan call, 2)
+	release := map[string]chan struct{}{"drains": make(chan struct{}), "hangs": nil} // hangs: never released
+	for name, ch := range release {
+		e.k.HandleExec("default", name, "app", func(ctx context.Context, x kubelet.Exec) int {
+			calls <- call{name, x.Command}
+			select {
+			case <-ch:
+				return 1
+			case <-ctx.Done(): // the server closes
+				return 0
+			}
+		})
+	}
+	hook := corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c", "drain"}}}
+
+	p, deleted := e.deleteAndWait(t, e.waitPod(t, e.createPod(t, withPreStop("drains", 30, hook)), ready), nil)
+	assert.Equal(t, call{"drains", []string{"/bin/sh", "-c", "drain"}}, <-calls)
+	e.clock.Step(5 * time.Second)
+	apiservertest.WaitIdle(t, e.srv)
+	got, err := e.client.CoreV1().Pods("default").Get(t.Context(), "drains", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotNil(t, status(got, "app").State.Running, "stopped while its preStop hook runs")
+	close(release["drains"])
+	p = e.waitPod(t, p, failed)
+	at, code := finished(t, p, "app", deleted)
+	assert.Equal(t, 5*time.Second, at, "SIGTERMed as its hook ended")
+	assert.Equal(t, int32(143), code)
+	events := e.eventsOf(t, "default", "drains", "spec.containers{app}", "Killing", "FailedPreStopHook")
+	i := slices.IndexFunc(events, func(ev corev1.Event) bool { return ev.Reason == "FailedPreStopHook" })
+	assert.Equal(t, corev1.EventTypeWarning, events[i].Type)
+	assert.Equal(t, "PreStopHook failed", events[i].Message)
+
+	// A hook still running at the end of the grace period: stopped then.
+	p, deleted = e.deleteAndWait(t, e.waitPod(t, e.createPod(t, withPreStop("hangs", 3, hook)), ready), nil)
+	assert.Equal(t, "hangs", (<-calls).pod)
+	e.clock.Step(3 * time.Second)
+	p = e.waitPod(t, p, failed)
+	at, code = finished(t, p, "app", deleted)
+	assert.Equal(t, 3*time.Second, at)
+	assert.Equal(t, int32(143), code)
+}
+
+// An httpGet preStop hook is a GET to the pod's port as the kubelet sends
+// it, reaching the test's handler; its status code is not read. An HTTPS
+// hook a plain HTTP server answers is sent again over HTTP, with a
+// LifecycleHTTPFallback event; a tcpSocket hook always fails (the kubelet
+// has no such handler); a hook whose port the test serves nothing on
+// succeeds, as probes do.
+func TestPreStopHTTPGetAndTCPSocket(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	var mu sync.Mutex
+	got := map[string]*http.Request{}
+	for _, name := range []string{"http", "https"} {
+		e.k.HandleProxy("default", name, 8080, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			got[name] = r
+			mu.Unlock()
+			w.WriteHeader(http.StatusInternalServerError)
+		}))
+	}
+	get := func(scheme corev1.URIScheme, port intstr.IntOrString) corev1.LifecycleHandler {
+		return corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/drain?now=1", Port: port, Scheme: scheme,
+			HTTPHeaders: []corev1.HTTPHeader{{Name: "X-Drain", Value: "yes"}, {Name: "Authorization", Value: "Bearer t"}}}}
+	}
+	for _, tc := range []struct {
+		name   string
+		hook   corev1.LifecycleHandler
+		events []string // of the pod's app container, beside Killing
+	}{
+		{"http", get("", intstr.FromString("http")), nil},
+		{"https", get(corev1.URISchemeHTTPS, intstr.FromInt32(8080)), []string{"LifecycleHTTPFallback"}},
+		{"unserved", get("", intstr.FromInt32(9090)), nil},
+		{"tcp", corev1.LifecycleHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}}, []string{"FailedPreStopHook"}},
+	} {
+		pod := withPreStop(tc.name, 30, tc.hook)
+		pod.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}
+		p, _ := e.deleteAndWait(t, e.waitPod(t, e.createPod(t, pod), ready), nil)
+		p = e.waitPod(t, p, failed)
+		_, err := e.client.CoreV1().Pods("default").Patch(t.Context(), tc.name, types.MergePatchType,
+			[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		require.NoError(t, err)
+		e.waitGone(t, p)
+		apiservertest.WaitIdle(t, e.srv)
+		events := e.events(t, "default", tc.name, append([]string{"Killing"}, tc.events...)...)
+		for _, r := range []string{"FailedPreStopHook", "LifecycleHTTPFallback"} {
+			assert.Equal(t, slices.Contains(tc.events, r), slices.Contains(reasons(events), r), "%s: %s in %v", tc.name, r, reasons(events))
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, name := range []string{"http", "https"} {
+		r := got[name]
+		require.NotNil(t, r, name)
+		assert.Equal(t, "/drain?now=1", r.URL.RequestURI(), name)
+		assert.Equal(t, "yes", r.Header.Get("X-Drain"), name)
+		assert.Equal(t, "kube-lifecycle/1.37", r.Header.Get("User-Agent"), name)
+		assert.Equal(t, "*/*", r.Header.Get("Accept"), name)
+	}
+	assert.Equal(t, "Bearer t", got["http"].Header.Get("Authorization"))
+	assert.Empty(t, got["https"].Header.Get("Authorization"), "dropped as it falls back to HTTP")
+}
