@@ -5,9 +5,9 @@ package kubelet
 // before the stop signal, for at most the grace period, which it uses up.
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -29,8 +29,21 @@ import (
 type hook struct {
 	start, end, limit time.Time
 	// pending: its handler is the test's (exec, httpGet) and has not
-	// been started yet (Kubelet.startHooks).
+	// been started yet (Kubelet.startHooks); cancel ends the handler's
+	// context once started.
 	pending bool
+	cancel  context.CancelFunc
+}
+
+// stopHooks ends the contexts of the handlers still running the
+// containers' preStop hooks: their containers stopped (an exec dies with
+// its container), or the pod is gone.
+func (r *podRuntime) stopHooks() {
+	for _, c := range r.all() {
+		if h := c.preStop; h != nil && h.cancel != nil {
+			h.cancel()
+		}
+	}
 }
 
 // over is when the kubelet stops waiting for the hook: its end, or its
@@ -54,7 +67,7 @@ func (r *podRuntime) beginPreStops(now time.Time, grace time.Duration) {
 		if !c.instance.running() || c.preStop != nil || lc == nil || lc.PreStop == nil {
 			continue
 		}
-		h := &hook{start: now, end: now, limit: now.Add(max(grace, time.Second))}
+		h := &hook{start: now, end: now, limit: now.Add(max(grace, time.Second))} // as orderStops
 		switch ps := lc.PreStop; {
 		case ps.Sleep != nil:
 			h.end = now.Add(seconds64(ps.Sleep.Seconds))
@@ -71,9 +84,9 @@ func seconds64(s int64) time.Duration { return time.Duration(s) * time.Second }
 
 // preStopFailed records the kubelet's event for a failed preStop hook
 // (the handler's message goes to its log only).
-func (c *container) preStopFailed() {
-	c.events = append(c.events, event{corev1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed"})
-}
+func (c *container) preStopFailed() { c.events = append(c.events, preStopFailure) }
+
+var preStopFailure = event{corev1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed"}
 
 // startHooks runs the test's handlers of the pod's preStop hooks begun
 // (beginPreStops), each in its own goroutine: when it returns the hook
@@ -81,7 +94,6 @@ func (c *container) preStopFailed() {
 // hook whose handler the test did not register ends at once, as
 // probes pass without one. Called with k.mu held.
 func (k *Kubelet) startHooks(pod *corev1.Pod, r *podRuntime) {
-	key := pod.Namespace + "/" + pod.Name
 	for _, c := range r.all() {
 		h := c.preStop
 		if h == nil || !h.pending {
@@ -94,20 +106,42 @@ func (k *Kubelet) startHooks(pod *corev1.Pod, r *podRuntime) {
 			r.reorderStops()
 			continue
 		}
+		ctx, cancel := context.WithCancel(k.hooks.ctx)
+		h.cancel = cancel
 		go func() {
-			failed := run(k.hooks.ctx)
-			k.mu.Lock()
-			if k.running[r.uid] == r && c.preStop == h {
-				h.end = later(h.start, k.clock.Now())
-				if failed {
-					c.preStopFailed()
-				}
-				r.reorderStops()
-			}
-			k.mu.Unlock()
-			k.requeueAt(key, time.Time{})
+			defer cancel()
+			failed := run(ctx) || ctx.Err() != nil // killed with its container: ExecSync fails
+			k.preStopEnded(pod, r, c, h, failed)
 		}()
 	}
+}
+
+// preStopEnded ends the hook h of the pod's container c as its handler
+// returned: its stops are ordered again from now and the pod synced. The
+// failure's event is recorded with the pod's next status, or at once if
+// the kubelet is done with the pod (it came too late for the stop).
+func (k *Kubelet) preStopEnded(pod *corev1.Pod, r *podRuntime, c *container, h *hook, failed bool) {
+	if k.hooks.ctx.Err() != nil {
+		return // the kubelet stopped
+	}
+	k.mu.Lock()
+	live := k.running[r.uid] == r && !r.deleted && c.preStop == h
+	if live {
+		h.end = later(h.start, k.clock.Now())
+		if failed {
+			c.preStopFailed()
+		}
+		r.reorderStops()
+	}
+	node, version := r.node, r.version
+	k.mu.Unlock()
+	if !live {
+		if failed {
+			k.record(pod, node, podWork{version: version, events: []containerEvent{{c, preStopFailure}}})
+		}
+		return
+	}
+	k.requeueAt(pod.Namespace+"/"+pod.Name, time.Time{})
 }
 
 // preStopHandler is what runs the container's exec or httpGet preStop
@@ -121,9 +155,8 @@ func (k *Kubelet) preStopHandler(pod *corev1.Pod, r *podRuntime, c *container) f
 		if !ok {
 			return nil
 		}
-		return func(ctx context.Context) bool {
-			var out bytes.Buffer // ExecSync's stdout, then stderr: the hook's message
-			return h(ctx, Exec{Command: ps.Exec.Command, Stdio: Stdio{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &out}})&0xff != 0
+		return func(ctx context.Context) bool { // its output is the hook's message, which only the kubelet's log shows
+			return h(ctx, Exec{Command: ps.Exec.Command, Stdio: Stdio{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard}})&0xff != 0
 		}
 	}
 	get := ps.HTTPGet
@@ -183,7 +216,8 @@ func (k *Kubelet) httpHook(ctx context.Context, get *corev1.HTTPGetAction, host 
 		scheme = "http"
 	}
 	client := &http.Client{Transport: &http.Transport{DialContext: k.DialContext,
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}} // #nosec G402 -- as the kubelet's
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}, // #nosec G402 -- as the kubelet's
+		CheckRedirect: localRedirects}
 	defer client.CloseIdleConnections()
 	send := func(scheme string, fallback bool) error {
 		req, err := hookRequest(ctx, scheme, net.JoinHostPort(host, strconv.Itoa(int(port))), get)
@@ -208,31 +242,46 @@ func (k *Kubelet) httpHook(ctx context.Context, get *corev1.HTTPGetAction, host 
 	return false, err
 }
 
-// hookRequest is the kubelet's request for an httpGet hook
-// (probe/http/request.go): its path and headers, User-Agent
-// kube-lifecycle/<major>.<minor> and Accept */* unless set.
-func hookRequest(ctx context.Context, scheme, hostPort string, get *corev1.HTTPGetAction) (*http.Request, error) {
-	path, err := url.Parse(get.Path)
-	if err != nil {
-		return nil, err
+// localRedirects follows redirects to the same host, at most 10, and takes
+// a redirect elsewhere as the answer (the kubelet's
+// RedirectChecker(false)).
+func localRedirects(req *http.Request, via []*http.Request) error {
+	if req.URL.Hostname() != via[0].URL.Hostname() {
+		return http.ErrUseLastResponse
 	}
-	u := &url.URL{Scheme: scheme, Host: hostPort, Path: path.Path, RawQuery: path.RawQuery}
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	return nil
+}
+
+// hookRequest is the kubelet's request for an httpGet hook
+// (probe/http/request.go): its path as parsed (as it is when it does not
+// parse), its headers, User-Agent kube-lifecycle/<major>.<minor> and
+// Accept */* unless set (an Accept set empty is dropped).
+func hookRequest(ctx context.Context, scheme, hostPort string, get *corev1.HTTPGetAction) (*http.Request, error) {
+	u, err := url.Parse(get.Path)
+	if err != nil {
+		u = &url.URL{Path: get.Path}
+	}
+	u.Scheme, u.Host = scheme, hostPort
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, err
 	}
+	headers := http.Header{}
 	for _, h := range get.HTTPHeaders {
-		req.Header.Add(h.Name, h.Value)
+		headers.Add(h.Name, h.Value)
 	}
-	if _, ok := req.Header["User-Agent"]; !ok {
-		req.Header.Set("User-Agent", "kube-lifecycle/"+minorVersion())
+	if _, ok := headers["User-Agent"]; !ok {
+		headers.Set("User-Agent", "kube-lifecycle/"+minorVersion())
 	}
-	if v, ok := req.Header["Accept"]; !ok {
-		req.Header.Set("Accept", "*/*")
-	} else if len(v) == 1 && v[0] == "" {
-		req.Header.Del("Accept")
+	if _, ok := headers["Accept"]; !ok {
+		headers.Set("Accept", "*/*")
+	} else if headers.Get("Accept") == "" {
+		headers.Del("Accept")
 	}
-	req.Host = req.Header.Get("Host")
+	req.Header, req.Host = headers, headers.Get("Host")
 	return req, nil
 }
 

@@ -137,10 +137,12 @@ func TestPreStopExec(t *testing.T) {
 	assert.Equal(t, int32(143), code)
 	events := e.eventsOf(t, "default", "drains", "spec.containers{app}", "Killing", "FailedPreStopHook")
 	i := slices.IndexFunc(events, func(ev corev1.Event) bool { return ev.Reason == "FailedPreStopHook" })
+	require.GreaterOrEqual(t, i, 0)
 	assert.Equal(t, corev1.EventTypeWarning, events[i].Type)
 	assert.Equal(t, "PreStopHook failed", events[i].Message)
 
-	// A hook still running at the end of the grace period: stopped then.
+	// A hook still running at the end of the grace period: stopped then,
+	// the command killed with its container (a failure).
 	p, deleted = e.deleteAndWait(t, e.waitPod(t, e.createPod(t, withPreStop("hangs", 3, hook)), ready), nil)
 	assert.Equal(t, "hangs", (<-calls).pod)
 	e.clock.Step(3 * time.Second)
@@ -148,6 +150,52 @@ func TestPreStopExec(t *testing.T) {
 	at, code = finished(t, p, "app", deleted)
 	assert.Equal(t, 3*time.Second, at)
 	assert.Equal(t, int32(143), code)
+	e.eventsOf(t, "default", "hangs", "spec.containers{app}", "FailedPreStopHook")
+}
+
+// Every container's preStop hook starts as the kill begins; a sidecar's
+// SIGTERM then waits for the regular containers (and the sidecar after
+// it) to stop, the hook's whole seconds and the wait both taken from its
+// grace period: so on a deletion and on a pod past its active deadline.
+// app: a 3 s hook, then 2 s to stop (Rule.StopAfter): ends at +5; proxy:
+// a 6 s hook, past its turn (+5), then 2 s to stop: +8; logs (no hook),
+// last: its turn at +8, 2 s of grace left: +10.
+func TestPreStopOfSidecars(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	e.k.AddRule(kubelet.Rule{Namespace: "default", Selector: labels.Everything(), StopAfter: 2 * time.Second})
+	for _, deadline := range []bool{false, true} {
+		name := "deleted"
+		if deadline {
+			name = "deadline"
+		}
+		pod := withSidecars(name, "logs", "proxy")
+		pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](10)
+		sleep := func(s int64) *corev1.Lifecycle {
+			return &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: s}}}
+		}
+		pod.Spec.Containers[0].Lifecycle, pod.Spec.InitContainers[1].Lifecycle = sleep(3), sleep(6)
+		pod.Finalizers = []string{"example.com/hold"}
+		var killed time.Time
+		if deadline {
+			pod.Spec.ActiveDeadlineSeconds = ptr.To[int64](30)
+		}
+		p := e.waitPod(t, e.createPod(t, pod), ready)
+		if deadline {
+			e.clock.Step(30 * time.Second)
+			killed = p.Status.StartTime.Add(30 * time.Second)
+			e.eventsOf(t, "default", name, "spec.containers{app}", "Killing")
+		} else {
+			p, killed = e.deleteAndWait(t, p, nil)
+		}
+		e.clock.Step(10 * time.Second)
+		p = e.waitPod(t, p, failed)
+		for c, want := range map[string]time.Duration{"app": 5 * time.Second, "proxy": 8 * time.Second, "logs": 10 * time.Second} {
+			at, code := finished(t, p, c, killed)
+			assert.Equal(t, want, at, "%s of %s", c, name)
+			assert.Equal(t, int32(143), code, "%s of %s", c, name)
+		}
+	}
 }
 
 // An httpGet preStop hook is a GET to the pod's port as the kubelet sends

@@ -78,7 +78,7 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 	if !ok {
 		return nil
 	}
-	k.record(pod, n, work)
+	k.record(pod, n.spec.Name, work)
 	if err := k.report(ctx, pod, work); err != nil {
 		return fmt.Errorf("report status of pod %s: %w", key, err)
 	}
@@ -256,6 +256,7 @@ func (k *Kubelet) forgetLocked(key string, keep types.UID) {
 	gone := k.running[uid]
 	if gone != nil {
 		k.releaseIPLocked(gone)
+		gone.stopHooks()
 	}
 	delete(k.running, uid)
 	delete(k.keys, key)
@@ -334,12 +335,12 @@ func (k *Kubelet) deletePod(ctx context.Context, pod *corev1.Pod) error {
 }
 
 // record records the containers' events and the pod's, as the kubelet of
-// node n (the pod's name the pod it read, with no field).
-func (k *Kubelet) record(pod *corev1.Pod, n *node, w podWork) {
+// the node (the pod's name the pod it read, with no field).
+func (k *Kubelet) record(pod *corev1.Pod, nodeName string, w podWork) {
 	if len(w.events) == 0 && len(w.podEvents) == 0 && len(w.deadline) == 0 {
 		return
 	}
-	rec := k.recorder(n.spec.Name)
+	rec := k.recorder(nodeName)
 	podRef := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, ResourceVersion: w.version}
 	for _, e := range w.deadline {
 		rec.Event(podRef, e.kind, e.reason, e.message)

@@ -617,6 +617,7 @@ func (r *podRuntime) reorderStops() {
 // up the grace period by their whole seconds. A container due to end
 // sooner by itself does.
 func (r *podRuntime) orderStops(now time.Time, after time.Duration, code int32, grace time.Duration) {
+	grace = max(grace, time.Second) // the pod worker's least (calculateEffectiveGracePeriod)
 	r.stops = stopOrder{from: now, after: after, code: code, grace: grace}
 	end := func(c *container, turn time.Time) time.Time {
 		hooked, left := now, grace
@@ -669,6 +670,7 @@ func (r *podRuntime) stopsDue(now time.Time) {
 	}
 	for r.exitDue(now) {
 	}
+	r.stopHooks()
 }
 
 func later(a, b time.Time) time.Time {
