@@ -1,10 +1,13 @@
 package kubelet
 
-// Lifecycle hooks: a container's preStop hook, as kubelet v1.37.2 runs it
-// in killContainer (kuberuntime_container.go, lifecycle/handlers.go):
-// before the stop signal, for at most the grace period, which it uses up.
+// Lifecycle hooks, as kubelet v1.37.2 runs them (kuberuntime_container.go,
+// lifecycle/handlers.go): a container's postStart hook in startContainer,
+// once it has started, the pod's sync waiting for it (no time limit); its
+// preStop hook in killContainer, before the stop signal, for at most the
+// grace period, which it uses up.
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -13,8 +16,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +33,9 @@ import (
 // (the grace period's end), then stops the container all the same.
 type hook struct {
 	start, end, limit time.Time
+	// failure is why a postStart hook failed (the message the container's
+	// PostStartHookError shows), "" if it did not.
+	failure string
 	// pending: its handler is the test's (exec, httpGet) and has not
 	// been started yet (Kubelet.startHooks); cancel ends the handler's
 	// context once started.
@@ -36,20 +44,22 @@ type hook struct {
 }
 
 // stopHooks ends the contexts of the handlers still running the
-// containers' preStop hooks: their containers stopped (an exec dies with
-// its container), or the pod is gone.
+// containers' hooks: their containers stopped (an exec dies with its
+// container), or the pod is gone.
 func (r *podRuntime) stopHooks() {
 	for _, c := range r.all() {
-		if h := c.preStop; h != nil && h.cancel != nil {
-			h.cancel()
+		for _, h := range []*hook{c.preStop, c.postStart} {
+			if h != nil && h.cancel != nil {
+				h.cancel()
+			}
 		}
 	}
 }
 
 // over is when the kubelet stops waiting for the hook: its end, or its
-// limit while it runs.
+// limit (if it has one) while it runs.
 func (h *hook) over() time.Time {
-	if h.end.IsZero() || h.end.After(h.limit) {
+	if !h.limit.IsZero() && (h.end.IsZero() || h.end.After(h.limit)) {
 		return h.limit
 	}
 	return h.end
@@ -82,25 +92,89 @@ func (r *podRuntime) beginPreStops(now time.Time, grace time.Duration) {
 
 func seconds64(s int64) time.Duration { return time.Duration(s) * time.Second }
 
+// beginPostStart is the run from now of a postStart hook: a sleep ends
+// after its seconds, a tcpSocket handler fails at once (the kubelet has
+// none), exec and httpGet wait for the test's handlers (startHooks).
+func beginPostStart(now time.Time, lh *corev1.LifecycleHandler) *hook {
+	h := &hook{start: now, end: now}
+	switch {
+	case lh.Sleep != nil:
+		h.end = now.Add(seconds64(lh.Sleep.Seconds))
+	case lh.Exec != nil || lh.HTTPGet != nil:
+		h.end, h.pending = time.Time{}, true
+	default:
+		h.failure = fmt.Sprintf("Cannot run handler: %v", fmt.Errorf("invalid handler: %v", lh))
+	}
+	return h
+}
+
+// postStarting: a container's postStart hook runs at now.
+func (r *podRuntime) postStarting(now time.Time) bool {
+	return slices.ContainsFunc(r.all(), func(c *container) bool {
+		return c.postStart != nil && (c.postStart.end.IsZero() || now.Before(c.postStart.end))
+	})
+}
+
+// endPostStarts makes the instances whose postStart hook has run by now
+// the containers' own, started as their hooks began; one whose hook failed
+// is killed as it ended (FailedPostStartHook, then Killing; exit code
+// 143 or Rule.StopExitCode, at once as on a probe's kill) and waits with
+// PostStartHookError until it restarts. It reports whether there was one.
+func (r *podRuntime) endPostStarts(pod *corev1.Pod, now time.Time, plans planner) bool {
+	var ended bool
+	for _, c := range r.all() {
+		h := c.postStart
+		if h == nil || h.end.IsZero() || now.Before(h.end) {
+			continue
+		}
+		c.postStart, ended = nil, true
+		c.run(h.start, plans, pod)
+		if h.failure == "" {
+			continue
+		}
+		c.events = append(c.events, event{corev1.EventTypeWarning, "FailedPostStartHook", "PostStartHook failed"},
+			event{corev1.EventTypeNormal, "Killing", "FailedPostStartHook"})
+		_, code := plans.stopPlan(pod)
+		c.exit(h.end, Exit{Code: code})
+		c.exitUnseen, c.hookError = true, h.failure
+	}
+	return ended
+}
+
 // preStopFailed records the kubelet's event for a failed preStop hook
 // (the handler's message goes to its log only).
 func (c *container) preStopFailed() { c.events = append(c.events, preStopFailure) }
 
 var preStopFailure = event{corev1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed"}
 
-// startHooks runs the test's handlers of the pod's preStop hooks begun
-// (beginPreStops), each in its own goroutine: when it returns the hook
-// ends, the stops are ordered again from it, and the pod is synced. A
-// hook whose handler the test did not register ends at once, as
-// probes pass without one. Called with k.mu held.
-func (k *Kubelet) startHooks(pod *corev1.Pod, r *podRuntime) {
+// startHooks runs the test's handlers of the pod's hooks begun (a
+// preStop's by beginPreStops, a postStart's as its container started),
+// each in its own goroutine: when it returns the hook ends, and the pod is
+// synced (the stops ordered again from a preStop's end). A hook whose
+// handler the test did not register ends at once, as probes pass
+// without one: it reports whether a postStart hook did. Called with k.mu
+// held.
+func (k *Kubelet) startHooks(pod *corev1.Pod, r *podRuntime) (postStarted bool) {
 	for _, c := range r.all() {
+		if h := c.postStart; h != nil && h.pending {
+			h.pending = false
+			if run := k.hookHandler(pod, r, c, c.spec.Lifecycle.PostStart); run == nil {
+				h.end, postStarted = h.start, true
+			} else {
+				ctx, cancel := context.WithCancel(k.hooks.ctx)
+				h.cancel = cancel
+				go func() {
+					defer cancel()
+					k.postStartEnded(pod, r, c, h, run(ctx))
+				}()
+			}
+		}
 		h := c.preStop
 		if h == nil || !h.pending {
 			continue
 		}
 		h.pending = false
-		run := k.preStopHandler(pod, r, c)
+		run := k.hookHandler(pod, r, c, c.spec.Lifecycle.PreStop)
 		if run == nil {
 			h.end = h.start
 			r.reorderStops()
@@ -110,10 +184,26 @@ func (k *Kubelet) startHooks(pod *corev1.Pod, r *podRuntime) {
 		h.cancel = cancel
 		go func() {
 			defer cancel()
-			failed := run(ctx) || ctx.Err() != nil // killed with its container: ExecSync fails
+			failed := run(ctx) != "" || ctx.Err() != nil // killed with its container: ExecSync fails
 			k.preStopEnded(pod, r, c, h, failed)
 		}()
 	}
+	return postStarted
+}
+
+// postStartEnded ends the postStart hook h of the pod's container c as
+// its handler returned, why if it failed, and syncs the pod: its sync
+// goes on from there.
+func (k *Kubelet) postStartEnded(pod *corev1.Pod, r *podRuntime, c *container, h *hook, failure string) {
+	if k.hooks.ctx.Err() != nil {
+		return // the kubelet stopped
+	}
+	k.mu.Lock()
+	if k.running[r.uid] == r && c.postStart == h {
+		h.end, h.failure = later(h.start, k.clock.Now()), failure
+	}
+	k.mu.Unlock()
+	k.requeueAt(pod.Namespace+"/"+pod.Name, time.Time{})
 }
 
 // preStopEnded ends the hook h of the pod's container c as its handler
@@ -144,40 +234,75 @@ func (k *Kubelet) preStopEnded(pod *corev1.Pod, r *podRuntime, c *container, h *
 	k.requeueAt(pod.Namespace+"/"+pod.Name, time.Time{})
 }
 
-// preStopHandler is what runs the container's exec or httpGet preStop
-// hook, reporting whether it failed; nil when the test registered nothing
-// to run it.
-func (k *Kubelet) preStopHandler(pod *corev1.Pod, r *podRuntime, c *container) func(context.Context) (failed bool) {
+// hookHandler is what runs the container's exec or httpGet hook lh,
+// returning why it failed ("" if it did not), in the kubelet's words; nil
+// when the test registered nothing to run it.
+func (k *Kubelet) hookHandler(pod *corev1.Pod, r *podRuntime, c *container, lh *corev1.LifecycleHandler) func(context.Context) (failure string) {
 	key := pod.Namespace + "/" + pod.Name
-	ps := c.spec.Lifecycle.PreStop
-	if ps.Exec != nil {
+	if lh.Exec != nil {
 		h, ok := handler(k.streams, k.streams.exec, key, c.spec.Name)
 		if !ok {
 			return nil
 		}
-		return func(ctx context.Context) bool { // its output is the hook's message, which only the kubelet's log shows
-			return h(ctx, Exec{Command: ps.Exec.Command, Stdio: Stdio{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard}})&0xff != 0
-		}
+		return func(ctx context.Context) string { return execHook(ctx, h, lh.Exec.Command, pod, c.spec.Name) }
 	}
-	get := ps.HTTPGet
+	get := lh.HTTPGet
+	failed := func(err error) string {
+		return fmt.Sprintf("HTTP lifecycle hook (%s) for Container %q in Pod %q failed - error: %v", get.Path, c.spec.Name, podDesc(pod), err)
+	}
 	port, err := hookPort(get.Port, c.spec)
 	if err != nil {
-		return func(context.Context) bool { return true }
+		return func(context.Context) string { return failed(err) }
 	}
 	if get.Host == "" && !k.streams.serves(key, port) {
 		return nil // nothing registered at the pod's own port
 	}
 	host := cmpOr(get.Host, r.ip)
-	return func(ctx context.Context) bool {
+	return func(ctx context.Context) string {
 		fellBack, err := k.httpHook(ctx, get, host, port)
-		if fellBack && err == nil {
+		if err != nil {
+			return failed(err)
+		}
+		if fellBack {
 			k.mu.Lock()
 			r.podEvents = append(r.podEvents, event{corev1.EventTypeWarning, "LifecycleHTTPFallback",
 				fmt.Sprintf("request to HTTPS lifecycle hook %s got HTTP response, retry with HTTP succeeded", net.JoinHostPort(host, strconv.Itoa(int(port))))})
 			k.mu.Unlock()
 		}
-		return err != nil
+		return ""
 	}
+}
+
+// execHook runs an exec hook's command through the test's handler h, as
+// ExecSync: a non-zero exit fails it, with its output (stdout, then
+// stderr) in the message.
+func execHook(ctx context.Context, h ExecHandler, cmd []string, pod *corev1.Pod, container string) string {
+	var stdout, stderr lockedBuffer
+	code := h(ctx, Exec{Command: cmd, Stdio: Stdio{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr}}) & 0xff
+	if code == 0 {
+		return ""
+	}
+	err := fmt.Errorf("command '%s' exited with %d: %s", strings.Join(cmd, " "), code, stderr.String())
+	return fmt.Sprintf("Exec lifecycle hook (%v) for Container %q in Pod %q failed - error: %v, message: %q",
+		cmd, container, podDesc(pod), err, stdout.String()+stderr.String())
+}
+
+// lockedBuffer is a buffer a handler may write from several goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func cmpOr(a, b string) string {

@@ -2,6 +2,8 @@ package kubelet_test
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"sync"
@@ -257,4 +259,108 @@ func TestPreStopHTTPGetAndTCPSocket(t *testing.T) {
 	}
 	assert.Equal(t, "Bearer t", got["http"].Header.Get("Authorization"))
 	assert.Empty(t, got["https"].Header.Get("Authorization"), "dropped as it falls back to HTTP")
+}
+
+// A postStart hook runs once its container has started (Created and
+// Started are recorded), the kubelet's sync waiting for it: the container
+// is reported waiting until it has run, and the next container starts
+// only then; the first is then running since its start.
+func TestPostStartSleep(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	pod := simplePod("hooked", "app", "web")
+	pod.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 5}}}
+	started := e.clock.Now().Truncate(time.Second)
+	p := e.createPod(t, pod)
+	e.eventsOf(t, "default", "hooked", "spec.containers{app}", "Created", "Started")
+	apiservertest.WaitIdle(t, e.srv)
+	got, err := e.client.CoreV1().Pods("default").Get(t.Context(), "hooked", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, corev1.PodPending, got.Status.Phase)
+	for _, c := range []string{"app", "web"} {
+		require.NotNil(t, status(got, c).State.Waiting, c)
+		assert.Equal(t, "ContainerCreating", status(got, c).State.Waiting.Reason, c)
+	}
+	events, err := e.client.CoreV1().Events("default").List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.fieldPath=spec.containers{web}"})
+	require.NoError(t, err)
+	assert.Empty(t, events.Items, "web started while app's hook ran")
+	e.clock.Step(5 * time.Second)
+	p = e.waitPod(t, p, ready)
+	assert.Equal(t, started, status(p, "app").State.Running.StartedAt.Time, "app runs since it started")
+	assert.Equal(t, started.Add(5*time.Second), status(p, "web").State.Running.StartedAt.Time, "web started once app's hook ran")
+}
+
+// A postStart hook that fails (the test's exec handler exits non-zero)
+// kills its container (FailedPostStartHook, Killing; 143), which waits
+// with PostStartHookError and the kubelet's message, then restarts as a
+// crashed one does (at once, then after back-off); with restartPolicy
+// Never the pod fails. A deletion waits for a hook that runs.
+func TestPostStartFailsOrHoldsDeletion(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	fail := func(_ context.Context, x kubelet.Exec) int {
+		_, _ = io.WriteString(x.Stdout, "out")
+		_, _ = io.WriteString(x.Stderr, "boom")
+		return 2
+	}
+	e.k.HandleExec("default", "fails", "app", fail)
+	e.k.HandleExec("default", "once", "app", fail)
+	release := make(chan struct{})
+	e.k.HandleExec("default", "slow", "app", func(ctx context.Context, _ kubelet.Exec) int {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return 0
+	})
+	hooked := func(name string) *corev1.Pod {
+		pod := simplePod(name)
+		pod.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{
+			Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c", "register"}}}}
+		return pod
+	}
+
+	p := e.createPod(t, hooked("fails"))
+	want := fmt.Sprintf(`Exec lifecycle hook ([/bin/sh -c register]) for Container "app" in Pod "fails_default(%s)" failed - `+
+		`error: command '/bin/sh -c register' exited with 2: boom, message: "outboom"`, p.UID)
+	first := e.waitPod(t, p, func(p *corev1.Pod) bool {
+		w := status(p, "app").State.Waiting
+		return w != nil && w.Reason == "PostStartHookError"
+	})
+	assert.Equal(t, want, status(first, "app").State.Waiting.Message)
+	assert.Equal(t, int32(143), status(first, "app").LastTerminationState.Terminated.ExitCode)
+	assert.Equal(t, int32(0), status(first, "app").RestartCount)
+	backOff := e.waitPod(t, first, func(p *corev1.Pod) bool {
+		w := status(p, "app").State.Waiting
+		return w != nil && w.Reason == "CrashLoopBackOff"
+	})
+	assert.Equal(t, int32(1), status(backOff, "app").RestartCount, "restarted at once, failed again")
+	events := e.eventsOf(t, "default", "fails", "spec.containers{app}", "FailedPostStartHook", "Killing", "BackOff")
+	for _, ev := range events {
+		switch ev.Reason {
+		case "FailedPostStartHook":
+			assert.Equal(t, []string{corev1.EventTypeWarning, "PostStartHook failed"}, []string{ev.Type, ev.Message})
+		case "Killing":
+			assert.Equal(t, "FailedPostStartHook", ev.Message)
+		}
+	}
+
+	never := hooked("once")
+	never.Spec.RestartPolicy = corev1.RestartPolicyNever
+	p = e.waitPod(t, e.createPod(t, never), failed)
+	at, code := finished(t, p, "app", status(p, "app").State.Terminated.StartedAt.Time)
+	assert.Equal(t, []any{time.Duration(0), int32(143), "Error"}, []any{at, code, status(p, "app").State.Terminated.Reason})
+
+	slow := hooked("slow")
+	slow.Finalizers = []string{"example.com/hold"}
+	p = e.createPod(t, slow)
+	e.eventsOf(t, "default", "slow", "spec.containers{app}", "Started")
+	require.NoError(t, e.client.CoreV1().Pods("default").Delete(t.Context(), "slow", metav1.DeleteOptions{}))
+	apiservertest.WaitIdle(t, e.srv)
+	events = e.eventsOf(t, "default", "slow", "spec.containers{app}")
+	assert.NotContains(t, reasons(events), "Killing", "killed while its postStart hook runs")
+	close(release)
+	p = e.waitPod(t, p, failed)
+	assert.Equal(t, int32(143), status(p, "app").State.Terminated.ExitCode)
+	e.eventsOf(t, "default", "slow", "spec.containers{app}", "Killing")
 }

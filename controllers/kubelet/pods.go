@@ -132,12 +132,21 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 		r.addEphemeral(pod) // a finished pod's worker takes no more updates
 	}
 	now := k.clock.Now()
-	if pod.DeletionTimestamp != nil && r.stopping.IsZero() {
+	if r.sandbox {
+		r.endPostStarts(pod, now, k.plans())
+	}
+	// A postStart hook that runs holds the sync where it is: a deletion
+	// or a passed deadline is acted on once it has run.
+	hooked := r.postStarting(now)
+	if pod.DeletionTimestamp != nil && r.stopping.IsZero() && !hooked {
 		after, code := k.outcomes.stopRule(pod)
 		r.startStopping(now, after, code, podGrace(pod)) // a later, shorter delete does not touch the kill under way
 		k.startHooks(pod, r)
 	}
-	deadline := r.checkDeadline(pod, now)
+	var deadline []event
+	if !hooked {
+		deadline = r.checkDeadline(pod, now)
+	}
 	var podEvents []event
 	if r.admitted && !r.sandbox && r.stopping.IsZero() && !r.pastDeadline {
 		r.sandbox = k.mount(pod, r, now) // the admission status is written: volumes, then the sandbox
@@ -149,6 +158,9 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 		r.inProgress, r.pending = nil, nil // a deleted or finished pod's resize is dropped
 	}
 	r.advance(pod, now, k.plans())
+	for k.startHooks(pod, r) { // a postStart hook with nothing to run: the sync goes on
+		r.advance(pod, now, k.plans())
+	}
 	status, killed := k.status(pod, r, n, now)
 	podEvents, r.podEvents = append(r.podEvents, podEvents...), nil
 	w := podWork{status: status, events: r.takeEvents(), podEvents: podEvents, deadline: deadline, version: r.version,

@@ -164,10 +164,7 @@ func (k *Kubelet) actuate(pod *corev1.Pod, r *podRuntime, now time.Time, plans p
 		if c.restartOnResize && c.instance.running() {
 			c.events = append(c.events, event{corev1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s resize requires restart", c.spec.Name)})
 			c.exit(now, Exit{Code: code})
-			previous := c.instance
-			c.last = &previous
-			c.restarts++
-			c.start(now, plans, pod)
+			c.start(now, plans, pod) // the instance killed becomes its last
 		}
 		c.restartOnResize = false
 		c.actuated = *c.allocated.DeepCopy()

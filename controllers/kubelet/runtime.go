@@ -146,8 +146,11 @@ type container struct {
 	pullUpdate  time.Time
 	pullErr     string
 	// preStop is its preStop hook's run, once the kubelet began to kill
-	// it (hooks.go).
-	preStop *hook
+	// it; postStart the postStart hook's of the instance it starts, until
+	// it has run (hooks.go); hookError the message of a postStart hook
+	// that failed, until the container starts again.
+	preStop, postStart *hook
+	hookError          string
 }
 
 // run is a container instance: running when finished is zero.
@@ -245,8 +248,11 @@ func (r *podRuntime) advance(pod *corev1.Pod, now time.Time, plans planner) {
 
 // step makes the first change due, and reports whether it made one.
 func (r *podRuntime) step(pod *corev1.Pod, now time.Time, plans planner) bool {
-	if r.initFailed {
-		return false
+	if r.initFailed || r.postStarting(now) {
+		return false // a postStart hook runs: the kubelet's sync waits for it
+	}
+	if r.endPostStarts(pod, now, plans) {
+		return true
 	}
 	// Ephemeral containers start before init containers, even when those
 	// fail (computePodActions), unless the pod is over; they never restart.
@@ -313,6 +319,8 @@ func phaseOver(p corev1.PodPhase) bool { return p == corev1.PodSucceeded || p ==
 // its exit, its restart after back-off.
 func (c *container) advance(now time.Time, restart bool, plans planner, pod *corev1.Pod) bool {
 	switch {
+	case c.postStart != nil:
+		return false // starting: its postStart hook runs
 	case c.instance.started.IsZero():
 		return c.create(now, plans, pod)
 	case c.probeFailures(pod, now, plans):
@@ -323,9 +331,6 @@ func (c *container) advance(now time.Time, restart bool, plans planner, pod *cor
 		c.scheduleRestart(pod)
 		return true
 	case c.instance.terminated() && restart && !c.restartAt.IsZero() && !now.Before(c.restartAt):
-		previous := c.instance
-		c.last = &previous
-		c.restarts++
 		c.restartAt = time.Time{}
 		c.start(now, plans, pod)
 		return true
@@ -377,8 +382,29 @@ func (c *container) create(now time.Time, plans planner, pod *corev1.Pod) bool {
 }
 
 // start starts a new instance of the container, with the kubelet's
-// events and the test's plan for it.
+// events; one with a postStart hook is the container's instance once the
+// hook has run (hooks.go: the kubelet's sync waits for it).
 func (c *container) start(now time.Time, plans planner, pod *corev1.Pod) {
+	c.events = append(c.events, pullEvents(c.spec)...)
+	c.events = append(c.events, event{corev1.EventTypeNormal, "Created", "Container created"},
+		event{corev1.EventTypeNormal, "Started", "Container started"})
+	if lc := c.spec.Lifecycle; lc != nil && lc.PostStart != nil {
+		c.postStart = beginPostStart(now, lc.PostStart)
+		return
+	}
+	c.run(now, plans, pod)
+}
+
+// run makes the instance started at started the container's (the one
+// before it its last), with the test's plan for it.
+func (c *container) run(started time.Time, plans planner, pod *corev1.Pod) {
+	if !c.instance.started.IsZero() {
+		previous := c.instance
+		c.last = &previous
+		c.restarts++
+	}
+	c.hookError = ""
+	now := started
 	c.instance = run{id: newContainerID(), started: now}
 	c.exitAt, c.exitAs = time.Time{}, Exit{}
 	if plan, ok := plans.plan(pod, c); ok {
@@ -392,9 +418,6 @@ func (c *container) start(now time.Time, plans planner, pod *corev1.Pod) {
 		c.startupAt = now.Add(seconds(p.InitialDelaySeconds))
 	}
 	c.startProbes(now)
-	c.events = append(c.events, pullEvents(c.spec)...)
-	c.events = append(c.events, event{corev1.EventTypeNormal, "Created", "Container created"},
-		event{corev1.EventTypeNormal, "Started", "Container started"})
 }
 
 // pullEvents are the image manager's events for a container's start: a
@@ -755,6 +778,9 @@ func (r *podRuntime) next(pod *corev1.Pod, now time.Time) time.Time {
 		consider(r.mountRetryAt)
 	}
 	for _, c := range r.all() {
+		if c.postStart != nil {
+			consider(c.postStart.end)
+		}
 		consider(c.exitAt)
 		consider(c.restartAt)
 		consider(c.createRetryAt)

@@ -187,6 +187,9 @@ func containerStatus(pod *corev1.Pod, c *container, waiting string, now time.Tim
 		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
 			Message: fmt.Sprintf("back-off %v restarting failed container=%s pod=%s", c.wait, c.spec.Name, podDesc(pod))}
 		s.LastTerminationState.Terminated = terminated(i)
+	case c.hookError != "" && restartable(pod, c, i.exitCode): // killed for its postStart hook: the start's error
+		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: "PostStartHookError", Message: c.hookError}
+		s.LastTerminationState.Terminated = terminated(i)
 	default:
 		s.State.Terminated = terminated(i)
 		s.Ready = c.init && !c.sidecar && i.exitCode == 0
