@@ -61,9 +61,10 @@ type ExecHandler func(ctx context.Context, e Exec) (exitCode int)
 type AttachHandler func(ctx context.Context, s Stdio)
 
 // HandleExec makes h run the commands exec'd in the container of the pod
-// (of the pods of that name, from now on); an empty container name is
-// every container of the pod without one of its own. Without a handler, a
-// command fails as one that is not in the container's image.
+// (of the pods of that name, from now on), its lifecycle hooks' exec
+// commands too; an empty container name is every container of the pod
+// without one of its own. Without a handler, a command fails as one that
+// is not in the container's image (a hook's succeeds, as probes pass).
 func (k *Kubelet) HandleExec(namespace, pod, container string, h ExecHandler) {
 	k.streams.mu.Lock()
 	defer k.streams.mu.Unlock()

@@ -89,8 +89,8 @@ func (s *streams) podSignal(pod string) <-chan struct{} {
 }
 
 // HandlePort makes h serve the connections to the pod's port: those
-// kubectl port-forward opens through the kubelet, and pods/proxy's (h
-// then reads an HTTP request). It replaces what served the port, for the
+// kubectl port-forward opens through the kubelet, and pods/proxy's and
+// an httpGet lifecycle hook's (h then reads an HTTP request). It replaces what served the port, for the
 // pods of that name from now on. Without one, the port refuses
 // connections, as a port nothing listens on.
 func (k *Kubelet) HandlePort(namespace, pod string, port int32, h func(net.Conn)) {
@@ -98,8 +98,8 @@ func (k *Kubelet) HandlePort(namespace, pod string, port int32, h func(net.Conn)
 }
 
 // HandleProxy makes h the HTTP server on the pod's port: what pods/proxy
-// (and a port-forward) reach there. It replaces what served the port, as
-// HandlePort does.
+// (and a port-forward, and an httpGet lifecycle hook) reach there. It
+// replaces what served the port, as HandlePort does.
 func (k *Kubelet) HandleProxy(namespace, pod string, port int32, h http.Handler) {
 	k.streams.setPort(namespace+"/"+pod, port, portHandler{http: h})
 }
