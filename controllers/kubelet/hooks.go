@@ -128,7 +128,7 @@ func (r *podRuntime) endPostStarts(pod *corev1.Pod, now time.Time, plans planner
 			continue
 		}
 		c.postStart, ended = nil, true
-		c.run(h.start, plans, pod)
+		c.run(h.start, h.end, plans, pod)
 		if h.failure == "" {
 			continue
 		}
@@ -136,7 +136,7 @@ func (r *podRuntime) endPostStarts(pod *corev1.Pod, now time.Time, plans planner
 			event{corev1.EventTypeNormal, "Killing", "FailedPostStartHook"})
 		_, code := plans.stopPlan(pod)
 		c.exit(h.end, Exit{Code: code})
-		c.exitUnseen, c.hookError = true, h.failure
+		c.exitUnseen, c.hookError = true, h.failure // of a sidecar at most among init containers: validation allows none other a hook
 	}
 	return ended
 }

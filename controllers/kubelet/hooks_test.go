@@ -1,11 +1,13 @@
 package kubelet_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +46,14 @@ func (e env) deleteAndWait(t *testing.T, p *corev1.Pod, grace *int64) (*corev1.P
 	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil })
 	e.eventsOf(t, "default", p.Name, "spec.containers{app}", "Killing")
 	return p, deleted.Truncate(time.Second)
+}
+
+// rv is the event's resourceVersion, the order of the writes.
+func rv(t *testing.T, ev corev1.Event) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(ev.ResourceVersion, 10, 64)
+	require.NoError(t, err)
+	return n
 }
 
 // finished is how long after from the container's instance ended, and
@@ -303,7 +313,17 @@ func TestPostStartFailsOrHoldsDeletion(t *testing.T) {
 		_, _ = io.WriteString(x.Stderr, "boom")
 		return 2
 	}
-	e.k.HandleExec("default", "fails", "app", fail)
+	var calls int
+	third := make(chan struct{})
+	e.k.HandleExec("default", "fails", "app", func(ctx context.Context, x kubelet.Exec) int {
+		if calls++; calls == 3 { // the restart after the back-off: held until the test has looked
+			select {
+			case <-third:
+			case <-ctx.Done():
+			}
+		}
+		return fail(ctx, x)
+	})
 	e.k.HandleExec("default", "once", "app", fail)
 	release := make(chan struct{})
 	e.k.HandleExec("default", "slow", "app", func(ctx context.Context, _ kubelet.Exec) int {
@@ -336,6 +356,8 @@ func TestPostStartFailsOrHoldsDeletion(t *testing.T) {
 	})
 	assert.Equal(t, int32(1), status(backOff, "app").RestartCount, "restarted at once, failed again")
 	events := e.eventsOf(t, "default", "fails", "spec.containers{app}", "FailedPostStartHook", "Killing", "BackOff")
+	slices.SortFunc(events, func(a, b corev1.Event) int { return cmp.Compare(rv(t, a), rv(t, b)) }) // as written
+	assert.Equal(t, []string{"Pulled", "Created", "Started", "FailedPostStartHook", "Killing"}, reasons(events)[:5])
 	for _, ev := range events {
 		switch ev.Reason {
 		case "FailedPostStartHook":
@@ -344,6 +366,19 @@ func TestPostStartFailsOrHoldsDeletion(t *testing.T) {
 			assert.Equal(t, "FailedPostStartHook", ev.Message)
 		}
 	}
+	// After the back-off the restart's hook runs: the status shows the
+	// back-off's reason until it has run (the kubelet's sync waits).
+	e.clock.Step(10 * time.Second)
+	apiservertest.WaitIdle(t, e.srv)
+	got, err := e.client.CoreV1().Pods("default").Get(t.Context(), "fails", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, status(got, "app").State.Waiting)
+	assert.Equal(t, []any{"CrashLoopBackOff", int32(1)}, []any{status(got, "app").State.Waiting.Reason, status(got, "app").RestartCount})
+	close(third)
+	e.waitPod(t, got, func(p *corev1.Pod) bool {
+		w := status(p, "app").State.Waiting
+		return w != nil && w.Reason == "PostStartHookError" && status(p, "app").RestartCount == 2
+	})
 
 	never := hooked("once")
 	never.Spec.RestartPolicy = corev1.RestartPolicyNever
@@ -357,8 +392,9 @@ func TestPostStartFailsOrHoldsDeletion(t *testing.T) {
 	e.eventsOf(t, "default", "slow", "spec.containers{app}", "Started")
 	require.NoError(t, e.client.CoreV1().Pods("default").Delete(t.Context(), "slow", metav1.DeleteOptions{}))
 	apiservertest.WaitIdle(t, e.srv)
-	events = e.eventsOf(t, "default", "slow", "spec.containers{app}")
-	assert.NotContains(t, reasons(events), "Killing", "killed while its postStart hook runs")
+	got, err = e.client.CoreV1().Pods("default").Get(t.Context(), "slow", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, corev1.PodPending, got.Status.Phase, "ended while its postStart hook runs")
 	close(release)
 	p = e.waitPod(t, p, failed)
 	assert.Equal(t, int32(143), status(p, "app").State.Terminated.ExitCode)

@@ -152,9 +152,11 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 		r.sandbox = k.mount(pod, r, now) // the admission status is written: volumes, then the sandbox
 	}
 	r.admitted = true
-	if r.sandbox && r.stopping.IsZero() && !r.killing && !terminal(pod) && !r.pastDeadline {
+	switch {
+	case hooked: // a resize is actuated once the hook has run
+	case r.sandbox && r.stopping.IsZero() && !r.killing && !terminal(pod) && !r.pastDeadline:
 		podEvents = append(podEvents, k.resize(pod, r, n, now, k.plans())...)
-	} else {
+	default:
 		r.inProgress, r.pending = nil, nil // a deleted or finished pod's resize is dropped
 	}
 	r.advance(pod, now, k.plans())

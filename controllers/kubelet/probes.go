@@ -147,12 +147,12 @@ func (c *container) probeFailure(pod *corev1.Pod, now time.Time, plans planner, 
 
 // startProbes starts the failing probes of an instance that starts now: a
 // failing startup probe holds it not started.
-func (c *container) startProbes(now time.Time) {
+func (c *container) startProbes(started, seen time.Time) {
 	for _, kind := range []probeKind{liveness, startup} {
 		spec, p := c.probe(kind)
 		p.failures, p.checkAt = 0, time.Time{}
 		if p.on && spec != nil {
-			p.checkAt = now.Add(seconds(spec.InitialDelaySeconds))
+			p.checkAt = later(seen, started.Add(seconds(spec.InitialDelaySeconds)))
 		}
 	}
 	if c.failingStartup.on && c.spec.StartupProbe != nil {

@@ -151,6 +151,10 @@ type container struct {
 	// that failed, until the container starts again.
 	preStop, postStart *hook
 	hookError          string
+	// waitedBackOff: the instance starting waited out a back-off, which
+	// its status shows until it runs (CrashLoopBackOff, the kubelet's
+	// reason cache).
+	waitedBackOff bool
 }
 
 // run is a container instance: running when finished is zero.
@@ -331,6 +335,7 @@ func (c *container) advance(now time.Time, restart bool, plans planner, pod *cor
 		c.scheduleRestart(pod)
 		return true
 	case c.instance.terminated() && restart && !c.restartAt.IsZero() && !now.Before(c.restartAt):
+		c.waitedBackOff = c.restartAt.After(c.instance.finished) // shown while a postStart hook runs
 		c.restartAt = time.Time{}
 		c.start(now, plans, pod)
 		return true
@@ -392,32 +397,33 @@ func (c *container) start(now time.Time, plans planner, pod *corev1.Pod) {
 		c.postStart = beginPostStart(now, lc.PostStart)
 		return
 	}
-	c.run(now, plans, pod)
+	c.run(now, now, plans, pod)
 }
 
 // run makes the instance started at started the container's (the one
-// before it its last), with the test's plan for it.
-func (c *container) run(started time.Time, plans planner, pod *corev1.Pod) {
+// before it its last), with the test's plan for it. Its probes count their
+// delays from its start, and begin once the kubelet has seen it running
+// at seen (after its postStart hook).
+func (c *container) run(started, seen time.Time, plans planner, pod *corev1.Pod) {
 	if !c.instance.started.IsZero() {
 		previous := c.instance
 		c.last = &previous
 		c.restarts++
 	}
-	c.hookError = ""
-	now := started
-	c.instance = run{id: newContainerID(), started: now}
+	c.hookError, c.waitedBackOff = "", false
+	c.instance = run{id: newContainerID(), started: started}
 	c.exitAt, c.exitAs = time.Time{}, Exit{}
 	if plan, ok := plans.plan(pod, c); ok {
-		c.exitAt, c.exitAs = now.Add(plan.After), plan
+		c.exitAt, c.exitAs = started.Add(plan.After), plan
 	}
-	c.readyAt, c.startupAt = now, now
+	c.readyAt, c.startupAt = seen, seen
 	if p := c.spec.ReadinessProbe; p != nil {
-		c.readyAt = now.Add(seconds(p.InitialDelaySeconds))
+		c.readyAt = later(seen, started.Add(seconds(p.InitialDelaySeconds)))
 	}
 	if p := c.spec.StartupProbe; p != nil {
-		c.startupAt = now.Add(seconds(p.InitialDelaySeconds))
+		c.startupAt = later(seen, started.Add(seconds(p.InitialDelaySeconds)))
 	}
-	c.startProbes(now)
+	c.startProbes(started, seen)
 }
 
 // pullEvents are the image manager's events for a container's start: a
@@ -605,7 +611,7 @@ func (r *podRuntime) startStopping(now time.Time, after time.Duration, code int3
 		r.announceKill()
 	}
 	for _, c := range r.all() {
-		c.restartAt = time.Time{}
+		c.restartAt, c.hookError = time.Time{}, ""
 		c.endedInBackOff = c.endedInBackOff && r.over // deleted: it would not restart (ShouldContainerBeRestarted)
 	}
 	r.beginPreStops(now, grace)

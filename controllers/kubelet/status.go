@@ -183,7 +183,7 @@ func containerStatus(pod *corev1.Pod, c *container, waiting string, now time.Tim
 			*s.Started = c.started(now)
 			s.Ready = c.isReady(now) && (!c.init || c.sidecar) // a regular init container is ready once it completed
 		}
-	case c.endedInBackOff || !c.restartAt.IsZero() && now.Before(c.restartAt):
+	case c.endedInBackOff || !c.restartAt.IsZero() && now.Before(c.restartAt) || c.postStart != nil && c.waitedBackOff:
 		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
 			Message: fmt.Sprintf("back-off %v restarting failed container=%s pod=%s", c.wait, c.spec.Name, podDesc(pod))}
 		s.LastTerminationState.Terminated = terminated(i)
