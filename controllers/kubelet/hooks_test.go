@@ -400,3 +400,23 @@ func TestPostStartFailsOrHoldsDeletion(t *testing.T) {
 	assert.Equal(t, int32(143), status(p, "app").State.Terminated.ExitCode)
 	e.eventsOf(t, "default", "slow", "spec.containers{app}", "Killing")
 }
+
+// A postStart httpGet hook reaches the test's handler on the pod's port
+// while its container starts (the process listens there), and the
+// container is running once it has answered.
+func TestPostStartHTTPGet(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	got := make(chan string, 1)
+	e.k.HandleProxy("default", "web", 8080, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.URL.Path + " " + r.Header.Get("User-Agent")
+	}))
+	pod := simplePod("web")
+	pod.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{
+		HTTPGet: &corev1.HTTPGetAction{Path: "/warm", Port: intstr.FromInt32(8080)}}}
+	e.waitPod(t, e.createPod(t, pod), ready)
+	assert.Equal(t, "/warm kube-lifecycle/1.37", <-got)
+	events, err := e.client.CoreV1().Events("default").List(t.Context(), metav1.ListOptions{FieldSelector: "reason=FailedPostStartHook"})
+	require.NoError(t, err)
+	assert.Empty(t, events.Items)
+}

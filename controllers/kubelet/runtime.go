@@ -757,10 +757,11 @@ func (r *podRuntime) announceKill() {
 	}
 }
 
-// stopped: nothing runs any more.
+// stopped: nothing runs any more (a container whose postStart hook runs
+// does, though it is not reported running yet).
 func (r *podRuntime) stopped() bool {
 	for _, c := range r.all() {
-		if c.instance.running() {
+		if c.instance.running() || c.postStart != nil {
 			return false
 		}
 	}
