@@ -96,8 +96,8 @@ type Kubelet struct {
 	// that serves them.
 	streams *streams
 	server  *http.Server
-	// hooks is the context of the test's handlers that run preStop hooks
-	// (hooks.go), cancelled as Run returns.
+	// hooks is the context of the test's handlers that run lifecycle
+	// hooks (hooks.go), cancelled as Run returns.
 	hooks struct {
 		ctx    context.Context
 		cancel context.CancelFunc

@@ -132,21 +132,7 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 		r.addEphemeral(pod) // a finished pod's worker takes no more updates
 	}
 	now := k.clock.Now()
-	if r.sandbox {
-		r.endPostStarts(pod, now, k.plans())
-	}
-	// A postStart hook that runs holds the sync where it is: a deletion
-	// or a passed deadline is acted on once it has run.
-	hooked := r.postStarting(now)
-	if pod.DeletionTimestamp != nil && r.stopping.IsZero() && !hooked {
-		after, code := k.outcomes.stopRule(pod)
-		r.startStopping(now, after, code, podGrace(pod)) // a later, shorter delete does not touch the kill under way
-		k.startHooks(pod, r)
-	}
-	var deadline []event
-	if !hooked {
-		deadline = r.checkDeadline(pod, now)
-	}
+	deadline, hooked := k.endings(pod, r, now)
 	var podEvents []event
 	if r.admitted && !r.sandbox && r.stopping.IsZero() && !r.pastDeadline {
 		r.sandbox = k.mount(pod, r, now) // the admission status is written: volumes, then the sandbox
@@ -176,6 +162,25 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 	}
 	k.end(pod, r, n, &w)
 	return w, true
+}
+
+// endings acts on the pod's deletion (its kill begins) and on its active
+// deadline (the events of one passed), unless a postStart hook runs
+// (hooked): that holds the sync where it is, and they are acted on once
+// it has run. Called with k.mu held.
+func (k *Kubelet) endings(pod *corev1.Pod, r *podRuntime, now time.Time) (deadline []event, hooked bool) {
+	if r.sandbox {
+		r.endPostStarts(pod, now, k.plans())
+	}
+	if r.postStarting(now) {
+		return nil, true
+	}
+	if pod.DeletionTimestamp != nil && r.stopping.IsZero() {
+		after, code := k.outcomes.stopRule(pod)
+		r.startStopping(now, after, code, podGrace(pod)) // a later, shorter delete does not touch the kill under way
+		k.startHooks(pod, r)
+	}
+	return r.checkDeadline(pod, now), false
 }
 
 // status is the pod's status as r runs it at now. What still runs of a

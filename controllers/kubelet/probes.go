@@ -145,8 +145,10 @@ func (c *container) probeFailure(pod *corev1.Pod, now time.Time, plans planner, 
 	return true
 }
 
-// startProbes starts the failing probes of an instance that starts now: a
-// failing startup probe holds it not started.
+// startProbes starts the failing probes of an instance started at
+// started, which the kubelet sees running at seen (after its postStart
+// hook): their delays count from its start, their checks begin once seen.
+// A failing startup probe holds it not started.
 func (c *container) startProbes(started, seen time.Time) {
 	for _, kind := range []probeKind{liveness, startup} {
 		spec, p := c.probe(kind)
