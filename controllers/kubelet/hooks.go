@@ -209,13 +209,15 @@ func (k *Kubelet) postStartEnded(pod *corev1.Pod, r *podRuntime, c *container, h
 // preStopEnded ends the hook h of the pod's container c as its handler
 // returned: its stops are ordered again from now and the pod synced. The
 // failure's event is recorded with the pod's next status, or at once if
-// the kubelet is done with the pod (it came too late for the stop).
+// the kubelet is done with the pod (it came too late for the stop), but
+// not for a pod it forgot.
 func (k *Kubelet) preStopEnded(pod *corev1.Pod, r *podRuntime, c *container, h *hook, failed bool) {
 	if k.hooks.ctx.Err() != nil {
 		return // the kubelet stopped
 	}
 	k.mu.Lock()
-	live := k.running[r.uid] == r && !r.deleted && c.preStop == h
+	known := k.running[r.uid] == r // a pod forgotten (gone, or Reset) gets no more events
+	live := known && !r.deleted && c.preStop == h
 	if live {
 		h.end = later(h.start, k.clock.Now())
 		if failed {
@@ -226,7 +228,7 @@ func (k *Kubelet) preStopEnded(pod *corev1.Pod, r *podRuntime, c *container, h *
 	node, version := r.node, r.version
 	k.mu.Unlock()
 	if !live {
-		if failed {
+		if failed && known {
 			k.record(pod, node, podWork{version: version, events: []containerEvent{{c, preStopFailure}}})
 		}
 		return

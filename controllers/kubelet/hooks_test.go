@@ -420,3 +420,36 @@ func TestPostStartHTTPGet(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, events.Items)
 }
+
+// A container restarted for a resize runs its postStart hook again: the
+// pod is not taken as ended meanwhile, though the container's last
+// instance exited 0 under restartPolicy OnFailure, and runs once the hook
+// has run.
+func TestPostStartAfterAResizeRestart(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	e.k.AddRule(kubelet.Rule{Namespace: "default", Selector: labels.Everything(), StopExitCode: ptr.To[int32](0)})
+	pod := sizedPod("resized", "100m")
+	pod.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+	pod.Spec.Containers[0].ResizePolicy = []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.RestartContainer}}
+	pod.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 5}}}
+	p := e.createPod(t, pod)
+	e.eventsOf(t, "default", "resized", "spec.containers{app}", "Started")
+	e.clock.Step(5 * time.Second)
+	p = e.resizeCPU(t, e.waitPod(t, p, running), "200m")
+	e.eventsOf(t, "default", "resized", "spec.containers{app}", "Killing")
+	apiservertest.WaitIdle(t, e.srv)
+	e.clock.Step(5 * time.Second)
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool {
+		return status(p, "app").RestartCount == 1 && status(p, "app").State.Running != nil
+	})
+	assert.Equal(t, corev1.PodRunning, p.Status.Phase)
+	// It goes on as any container: a crash restarts it (at once, then its
+	// hook runs).
+	require.NoError(t, e.k.Exit(t.Context(), "default", "resized", "app", 1))
+	apiservertest.WaitIdle(t, e.srv)
+	e.clock.Step(5 * time.Second)
+	e.waitPod(t, p, func(p *corev1.Pod) bool {
+		return status(p, "app").RestartCount == 2 && status(p, "app").State.Running != nil
+	})
+}

@@ -154,7 +154,7 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 	w := podWork{status: status, events: r.takeEvents(), podEvents: podEvents, deadline: deadline, version: r.version,
 		next: r.next(pod, now), hold: !r.stopped()}
 	restart := r.exitsSeen(pod)
-	if added := r.reportedAdded(); r.sandboxDue(pod) || added || restart || r.inProgress != nil || killed {
+	if added := r.reportedAdded(); r.sandboxDue(pod) || added || restart || r.inProgress != nil && !r.postStarting(now) || killed {
 		w.next = now // the sandbox and containers start (a resize is actuated) at the next sync
 	}
 	if retry := now.Add(deferredRetry); r.pending != nil && (w.next.IsZero() || retry.Before(w.next)) {
@@ -192,7 +192,7 @@ func (k *Kubelet) status(pod *corev1.Pod, r *podRuntime, n *node, now time.Time)
 	k.terminationMessages(pod, r)
 	status = podStatus(pod, r, n.internalIP(), now)
 	ended := phaseOver(status.Phase) || status.Phase == corev1.PodRunning && r.mainOver(pod)
-	if killed = ended && r.stopping.IsZero() && !r.killing && !r.stopped(); killed {
+	if killed = ended && r.stopping.IsZero() && !r.killing && !r.stopped() && !r.postStarting(now); killed { // a hook holds the sync
 		after, code := k.outcomes.stopRule(pod)
 		r.killPod(now, after, code, podGrace(pod))
 		k.startHooks(pod, r)
