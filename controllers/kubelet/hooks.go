@@ -8,6 +8,7 @@ package kubelet
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -77,29 +78,23 @@ func (r *podRuntime) beginPreStops(now time.Time, grace time.Duration) {
 		if !c.instance.running() || c.preStop != nil || lc == nil || lc.PreStop == nil {
 			continue
 		}
-		h := &hook{start: now, end: now, limit: now.Add(max(grace, time.Second))} // as orderStops
-		switch ps := lc.PreStop; {
-		case ps.Sleep != nil:
-			h.end = now.Add(seconds64(ps.Sleep.Seconds))
-		case ps.Exec != nil || ps.HTTPGet != nil:
-			h.end, h.pending = time.Time{}, true
-		default: // tcpSocket: "Cannot run handler: invalid handler"
+		h := beginHook(now, lc.PreStop)
+		h.limit = now.Add(max(grace, time.Second)) // as orderStops
+		if h.failure != "" {
 			c.preStopFailed()
 		}
 		c.preStop = h
 	}
 }
 
-func seconds64(s int64) time.Duration { return time.Duration(s) * time.Second }
-
-// beginPostStart is the run from now of a postStart hook: a sleep ends
-// after its seconds, a tcpSocket handler fails at once (the kubelet has
-// none), exec and httpGet wait for the test's handlers (startHooks).
-func beginPostStart(now time.Time, lh *corev1.LifecycleHandler) *hook {
+// beginHook is the run from now of a hook lh, with no limit: a sleep
+// ends after its seconds, a tcpSocket handler fails at once (the kubelet
+// has none), exec and httpGet wait for the test's handlers (startHooks).
+func beginHook(now time.Time, lh *corev1.LifecycleHandler) *hook {
 	h := &hook{start: now, end: now}
 	switch {
 	case lh.Sleep != nil:
-		h.end = now.Add(seconds64(lh.Sleep.Seconds))
+		h.end = now.Add(seconds(lh.Sleep.Seconds))
 	case lh.Exec != nil || lh.HTTPGet != nil:
 		h.end, h.pending = time.Time{}, true
 	default:
@@ -259,7 +254,7 @@ func (k *Kubelet) hookHandler(pod *corev1.Pod, r *podRuntime, c *container, lh *
 	if get.Host == "" && !k.streams.serves(key, port) {
 		return nil // nothing registered at the pod's own port
 	}
-	host := cmpOr(get.Host, r.ip)
+	host := cmp.Or(get.Host, r.ip)
 	return func(ctx context.Context) string {
 		fellBack, err := k.httpHook(ctx, get, host, port)
 		if err != nil {
@@ -305,13 +300,6 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // hookPort is an httpGet hook's port: a number, or the name of one of the

@@ -176,7 +176,7 @@ func (c *container) nextProbe(now time.Time) time.Time {
 	return latest(c.failingLive.checkAt, c.startupAt)
 }
 
-func seconds(s int32) time.Duration { return time.Duration(s) * time.Second }
+func seconds[T int32 | int64](s T) time.Duration { return time.Duration(s) * time.Second }
 
 func latest(a, b time.Time) time.Time {
 	if a.After(b) {

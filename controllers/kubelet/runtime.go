@@ -394,7 +394,7 @@ func (c *container) start(now time.Time, plans planner, pod *corev1.Pod) {
 	c.events = append(c.events, event{corev1.EventTypeNormal, "Created", "Container created"},
 		event{corev1.EventTypeNormal, "Started", "Container started"})
 	if lc := c.spec.Lifecycle; lc != nil && lc.PostStart != nil {
-		c.postStart = beginPostStart(now, lc.PostStart)
+		c.postStart = beginHook(now, lc.PostStart)
 		return
 	}
 	c.run(now, now, plans, pod)
