@@ -149,12 +149,12 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 	for k.startHooks(pod, r) { // a postStart hook with nothing to run: the sync goes on
 		r.advance(pod, now, k.plans())
 	}
-	status, killed := k.status(pod, r, n, now)
+	status, again := k.status(pod, r, n, now)
 	podEvents, r.podEvents = append(r.podEvents, podEvents...), nil
 	w := podWork{status: status, events: r.takeEvents(), podEvents: podEvents, deadline: deadline, version: r.version,
 		next: r.next(pod, now), hold: !r.stopped()}
 	restart := r.exitsSeen(pod)
-	if added := r.reportedAdded(); r.sandboxDue(pod) || added || restart || r.inProgress != nil && !r.postStarting(now) || killed {
+	if added := r.reportedAdded(); r.sandboxDue(pod) || added || restart || r.inProgress != nil && !r.postStarting(now) || again {
 		w.next = now // the sandbox and containers start (a resize is actuated) at the next sync
 	}
 	if retry := now.Add(deferredRetry); r.pending != nil && (w.next.IsZero() || retry.Before(w.next)) {
@@ -186,18 +186,29 @@ func (k *Kubelet) endings(pod *corev1.Pod, r *podRuntime, now time.Time) (deadli
 // status is the pod's status as r runs it at now. What still runs of a
 // pod that ended without a deletion (its regular containers ended for
 // good while its sidecars run, or its phase is over: past its active
-// deadline, an init container failed for good) is stopped (killPod),
-// after this status is written: killed, the pod is synced again at once.
-func (k *Kubelet) status(pod *corev1.Pod, r *podRuntime, n *node, now time.Time) (status corev1.PodStatus, killed bool) {
+// deadline, an init container failed for good) is stopped (killPod), and
+// the containers of a pod this status says restarts in place are removed
+// (restartall.go), after this status is written: again, the pod is synced
+// again at once.
+func (k *Kubelet) status(pod *corev1.Pod, r *podRuntime, n *node, now time.Time) (status corev1.PodStatus, again bool) {
 	k.terminationMessages(pod, r)
 	status = podStatus(pod, r, n.internalIP(), now)
+	if r.restartingAll { // this status shows the containers removed: the next sync starts them
+		r.restartedAll()
+		return status, true
+	}
 	ended := phaseOver(status.Phase) || status.Phase == corev1.PodRunning && r.mainOver(pod)
-	if killed = ended && r.stopping.IsZero() && !r.killing && !r.stopped() && !r.postStarting(now); killed { // a hook holds the sync
+	if ended && r.stopping.IsZero() && !r.killing && !r.stopped() && !r.postStarting(now) { // a hook holds the sync
 		after, code := k.outcomes.stopRule(pod)
 		r.killPod(now, after, code, podGrace(pod))
 		k.startHooks(pod, r)
+		return status, true
 	}
-	return status, killed
+	if r.resetDue(now, status.Phase) {
+		r.resetAll(status)
+		return status, true
+	}
+	return status, false
 }
 
 // end marks r over once its phase ended and nothing runs (its address and

@@ -66,6 +66,10 @@ type podRuntime struct {
 	killing bool
 	// initialized: a status of the pod said Initialized True (it stays).
 	initialized bool
+	// restartingAll: its init and regular containers were removed to
+	// restart it in place, and no status has shown them removed yet
+	// (restartall.go).
+	restartingAll bool
 	// rejection, when set, is why the kubelet rejected the pod at
 	// admission (admit.go): it never ran.
 	rejection *rejection
@@ -155,6 +159,11 @@ type container struct {
 	// its status shows until it runs (CrashLoopBackOff, the kubelet's
 	// reason cache).
 	waitedBackOff bool
+	// shownRemoved is its status once the pod's restart in place removed
+	// it, until a status has shown it; recount: removed as it waited to
+	// restart, its next start counts as a restart (restartall.go).
+	shownRemoved *corev1.ContainerStatus
+	recount      bool
 }
 
 // run is a container instance: running when finished is zero.
@@ -257,6 +266,9 @@ func (r *podRuntime) step(pod *corev1.Pod, now time.Time, plans planner) bool {
 	}
 	if r.endPostStarts(pod, now, plans) {
 		return true
+	}
+	if r.restartingAll || r.restartAllDue() {
+		return false // the status is written, then the pod's containers are removed (restartall.go)
 	}
 	// Ephemeral containers start before init containers, even when those
 	// fail (computePodActions), unless the pod is over; they never restart.
@@ -409,8 +421,10 @@ func (c *container) run(started, seen time.Time, plans planner, pod *corev1.Pod)
 		previous := c.instance
 		c.last = &previous
 		c.restarts++
+	} else if c.recount {
+		c.restarts++
 	}
-	c.hookError, c.waitedBackOff = "", false
+	c.hookError, c.waitedBackOff, c.recount = "", false, false
 	c.instance = run{id: newContainerID(), started: started}
 	c.exitAt, c.exitAs = time.Time{}, Exit{}
 	if plan, ok := plans.plan(pod, c); ok {
@@ -585,21 +599,11 @@ func restartable(pod *corev1.Pod, c *container, code int32) bool {
 }
 
 // restartRule: the first of the container's restartPolicyRules whose exit
-// codes match code says to restart (ContainerShouldRestart). A rule that
-// says RestartAllContainers restarts this container only: the restart of
-// the pod's others (AllContainersRestarting) is not simulated.
+// codes match code says to restart it, alone or with the whole pod
+// (ContainerShouldRestart).
 func restartRule(spec *corev1.Container, code int32) bool {
-	for _, rule := range spec.RestartPolicyRules {
-		if rule.ExitCodes == nil {
-			continue
-		}
-		in := slices.Contains(rule.ExitCodes.Values, code)
-		if in && rule.ExitCodes.Operator == corev1.ContainerRestartRuleOnExitCodesOpIn ||
-			!in && rule.ExitCodes.Operator == corev1.ContainerRestartRuleOnExitCodesOpNotIn {
-			return rule.Action == corev1.ContainerRestartRuleActionRestart || rule.Action == corev1.ContainerRestartRuleActionRestartAllContainers
-		}
-	}
-	return false
+	rule, ok := matchingRule(spec, code)
+	return ok && (rule.Action == corev1.ContainerRestartRuleActionRestart || rule.Action == corev1.ContainerRestartRuleActionRestartAllContainers)
 }
 
 // startStopping begins stopping the deleted pod's containers at now

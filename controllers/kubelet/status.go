@@ -155,6 +155,9 @@ func containerStatuses(pod *corev1.Pod, r *podRuntime, now time.Time) (init, mai
 // ephemeral ones); the resources are the spec's once the runtime has the
 // container (convertContainerStatusResources).
 func containerStatus(pod *corev1.Pod, c *container, waiting string, now time.Time) corev1.ContainerStatus {
+	if c.shownRemoved != nil { // removed to restart the pod in place (restartall.go)
+		return *c.shownRemoved.DeepCopy()
+	}
 	s := corev1.ContainerStatus{Name: c.spec.Name, Image: c.spec.Image, RestartCount: c.restarts,
 		Started: new(bool), VolumeMounts: mounts(c.spec)}
 	if c.ephemeral {
@@ -200,10 +203,15 @@ func containerStatus(pod *corev1.Pod, c *container, waiting string, now time.Tim
 	return s
 }
 
+// terminated is the instance's terminated state; one with no ID is a
+// container removed to restart its pod in place, which has no times.
 func terminated(i run) *corev1.ContainerStateTerminated {
-	return &corev1.ContainerStateTerminated{ExitCode: i.exitCode, Reason: i.reason, Message: i.message,
-		StartedAt: metav1.NewTime(i.started.Truncate(time.Second)), FinishedAt: metav1.NewTime(i.finished.Truncate(time.Second)),
-		ContainerID: runtimeName + "://" + i.id}
+	t := &corev1.ContainerStateTerminated{ExitCode: i.exitCode, Reason: i.reason, Message: i.message}
+	if i.id != "" {
+		t.StartedAt, t.FinishedAt = metav1.NewTime(i.started.Truncate(time.Second)), metav1.NewTime(i.finished.Truncate(time.Second))
+		t.ContainerID = runtimeName + "://" + i.id
+	}
+	return t
 }
 
 // mounts are the container's volume mounts as the kubelet reports them.
@@ -258,26 +266,30 @@ func normalizeImage(image string) (name, id string) {
 	return name, base + "@" + digest
 }
 
-// phase is getPhase over the statuses: Pending until initialized and
-// every container has started once, Running while one (a sidecar too)
-// runs or will restart, then Succeeded or Failed by the regular
-// containers' exit codes (a deleted pod's too, whatever its restart
-// policy).
+// phase is getPhase over the statuses: Pending while a regular init
+// container runs or waits for its first start, while a sidecar waits for
+// its first start or, before any regular container has run, for its
+// startup probe, or while a regular container waits for its first start;
+// then Running while one (a sidecar too) runs or a stopped one will
+// restart; then Succeeded or Failed by the regular containers' exit codes
+// (a deleted pod's too, whatever its restart policy). A container removed
+// by a restart in place will restart (restartall.go).
 func phase(pod *corev1.Pod, r *podRuntime, init, main []corev1.ContainerStatus) corev1.PodPhase {
 	if r.initFailed {
 		return corev1.PodFailed
 	}
-	running, stopped, succeeded, restartableStopped := 0, 0, 0, 0
+	pending := false
+	running, stopped, succeeded, restarting := 0, 0, 0, 0
 	for _, s := range init {
-		c := r.byName(s.Name)
-		if c.sidecar && s.State.Running != nil {
+		c, never := r.byName(s.Name), s.State.Waiting != nil && s.LastTerminationState.Terminated == nil
+		switch {
+		case c.sidecar && s.State.Running != nil:
 			running++
-		}
-		if !c.sidecar && s.State.Terminated == nil && (s.LastTerminationState.Terminated == nil || s.LastTerminationState.Terminated.ExitCode == 0) {
-			return corev1.PodPending
-		}
-		if !c.sidecar && s.State.Terminated != nil && s.State.Terminated.ExitCode != 0 {
-			return corev1.PodPending
+			pending = pending || !*s.Started && !r.mainStarted()
+		case c.sidecar:
+			pending = pending || never
+		case s.State.Running != nil || never:
+			pending = true
 		}
 	}
 	for _, s := range main {
@@ -292,19 +304,21 @@ func phase(pod *corev1.Pod, r *podRuntime, init, main []corev1.ContainerStatus) 
 			if term.ExitCode == 0 {
 				succeeded++
 			}
-			if r.stopping.IsZero() && restartable(pod, r.byName(s.Name), term.ExitCode) {
-				restartableStopped++
+			if r.stopping.IsZero() && (restartable(pod, r.byName(s.Name), term.ExitCode) || term.Reason == restartingAll) {
+				restarting++
 			}
 		default:
-			return corev1.PodPending // waiting for its first start
+			pending = true // waiting for its first start
 		}
 	}
 	switch {
+	case pending:
+		return corev1.PodPending
 	case running > 0:
 		return corev1.PodRunning
 	case stopped == 0:
 		return corev1.PodPending
-	case restartableStopped > 0:
+	case restarting > 0:
 		return corev1.PodRunning
 	case stopped == succeeded:
 		return corev1.PodSucceeded
@@ -323,7 +337,8 @@ func (r *podRuntime) byName(name string) *container {
 
 // conditions are the pod's: others' first, then the kubelet's in its order
 // (PodReadyToStartContainers, Initialized, Ready, ContainersReady,
-// PodScheduled); a condition keeps its lastTransitionTime while its status
+// PodScheduled, then AllContainersRestarting for a pod that may restart in
+// place); a condition keeps its lastTransitionTime while its status
 // stays (against the kubelet's last status, as the status manager keeps
 // it).
 func conditions(pod *corev1.Pod, r *podRuntime, s corev1.PodStatus, now time.Time) []corev1.PodCondition {
@@ -346,10 +361,16 @@ func conditions(pod *corev1.Pod, r *podRuntime, s corev1.PodStatus, now time.Tim
 		readyCondition(pod, s, containersReady, out), containersReady,
 		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
 	}
+	if c, ok := restartingCondition(pod, r, s.Phase); ok {
+		mine = append(mine, c)
+	}
 	t := metav1.NewTime(now.Truncate(time.Second))
 	last := r.lastStatus(pod).Status.Conditions // the informer may not show the kubelet's last status yet
 	for i := range mine {
-		mine[i].ObservedGeneration, mine[i].LastTransitionTime = pod.Generation, t
+		mine[i].LastTransitionTime = t
+		if mine[i].Type != corev1.AllContainersRestarting { // its generator sets none
+			mine[i].ObservedGeneration = pod.Generation
+		}
 		for _, old := range last {
 			if old.Type == mine[i].Type && old.Status == mine[i].Status {
 				mine[i].LastTransitionTime = old.LastTransitionTime
