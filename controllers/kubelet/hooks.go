@@ -127,7 +127,7 @@ func (r *podRuntime) endPostStarts(pod *corev1.Pod, now time.Time, plans planner
 		if h.failure == "" {
 			continue
 		}
-		c.events = append(c.events, event{corev1.EventTypeWarning, "FailedPostStartHook", "PostStartHook failed"},
+		c.record(event{corev1.EventTypeWarning, "FailedPostStartHook", "PostStartHook failed"},
 			event{corev1.EventTypeNormal, "Killing", "FailedPostStartHook"})
 		_, code := plans.stopPlan(pod)
 		c.exit(h.end, Exit{Code: code})
@@ -138,7 +138,7 @@ func (r *podRuntime) endPostStarts(pod *corev1.Pod, now time.Time, plans planner
 
 // preStopFailed records the kubelet's event for a failed preStop hook
 // (the handler's message goes to its log only).
-func (c *container) preStopFailed() { c.events = append(c.events, preStopFailure) }
+func (c *container) preStopFailed() { c.record(preStopFailure) }
 
 var preStopFailure = event{corev1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed"}
 
@@ -224,7 +224,7 @@ func (k *Kubelet) preStopEnded(pod *corev1.Pod, r *podRuntime, c *container, h *
 	k.mu.Unlock()
 	if !live {
 		if failed && known {
-			k.record(pod, node, podWork{version: version, events: []containerEvent{{c, preStopFailure}}})
+			k.record(pod, node, podWork{version: version, events: []containerEvent{{c, stampedEvent{preStopFailure, eventSeq.Add(1)}}}})
 		}
 		return
 	}

@@ -270,7 +270,7 @@ func (k *Kubelet) SetReady(ctx context.Context, namespace, pod, containerName st
 			if c.spec.Name == containerName {
 				c.ready = &ready
 				if !ready && c.instance.running() {
-					c.events = append(c.events, event{corev1.EventTypeWarning, "Unhealthy", "Readiness probe failed: "})
+					c.record(event{corev1.EventTypeWarning, "Unhealthy", "Readiness probe failed: "})
 				}
 				return nil
 			}

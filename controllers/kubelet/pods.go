@@ -7,8 +7,10 @@ package kubelet
 // deleted with grace period 0.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,7 +49,7 @@ type podWork struct {
 
 type containerEvent struct {
 	container *container
-	event
+	stampedEvent
 }
 
 // syncPod runs the pod key if it is bound to a simulated node whose
@@ -205,7 +207,7 @@ func (k *Kubelet) status(pod *corev1.Pod, r *podRuntime, n *node, now time.Time)
 		return status, true
 	}
 	if r.resetDue(now, status.Phase) {
-		r.resetAll(status)
+		r.resetAll(status, now)
 		return status, true
 	}
 	return status, false
@@ -257,7 +259,8 @@ func (k *Kubelet) podIP(pod *corev1.Pod, n *node) string {
 	return n.ipam.allocate()
 }
 
-// takeEvents returns the events the containers recorded since last asked.
+// takeEvents returns the events the containers recorded since last asked,
+// in the order they happened.
 func (r *podRuntime) takeEvents() []containerEvent {
 	var out []containerEvent
 	for _, c := range r.all() {
@@ -266,6 +269,7 @@ func (r *podRuntime) takeEvents() []containerEvent {
 		}
 		c.events = nil
 	}
+	slices.SortFunc(out, func(a, b containerEvent) int { return cmp.Compare(a.seq, b.seq) })
 	return out
 }
 

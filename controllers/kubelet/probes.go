@@ -121,7 +121,7 @@ func (c *container) probeFailure(pod *corev1.Pod, now time.Time, plans planner, 
 		return false // it exits before the probe fails
 	}
 	p.failures++
-	c.events = append(c.events, event{corev1.EventTypeWarning, "Unhealthy", string(kind) + " probe failed: "})
+	c.record(event{corev1.EventTypeWarning, "Unhealthy", string(kind) + " probe failed: "})
 	if p.failures < max(spec.FailureThreshold, 1) {
 		p.checkAt = p.checkAt.Add(seconds(max(spec.PeriodSeconds, 1)))
 		return true
@@ -137,7 +137,7 @@ func (c *container) probeFailure(pod *corev1.Pod, now time.Time, plans planner, 
 	case restart:
 		msg += ", will be restarted"
 	}
-	c.events = append(c.events, event{corev1.EventTypeNormal, "Killing", msg})
+	c.record(event{corev1.EventTypeNormal, "Killing", msg})
 	_, code := plans.stopPlan(pod)
 	c.exit(p.checkAt, Exit{Code: code})
 	c.probeKilled = true

@@ -162,7 +162,7 @@ func (k *Kubelet) actuate(pod *corev1.Pod, r *podRuntime, now time.Time, plans p
 	_, code := k.outcomes.stopPlan(pod)
 	for _, c := range r.all() {
 		if c.restartOnResize && c.instance.running() {
-			c.events = append(c.events, event{corev1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s resize requires restart", c.spec.Name)})
+			c.record(event{corev1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s resize requires restart", c.spec.Name)})
 			c.exit(now, Exit{Code: code})
 			c.start(now, plans, pod) // the instance killed becomes its last
 		}

@@ -67,15 +67,23 @@ func mayRestartAll(spec *corev1.PodSpec) bool {
 }
 
 // restartAllDue: an init or regular container's last instance exited with
-// a code that restarts the pod. An instance a probe just killed is not
-// seen exited: the kubelet restarts it in the sync that kills it.
+// a code that restarts the pod. An instance a probe killed, to be
+// restarted at once, is not seen exited: the kubelet restarts it in the
+// sync that kills it (one that must wait out a back-off is seen exited in
+// the next).
 func (r *podRuntime) restartAllDue() bool {
 	for _, c := range slices.Concat(r.init, r.main) {
-		if c.instance.terminated() && !c.probeKilled && restartsAll(c.spec, c.instance.exitCode) {
+		if c.instance.terminated() && !c.restartsAtOnce() && restartsAll(c.spec, c.instance.exitCode) {
 			return true
 		}
 	}
 	return false
+}
+
+// restartsAtOnce: a probe killed the instance, and it restarts with no
+// back-off (restartAfterKill).
+func (c *container) restartsAtOnce() bool {
+	return c.probeKilled || !c.restartAt.IsZero() && !c.restartAt.After(c.instance.finished)
 }
 
 // removed: no init or regular container of the pod is in the runtime
@@ -106,10 +114,22 @@ func restartingCondition(pod *corev1.Pod, r *podRuntime, phase corev1.PodPhase) 
 
 // resetDue: the status just computed says AllContainersRestarting and the
 // pod's sync goes on to remove its containers (not a pod being stopped or
-// over, nor one whose sync a postStart hook holds).
+// over, nor one whose sync a postStart hook holds). An exit is seen a
+// relist (1 s) after the last restart in place at the soonest: the
+// kubelet learns of its containers' exits from the runtime's relist, so a
+// pod whose containers end as they start restarts once a second, not in
+// a loop at one instant of the clock.
 func (r *podRuntime) resetDue(now time.Time, phase corev1.PodPhase) bool {
 	return r.sandbox && r.stopping.IsZero() && !r.killing && !r.over && !r.pastDeadline && !phaseOver(phase) &&
-		!r.postStarting(now) && r.restartAllDue()
+		!r.postStarting(now) && r.restartAllDue() && !now.Before(r.nextReset())
+}
+
+// nextReset is the soonest the pod may restart in place again.
+func (r *podRuntime) nextReset() time.Time {
+	if r.resetAt.IsZero() {
+		return r.resetAt
+	}
+	return r.resetAt.Add(plegRelist)
 }
 
 // resetAll kills the running init and regular containers at once (a grace
@@ -117,20 +137,20 @@ func (r *podRuntime) resetDue(now time.Time, phase corev1.PodPhase) bool {
 // and removes every instance of them, after status, which shows what they
 // were: the next status shows them removed, and the sync after it starts
 // the pod again (its ephemeral containers run on).
-func (r *podRuntime) resetAll(status corev1.PodStatus) {
+func (r *podRuntime) resetAll(status corev1.PodStatus, now time.Time) {
 	shown := map[string]corev1.ContainerStatus{}
 	for _, s := range slices.Concat(status.InitContainerStatuses, status.ContainerStatuses) {
 		shown[s.Name] = s
 	}
 	for _, c := range slices.Concat(r.main, r.init) {
 		if c.instance.running() {
-			c.events = append(c.events, event{corev1.EventTypeNormal, "Killing", "killing"})
+			c.record(event{corev1.EventTypeNormal, "Killing", "killing"})
 		}
 	}
 	for _, c := range slices.Concat(r.init, r.main) {
 		c.remove(shown[c.spec.Name])
 	}
-	r.restartingAll = true
+	r.restartingAll, r.resetAt = true, now
 }
 
 // remove takes the container's instances out of the runtime; shown is
@@ -159,10 +179,12 @@ func (c *container) remove(shown corev1.ContainerStatus) {
 }
 
 // removedStatus is the status of a container just removed, shown as its
-// status was before: a terminated one's as it was (its IDs, image and
-// resources), a running one's as a container not in the runtime (its
-// name, image and mounts); waiting RestartingAllContainers, its last state
-// exit code 137, its restart count one more (convertToAPIContainerStatuses).
+// status was before: a terminated one's as it was (its IDs, image,
+// resources, and a completed init container's readiness, which the prober
+// leaves), a running one's as a container not in the runtime (its name,
+// image and mounts; not ready); waiting RestartingAllContainers, its last
+// state exit code 137, its restart count one more, not started
+// (convertToAPIContainerStatuses, the prober's UpdatePodStatus).
 func removedStatus(shown corev1.ContainerStatus, spec *corev1.Container) corev1.ContainerStatus {
 	s := *shown.DeepCopy()
 	if shown.State.Terminated == nil {
@@ -172,7 +194,7 @@ func removedStatus(shown corev1.ContainerStatus, spec *corev1.Container) corev1.
 	s.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 		ExitCode: sigkillExitCode, Reason: restartingAll, Message: restartingAllNote}}
 	s.RestartCount++
-	s.Ready, s.Started = false, new(bool)
+	s.Started = new(bool)
 	return s
 }
 

@@ -1,7 +1,10 @@
 package kubelet_test
 
 import (
+	"context"
 	"net/http"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +36,7 @@ func inPlacePod(e env, name string) *corev1.Pod {
 	pod.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox:1"},
 		{Name: "proxy", Image: "envoy:1", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}}
 	restartsAllOn(&pod.Spec.Containers[1], 42)
+	pod.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"drain"}}}}
 	return pod
 }
 
@@ -51,6 +55,8 @@ func waitingReason(p *corev1.Pod, container string) string {
 func TestRestartAllContainersInPlace(t *testing.T) {
 	t.Parallel()
 	e := start(t)
+	var preStops atomic.Int32
+	e.k.HandleExec("default", "in-place", "app", func(context.Context, kubelet.Exec) int { preStops.Add(1); return 0 })
 	p := e.waitPod(t, e.createPod(t, inPlacePod(e, "in-place")), func(p *corev1.Pod) bool { return status(p, "setup").State.Running != nil })
 	e.clock.Step(time.Minute)
 	p = e.waitPod(t, p, ready)
@@ -75,7 +81,7 @@ func TestRestartAllContainersInPlace(t *testing.T) {
 		assert.Equal(t, &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "RestartingAllContainers", Message: removedNote},
 			s.LastTerminationState.Terminated, name)
 		assert.Equal(t, int32(1), s.RestartCount, name)
-		assert.False(t, s.Ready, name)
+		assert.Equal(t, name == "setup", s.Ready, "%s: a completed init container's readiness stays", name)
 	}
 	// A terminated container's status is its last one's (its IDs); a
 	// running one's is that of a container not in the runtime.
@@ -104,15 +110,22 @@ func TestRestartAllContainersInPlace(t *testing.T) {
 	}
 	assert.Equal(t, "Completed", status(after, "setup").State.Terminated.Reason)
 
-	// The running containers were killed with no grace period, the regular
-	// ones first; the exited one was not.
+	// The running containers were killed with no grace period (no preStop
+	// hook), the regular ones first; the exited one was not.
+	var order []int
 	for _, field := range []string{"spec.containers{app}", "spec.initContainers{proxy}"} {
 		for _, ev := range e.eventsOf(t, "default", "in-place", field, "Killing") {
 			if ev.Reason == "Killing" {
 				assert.Equal(t, "killing", ev.Message, field)
+				rv, err := strconv.Atoi(ev.ResourceVersion)
+				require.NoError(t, err)
+				order = append(order, rv)
 			}
 		}
 	}
+	require.Len(t, order, 2)
+	assert.Less(t, order[0], order[1], "app's Killing before proxy's")
+	assert.Zero(t, preStops.Load())
 	assert.NotContains(t, reasons(e.eventsOf(t, "default", "in-place", "spec.containers{worker}", "Started")), "Killing")
 	// Its previous log is gone with the container.
 	_, err := e.logs(t, "in-place", &corev1.PodLogOptions{Container: "app", Previous: true})
@@ -205,4 +218,47 @@ func TestBackingOffContainerRestartsWithThePod(t *testing.T) {
 	assert.Equal(t, int32(2), status(p, "app").RestartCount)
 	assert.Equal(t, last, status(p, "app").LastTerminationState.Terminated)
 	assert.Equal(t, int32(1), status(p, "worker").RestartCount)
+}
+
+// A container a liveness probe kills, restarted at once by its own policy,
+// is never seen exited: its exit code, though a RestartAllContainers rule
+// names it, restarts it alone (the kubelet kills and starts it in one
+// sync).
+func TestProbeKillRestartsItsContainerAlone(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	pod := simplePod("probed", "app", "worker")
+	restartsAllOn(&pod.Spec.Containers[1], 143) // the default code of a kill
+	pod.Spec.Containers[1].RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+	pod.Spec.Containers[1].LivenessProbe = &corev1.Probe{InitialDelaySeconds: 5, PeriodSeconds: 10, FailureThreshold: 1,
+		ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}
+	p := e.waitPod(t, e.createPod(t, pod), ready)
+	require.NoError(t, e.k.SetLive(t.Context(), "default", "probed", "worker", false))
+	e.clock.Step(5 * time.Second)
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return status(p, "worker").RestartCount == 1 })
+	require.NoError(t, e.srv.WaitIdle(t.Context()))
+	p, err := e.client.CoreV1().Pods("default").Get(t.Context(), "probed", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotNil(t, status(p, "worker").State.Running)
+	assert.Equal(t, int32(143), status(p, "worker").LastTerminationState.Terminated.ExitCode)
+	assert.Equal(t, int32(0), status(p, "app").RestartCount)
+	assert.Equal(t, corev1.ConditionFalse, condition(p, corev1.AllContainersRestarting).Status)
+}
+
+// A pod whose containers end as they start restarts in place once a
+// second (the runtime's relist), not in a loop at one instant.
+func TestRestartInPlaceOncePerRelist(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	pod := simplePod("looping")
+	pod.Spec.InitContainers = []corev1.Container{{Name: "check", Image: "busybox:1"}} // completes at once
+	restartsAllOn(&pod.Spec.InitContainers[0], 0)
+	p := e.waitPod(t, e.createPod(t, pod), func(p *corev1.Pod) bool { return status(p, "check").RestartCount == 1 })
+	require.NoError(t, e.srv.WaitIdle(t.Context()))
+	p, err := e.client.CoreV1().Pods("default").Get(t.Context(), "looping", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, int32(1), status(p, "check").RestartCount)
+	assert.Equal(t, corev1.ConditionTrue, condition(p, corev1.AllContainersRestarting).Status, "seen, not yet acted on")
+	e.clock.Step(time.Second)
+	e.waitPod(t, p, func(p *corev1.Pod) bool { return status(p, "check").RestartCount == 2 })
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,6 +71,8 @@ type podRuntime struct {
 	// restart it in place, and no status has shown them removed yet
 	// (restartall.go).
 	restartingAll bool
+	// resetAt is when its containers were last removed so.
+	resetAt time.Time
 	// rejection, when set, is why the kubelet rejected the pod at
 	// admission (admit.go): it never ran.
 	rejection *rejection
@@ -138,8 +141,9 @@ type container struct {
 	// startup probe (SetLive, SetStarted; probes.go). A failing startup
 	// probe holds startupAt zero: not started.
 	failingLive, failingStartup failingProbe
-	// events are to be recorded by the writer of the next status.
-	events []event
+	// events are to be recorded by the writer of the next status, each
+	// stamped with its place among all the pod's (record).
+	events []stampedEvent
 	// waiting, when set, is why the container could not be created (its
 	// image, its configuration); createRetryAt when it is tried again.
 	waiting       *corev1.ContainerStateWaiting
@@ -182,6 +186,23 @@ func (r run) terminated() bool { return !r.finished.IsZero() }
 // event is a kubelet event about a container.
 type event struct {
 	kind, reason, message string
+}
+
+// stampedEvent is a container's event and when it happened among all
+// others (eventSeq): the pod's events are recorded in that order, as the
+// kubelet's actions made them, whichever containers they are about.
+type stampedEvent struct {
+	event
+	seq uint64
+}
+
+var eventSeq atomic.Uint64
+
+// record adds the kubelet's events about the container, in order.
+func (c *container) record(events ...event) {
+	for _, e := range events {
+		c.events = append(c.events, stampedEvent{e, eventSeq.Add(1)})
+	}
 }
 
 func newContainerID() string {
@@ -390,7 +411,7 @@ func (c *container) create(now time.Time, plans planner, pod *corev1.Pod) bool {
 			retry = plegRelist
 		}
 		c.waiting, c.createRetryAt = waiting, now.Add(retry)
-		c.events = append(c.events, events...)
+		c.record(events...)
 		return true
 	}
 	c.waiting, c.createRetryAt = nil, time.Time{}
@@ -402,8 +423,8 @@ func (c *container) create(now time.Time, plans planner, pod *corev1.Pod) bool {
 // events; one with a postStart hook is the container's instance once the
 // hook has run (hooks.go: the kubelet's sync waits for it).
 func (c *container) start(now time.Time, plans planner, pod *corev1.Pod) {
-	c.events = append(c.events, pullEvents(c.spec)...)
-	c.events = append(c.events, event{corev1.EventTypeNormal, "Created", "Container created"},
+	c.record(pullEvents(c.spec)...)
+	c.record(event{corev1.EventTypeNormal, "Created", "Container created"},
 		event{corev1.EventTypeNormal, "Started", "Container started"})
 	if lc := c.spec.Lifecycle; lc != nil && lc.PostStart != nil {
 		c.postStart = beginHook(now, lc.PostStart)
@@ -496,7 +517,7 @@ func (c *container) scheduleRestart(pod *corev1.Pod) {
 func (c *container) waitBackOff(pod *corev1.Pod) {
 	c.wait = c.backOff
 	c.restartAt = c.instance.finished.Add(c.wait)
-	c.events = append(c.events, event{corev1.EventTypeWarning, "BackOff",
+	c.record(event{corev1.EventTypeWarning, "BackOff",
 		fmt.Sprintf("Back-off restarting failed container %s in pod %s", c.spec.Name, podDesc(pod))})
 	c.backOff = min(2*c.backOff, backOffMax)
 }
@@ -756,7 +777,7 @@ func (r *podRuntime) endBackOffs() {
 func (r *podRuntime) announceKill() {
 	for _, c := range r.all() {
 		if c.instance.running() {
-			c.events = append(c.events, event{corev1.EventTypeNormal, "Killing", "Stopping container " + c.spec.Name})
+			c.record(event{corev1.EventTypeNormal, "Killing", "Stopping container " + c.spec.Name})
 		}
 	}
 }
@@ -787,6 +808,9 @@ func (r *podRuntime) next(pod *corev1.Pod, now time.Time) time.Time {
 	}
 	if !r.sandbox {
 		consider(r.mountRetryAt)
+	}
+	if r.restartAllDue() {
+		consider(r.nextReset())
 	}
 	for _, c := range r.all() {
 		if c.postStart != nil {
