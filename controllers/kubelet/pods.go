@@ -141,7 +141,7 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 	}
 	r.admitted = true
 	switch {
-	case hooked: // a resize is actuated once the hook has run
+	case hooked, r.resetHolds(): // a resize is actuated once the hook has run, the pod restarted in place
 	case r.sandbox && r.stopping.IsZero() && !r.killing && !terminal(pod) && !r.pastDeadline:
 		podEvents = append(podEvents, k.resize(pod, r, n, now, k.plans())...)
 	default:
@@ -156,7 +156,7 @@ func (k *Kubelet) work(key string, pod *corev1.Pod, n *node) (podWork, bool) {
 	w := podWork{status: status, events: r.takeEvents(), podEvents: podEvents, deadline: deadline, version: r.version,
 		next: r.next(pod, now), hold: !r.stopped()}
 	restart := r.exitsSeen(pod)
-	if added := r.reportedAdded(); r.sandboxDue(pod) || added || restart || r.inProgress != nil && !r.postStarting(now) || again {
+	if added := r.reportedAdded(); r.sandboxDue(pod) || added || restart || r.inProgress != nil && !r.postStarting(now) && !r.resetHolds() || again {
 		w.next = now // the sandbox and containers start (a resize is actuated) at the next sync
 	}
 	if retry := now.Add(deferredRetry); r.pending != nil && (w.next.IsZero() || retry.Before(w.next)) {

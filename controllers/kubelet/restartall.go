@@ -80,6 +80,12 @@ func (r *podRuntime) restartAllDue() bool {
 	return false
 }
 
+// resetHolds: the pod restarts in place, and until its containers are
+// removed and shown so, its sync does nothing else (computePodActions
+// returns the reset alone): nothing starts, exits, fails a probe or is
+// resized, for up to a relist when the restart waits for one (resetDue).
+func (r *podRuntime) resetHolds() bool { return r.restartingAll || r.restartAllDue() }
+
 // restartsAtOnce: a probe killed the instance, and it restarts with no
 // back-off (restartAfterKill).
 func (c *container) restartsAtOnce() bool {

@@ -262,3 +262,35 @@ func TestRestartInPlaceOncePerRelist(t *testing.T) {
 	e.clock.Step(time.Second)
 	e.waitPod(t, p, func(p *corev1.Pod) bool { return status(p, "check").RestartCount == 2 })
 }
+
+// While a restart in place waits for the relist, the pod's sync does
+// nothing else: a resize asked then is allocated once the pod restarted,
+// and nothing loops meanwhile (WaitIdle returns).
+func TestResizeWaitsForTheRestartInPlace(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	pod := sizedPod("resized", "100m")
+	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "worker", Image: "nginx:1.27"})
+	restartsAllOn(&pod.Spec.Containers[1], 42)
+	p := e.runningPod(t, pod)
+	require.NoError(t, e.k.Exit(t.Context(), "default", "resized", "worker", 42))
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return status(p, "worker").RestartCount == 1 && ready(p) })
+	require.NoError(t, e.k.Exit(t.Context(), "default", "resized", "worker", 42)) // at the same instant: it waits a relist
+	p = e.waitPod(t, p, func(p *corev1.Pod) bool { return status(p, "worker").State.Terminated != nil })
+	e.resizeCPU(t, p, "500m")
+	require.NoError(t, e.srv.WaitIdle(t.Context()))
+	held, err := e.client.CoreV1().Pods("default").Get(t.Context(), "resized", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.False(t, hasCondition(held, corev1.PodResizeInProgress))
+	assert.Equal(t, "100m", cpu(status(held, "app").AllocatedResources))
+	assert.Equal(t, corev1.ConditionTrue, condition(held, corev1.AllContainersRestarting).Status)
+
+	e.clock.Step(time.Second)
+	done := e.waitPod(t, held, func(p *corev1.Pod) bool {
+		return status(p, "app").RestartCount == 2 && ready(p) && !hasCondition(p, corev1.PodResizeInProgress) &&
+			status(p, "app").Resources != nil && status(p, "app").Resources.Requests.Cpu().String() == "500m"
+	})
+	assert.Equal(t, "500m", cpu(status(done, "app").AllocatedResources))
+}
+
+func cpu(l corev1.ResourceList) string { return l.Cpu().String() }

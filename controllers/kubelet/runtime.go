@@ -288,8 +288,15 @@ func (r *podRuntime) step(pod *corev1.Pod, now time.Time, plans planner) bool {
 	if r.endPostStarts(pod, now, plans) {
 		return true
 	}
-	if r.restartingAll || r.restartAllDue() {
+	if r.resetHolds() {
 		return false // the status is written, then the pod's containers are removed (restartall.go)
+	}
+	// The kills of failed probes come before any start (SyncPod kills,
+	// then starts).
+	for _, c := range slices.Concat(r.init, r.main) {
+		if c.postStart == nil && c.probeFailures(pod, now, plans) {
+			return true
+		}
 	}
 	// Ephemeral containers start before init containers, even when those
 	// fail (computePodActions), unless the pod is over; they never restart.
