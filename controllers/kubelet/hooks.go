@@ -224,7 +224,7 @@ func (k *Kubelet) preStopEnded(pod *corev1.Pod, r *podRuntime, c *container, h *
 	k.mu.Unlock()
 	if !live {
 		if failed && known {
-			k.record(pod, node, podWork{version: version, events: []containerEvent{{c, stampedEvent{preStopFailure, eventSeq.Add(1)}}}})
+			k.record(pod, node, podWork{version: version, events: []containerEvent{{c, stamp(preStopFailure)}}})
 		}
 		return
 	}

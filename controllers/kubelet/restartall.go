@@ -111,7 +111,7 @@ func restartingCondition(pod *corev1.Pod, r *podRuntime, phase corev1.PodPhase) 
 		c.Reason = "PodCompleted"
 	case phase == corev1.PodFailed:
 		c.Reason = "PodFailed"
-	case !r.restartingAll && !r.restartAllDue() || r.removed():
+	case !r.resetHolds() || r.removed():
 	default:
 		c.Status, c.Reason, c.Message = corev1.ConditionTrue, "RestartAllContainersStarted", "container exited with restart policy rule"
 	}

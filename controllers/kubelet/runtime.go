@@ -198,10 +198,13 @@ type stampedEvent struct {
 
 var eventSeq atomic.Uint64
 
+// stamp gives e its place among all events now.
+func stamp(e event) stampedEvent { return stampedEvent{e, eventSeq.Add(1)} }
+
 // record adds the kubelet's events about the container, in order.
 func (c *container) record(events ...event) {
 	for _, e := range events {
-		c.events = append(c.events, stampedEvent{e, eventSeq.Add(1)})
+		c.events = append(c.events, stamp(e))
 	}
 }
 
@@ -367,8 +370,6 @@ func (c *container) advance(now time.Time, restart bool, plans planner, pod *cor
 		return false // starting: its postStart hook runs
 	case c.instance.started.IsZero():
 		return c.create(now, plans, pod)
-	case c.probeFailures(pod, now, plans):
-		return true
 	case c.exitDue(now):
 		return true
 	case c.instance.terminated() && restart && c.restartAt.IsZero() && !c.exitUnseen:
